@@ -1,0 +1,1 @@
+//! lang (to be written)
