@@ -1,0 +1,111 @@
+//! The command line: every option pure-serve takes, its default, and what it protects.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   stopped cleanly (SIGTERM or SIGINT): in-flight requests were answered and synced
+  1   an unexpected error while serving
+  2   bad command line
+  3   the app directory failed to load (app.json or a script: the message names file:line:column)
+  4   the data directory could not be opened or recovered (the message says what and where)
+  5   the listen address could not be bound
+  10  the store was poisoned by a failed write or sync: writes were refused with 503, and the
+      server exited after a short drain so that a supervisor restarts it and recovery reads
+      what is really on disk";
+
+/// pure-serve: serves a Pure app directory over HTTP with JSON. Write handlers run one at a time
+/// on the owner thread and are answered only once durable; read handlers run on every HTTP
+/// thread against the latest durable snapshot.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "pure-serve", version, after_help = EXIT_CODES)]
+pub struct Options {
+    /// The app directory: app.json (name and routes) and the .rhai scripts.
+    pub app_dir: PathBuf,
+
+    /// Where the app's state lives (log and checkpoints) [default: <APP_DIR>/data].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+
+    /// Address to listen on; port 0 picks a free port (the ready line prints the real one).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// `always`: a write is answered only after its group is synced to disk (fdatasync).
+    /// `none`: no sync at all; answers are NOT durable (for runs in RAM and benchmarks).
+    #[arg(long, value_enum, default_value_t = Sync::Always)]
+    pub sync: Sync,
+
+    /// HTTP worker threads, which also run read handlers [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Largest request body accepted; a larger one gets 413 without being read.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_body: usize,
+
+    /// Most connections served at once; further clients wait in the listen backlog.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+
+    /// Time a client has to send a request's headers; it also closes idle keep-alive connections.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// Time a client has to send a request's whole body once its headers arrived (408 after it).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+
+    /// Writes waiting for the owner; when full, writes get 503 instead of queueing without bound.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub queue_capacity: usize,
+
+    /// Space preallocated for the record log; a full log refuses writes with 503.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+    pub log_capacity: u64,
+
+    /// A checkpoint is taken when the log since the last one exceeds this.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    pub checkpoint_interval: u64,
+
+    /// On a poisoned store: how long to keep answering (reads, and 503 for writes) before exiting
+    /// with status 10.
+    #[arg(long, value_name = "MS", default_value_t = 1_000)]
+    pub poison_drain_ms: u64,
+
+    /// On SIGTERM/SIGINT: the longest wait for open connections to finish their requests.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub shutdown_timeout_ms: u64,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    Always,
+    None,
+}
+
+impl Options {
+    pub fn data_dir(&self) -> PathBuf {
+        self.data
+            .clone()
+            .unwrap_or_else(|| self.app_dir.join("data"))
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |count| count.get()))
+            .max(1)
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
+    }
+}

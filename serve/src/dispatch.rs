@@ -1,0 +1,273 @@
+//! The request path: route, read the body under its limits, call the handler, answer in JSON.
+//!
+//! Read handlers run right here, on the HTTP worker thread, inside `block_in_place` so that the
+//! worker's other tasks move to another thread while the script runs. Write handlers go to the
+//! owner through `Runtime::write`; the task awaits the reply, which arrives only once the write's
+//! group is durable.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderMap, HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Response, StatusCode};
+use pure_runtime::{HandlerError, HandlerKind, Request, Route, Runtime};
+use serde_json::{json, Value};
+
+use crate::metrics::{Label, ServerMetrics};
+use crate::route::{parse_query, RouteMatch, Router};
+
+pub type Reply = Response<Full<Bytes>>;
+
+/// Limits on what a request may send.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+/// Everything a request needs, shared by all connections.
+pub struct Dispatch {
+    runtime: Runtime,
+    routes: Vec<Route>,
+    router: Router,
+    pub metrics: ServerMetrics,
+    limits: BodyLimits,
+}
+
+impl Dispatch {
+    pub fn new(runtime: Runtime, limits: BodyLimits) -> Dispatch {
+        let routes = runtime.app().routes().to_vec();
+        Dispatch {
+            router: Router::new(&routes),
+            metrics: ServerMetrics::new(&routes),
+            routes,
+            runtime,
+            limits,
+        }
+    }
+
+    /// hyper's service entry point: never fails, every outcome is a JSON response.
+    pub async fn handle(
+        self: Arc<Self>,
+        request: hyper::Request<Incoming>,
+    ) -> Result<Reply, Infallible> {
+        let started = Instant::now();
+        let (label, reply) = self.route(request).await;
+        self.metrics
+            .record(label, reply.status().as_u16(), started.elapsed());
+        Ok(reply)
+    }
+
+    async fn route(&self, request: hyper::Request<Incoming>) -> (Label, Reply) {
+        let method = request.method().clone();
+        let path = request.uri().path().to_string();
+        if let Some(name) = path.strip_prefix("/_pure/") {
+            return (Label::Builtin, self.builtin(&method, name));
+        }
+        match self.router.find(method.as_str(), &path) {
+            RouteMatch::Found { index, params } => {
+                (Label::Route(index), self.call(index, params, request).await)
+            }
+            RouteMatch::MethodNotAllowed { allow } => {
+                (Label::Unmatched, method_not_allowed(&method, &path, &allow))
+            }
+            RouteMatch::NotFound => {
+                let message = format!("no route for {method} {path}");
+                (
+                    Label::Unmatched,
+                    json_reply(StatusCode::NOT_FOUND, &json!({ "error": message })),
+                )
+            }
+            RouteMatch::BadEncoding => {
+                let message = format!("the path {path} is not valid percent-encoded UTF-8");
+                (
+                    Label::Unmatched,
+                    json_reply(StatusCode::BAD_REQUEST, &json!({ "error": message })),
+                )
+            }
+        }
+    }
+
+    async fn call(
+        &self,
+        index: usize,
+        params: Vec<(String, String)>,
+        request: hyper::Request<Incoming>,
+    ) -> Reply {
+        let Some(query) = parse_query(request.uri().query()) else {
+            let error = json!({ "error": "the query string is not valid percent-encoded UTF-8" });
+            return json_reply(StatusCode::BAD_REQUEST, &error);
+        };
+        let (parts, body) = request.into_parts();
+        let body = match self.read_body(&parts.headers, body).await {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let body = match parse_json(&body) {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let route = &self.routes[index];
+        let result = self
+            .run(
+                route,
+                Request {
+                    params,
+                    query,
+                    body,
+                },
+            )
+            .await;
+        match result {
+            Ok(value) => json_reply(StatusCode::OK, &value),
+            Err(error) => handler_error_reply(&error),
+        }
+    }
+
+    async fn run(&self, route: &Route, request: Request) -> Result<Value, HandlerError> {
+        match route.kind {
+            HandlerKind::Read => {
+                tokio::task::block_in_place(|| self.runtime.read(&route.handler, request))
+            }
+            HandlerKind::Write => {
+                let reply = self.runtime.write(&route.handler, request)?;
+                reply.await.unwrap_or_else(|_| {
+                    Err(HandlerError::Unavailable {
+                        reason: "the runtime stopped before answering this write".into(),
+                    })
+                })
+            }
+        }
+    }
+
+    /// Reads the whole body, refusing one over the limit: by its Content-Length before reading
+    /// a byte, or as soon as a chunked body passes the limit.
+    async fn read_body(&self, headers: &HeaderMap, body: Incoming) -> Result<Bytes, Reply> {
+        let max = self.limits.max_bytes;
+        let declared = headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > max as u64) {
+            return Err(too_large(max));
+        }
+        match tokio::time::timeout(self.limits.timeout, Limited::new(body, max).collect()).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
+                Err(too_large(max))
+            }
+            Ok(Err(error)) => {
+                let message = format!("could not read the request body: {error}");
+                Err(closing(json_reply(
+                    StatusCode::BAD_REQUEST,
+                    &json!({ "error": message }),
+                )))
+            }
+            Err(_) => {
+                let ms = self.limits.timeout.as_millis();
+                let message = format!("the request body did not arrive within {ms} ms");
+                Err(closing(json_reply(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &json!({ "error": message }),
+                )))
+            }
+        }
+    }
+
+    fn builtin(&self, method: &Method, name: &str) -> Reply {
+        if !matches!(name, "health" | "metrics") {
+            let message =
+                format!("no built-in endpoint /_pure/{name} (there are health and metrics)");
+            return json_reply(StatusCode::NOT_FOUND, &json!({ "error": message }));
+        }
+        if method != Method::GET {
+            return method_not_allowed(method, &format!("/_pure/{name}"), &["GET".to_string()]);
+        }
+        if name == "health" {
+            return self.health();
+        }
+        let text = self.metrics.render(&self.runtime.metrics());
+        let mut reply = Response::new(Full::new(Bytes::from(text)));
+        reply.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        reply
+    }
+
+    fn health(&self) -> Reply {
+        let health = self.runtime.health();
+        let status = if health.poisoned.is_some() {
+            "poisoned"
+        } else {
+            "ok"
+        };
+        let body = json!({
+            "status": status,
+            "app": health.app,
+            "durable_lsn": health.durable_lsn,
+            "state_bytes": health.state_bytes,
+            "poisoned": health.poisoned,
+        });
+        let code = if health.poisoned.is_some() {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        };
+        json_reply(code, &body)
+    }
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, Reply> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(body).map_err(|error| {
+        let message = format!("malformed JSON body: {error}");
+        json_reply(StatusCode::BAD_REQUEST, &json!({ "error": message }))
+    })
+}
+
+fn handler_error_reply(error: &HandlerError) -> Reply {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_reply(status, &error.to_json())
+}
+
+fn method_not_allowed(method: &Method, path: &str, allow: &[String]) -> Reply {
+    let message = format!("{path} does not take {method}");
+    let mut reply = json_reply(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &json!({ "error": message, "allow": allow }),
+    );
+    if let Ok(value) = HeaderValue::from_str(&allow.join(", ")) {
+        reply.headers_mut().insert(ALLOW, value);
+    }
+    reply
+}
+
+fn too_large(max: usize) -> Reply {
+    let message = format!("the request body is larger than the limit of {max} bytes");
+    let body = json!({ "error": message, "limit_bytes": max });
+    closing(json_reply(StatusCode::PAYLOAD_TOO_LARGE, &body))
+}
+
+/// Marks a reply as the last on its connection: the rest of the request body was never read,
+/// so the stream cannot carry another request.
+fn closing(mut reply: Reply) -> Reply {
+    reply
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    reply
+}
+
+pub fn json_reply(status: StatusCode, body: &Value) -> Reply {
+    let bytes = serde_json::to_vec(body).expect("a serde_json::Value always serializes");
+    let mut reply = Response::new(Full::new(Bytes::from(bytes)));
+    *reply.status_mut() = status;
+    reply
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}

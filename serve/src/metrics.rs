@@ -1,0 +1,353 @@
+//! Request metrics and their Prometheus text rendering, with the runtime's own figures.
+//!
+//! Counters are plain atomics indexed by route and status, so recording a request takes no lock
+//! on the hot path: an app has a handful of routes and a status fits in 0..600.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use pure_runtime::{Metrics, Route};
+
+/// Upper bounds of the request latency histogram, in seconds.
+const LATENCY_BOUNDS_SECONDS: [f64; 16] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+const STATUS_LIMIT: usize = 600;
+
+/// Counters of one route (or of one pseudo-route: built-in endpoints, unmatched requests).
+struct RouteCounters {
+    method: String,
+    route: String,
+    by_status: Box<[AtomicU64]>,
+    latency_buckets: [AtomicU64; LATENCY_BOUNDS_SECONDS.len()],
+    latency_sum_ns: AtomicU64,
+    count: AtomicU64,
+}
+
+/// Which counters a request is recorded under.
+#[derive(Clone, Copy, Debug)]
+pub enum Label {
+    Route(usize),
+    Builtin,
+    Unmatched,
+}
+
+pub struct ServerMetrics {
+    routes: Vec<RouteCounters>,
+    pub connections_open: AtomicU64,
+    pub connections_total: AtomicU64,
+    pub accept_errors_total: AtomicU64,
+}
+
+impl ServerMetrics {
+    pub fn new(routes: &[Route]) -> ServerMetrics {
+        let mut counters: Vec<RouteCounters> = routes
+            .iter()
+            .map(|route| RouteCounters::new(&route.method, &route.path))
+            .collect();
+        counters.push(RouteCounters::new("GET", "/_pure"));
+        counters.push(RouteCounters::new("", "unmatched"));
+        ServerMetrics {
+            routes: counters,
+            connections_open: AtomicU64::new(0),
+            connections_total: AtomicU64::new(0),
+            accept_errors_total: AtomicU64::new(0),
+        }
+    }
+
+    pub fn record(&self, label: Label, status: u16, elapsed: Duration) {
+        let index = match label {
+            Label::Route(index) => index,
+            Label::Builtin => self.routes.len() - 2,
+            Label::Unmatched => self.routes.len() - 1,
+        };
+        self.routes[index].record(status, elapsed);
+    }
+
+    /// The Prometheus text exposition of the server's and the runtime's figures.
+    pub fn render(&self, runtime: &Metrics) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        self.render_requests(&mut out);
+        render_runtime(&mut out, runtime);
+        let gauges = [
+            (
+                "pure_http_connections_open",
+                "Connections open now.",
+                &self.connections_open,
+            ),
+            (
+                "pure_http_connections_total",
+                "Connections accepted.",
+                &self.connections_total,
+            ),
+            (
+                "pure_http_accept_errors_total",
+                "Failed accepts (EMFILE...).",
+                &self.accept_errors_total,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            metric(&mut out, name, help, "gauge", value.load(Relaxed) as f64);
+        }
+        out
+    }
+
+    fn render_requests(&self, out: &mut String) {
+        header(
+            out,
+            "pure_http_requests_total",
+            "HTTP requests by route and status.",
+            "counter",
+        );
+        for counters in &self.routes {
+            for (status, count) in counters.by_status.iter().enumerate() {
+                let count = count.load(Relaxed);
+                if count > 0 {
+                    let labels = counters.labels();
+                    let _ = writeln!(
+                        out,
+                        "pure_http_requests_total{{{labels},status=\"{status}\"}} {count}"
+                    );
+                }
+            }
+        }
+        let name = "pure_http_request_duration_seconds";
+        header(
+            out,
+            name,
+            "Time from request head to response, by route.",
+            "histogram",
+        );
+        for counters in self
+            .routes
+            .iter()
+            .filter(|counters| counters.count.load(Relaxed) > 0)
+        {
+            counters.render_latency(out, name);
+        }
+    }
+}
+
+impl RouteCounters {
+    fn new(method: &str, route: &str) -> RouteCounters {
+        RouteCounters {
+            method: method.to_string(),
+            route: route.to_string(),
+            by_status: (0..STATUS_LIMIT).map(|_| AtomicU64::new(0)).collect(),
+            latency_buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            latency_sum_ns: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, status: u16, elapsed: Duration) {
+        let status = usize::from(status).min(STATUS_LIMIT - 1);
+        self.by_status[status].fetch_add(1, Relaxed);
+        let seconds = elapsed.as_secs_f64();
+        // Buckets are stored non-cumulatively and summed when rendered: one increment per request.
+        if let Some(bucket) = LATENCY_BOUNDS_SECONDS
+            .iter()
+            .position(|bound| seconds <= *bound)
+        {
+            self.latency_buckets[bucket].fetch_add(1, Relaxed);
+        }
+        self.latency_sum_ns
+            .fetch_add(elapsed.as_nanos() as u64, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+    }
+
+    fn labels(&self) -> String {
+        format!(
+            "method=\"{}\",route=\"{}\"",
+            escape(&self.method),
+            escape(&self.route)
+        )
+    }
+
+    fn render_latency(&self, out: &mut String, name: &str) {
+        let labels = self.labels();
+        let mut cumulative = 0;
+        for (bound, bucket) in LATENCY_BOUNDS_SECONDS.iter().zip(&self.latency_buckets) {
+            cumulative += bucket.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count.load(Relaxed);
+        let sum = self.latency_sum_ns.load(Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+    }
+}
+
+fn render_runtime(out: &mut String, m: &Metrics) {
+    let busy_share = if m.uptime_seconds > 0.0 {
+        m.owner_busy_seconds_total / m.uptime_seconds
+    } else {
+        0.0
+    };
+    let figures: [(&str, &str, &str, f64); 16] = [
+        (
+            "pure_write_queue_depth",
+            "Writes waiting for the owner.",
+            "gauge",
+            m.queue_depth as f64,
+        ),
+        (
+            "pure_writes_total",
+            "Write handler calls run by the owner.",
+            "counter",
+            m.writes_total as f64,
+        ),
+        (
+            "pure_writes_failed_total",
+            "Write handler calls that failed.",
+            "counter",
+            m.writes_failed_total as f64,
+        ),
+        (
+            "pure_groups_total",
+            "Commit groups synced.",
+            "counter",
+            m.groups_total as f64,
+        ),
+        (
+            "pure_syncs_total",
+            "Syncs of the log.",
+            "counter",
+            m.syncs_total as f64,
+        ),
+        (
+            "pure_owner_busy_seconds_total",
+            "Owner time running handlers and encoding.",
+            "counter",
+            m.owner_busy_seconds_total,
+        ),
+        (
+            "pure_owner_busy_ratio",
+            "Owner busy time over uptime.",
+            "gauge",
+            busy_share,
+        ),
+        (
+            "pure_uptime_seconds",
+            "Seconds since the runtime started.",
+            "gauge",
+            m.uptime_seconds,
+        ),
+        (
+            "pure_snapshot_age_seconds",
+            "Age of the published snapshot.",
+            "gauge",
+            m.snapshot_age_seconds,
+        ),
+        (
+            "pure_state_bytes",
+            "Estimated bytes of state.",
+            "gauge",
+            m.state_bytes as f64,
+        ),
+        (
+            "pure_log_bytes",
+            "Bytes of log in use.",
+            "gauge",
+            m.log_bytes as f64,
+        ),
+        (
+            "pure_log_capacity_bytes",
+            "Bytes of log space.",
+            "gauge",
+            m.log_capacity_bytes as f64,
+        ),
+        (
+            "pure_checkpoints_total",
+            "Checkpoints written.",
+            "counter",
+            m.checkpoints_total as f64,
+        ),
+        (
+            "pure_checkpoint_seconds_sum",
+            "Time spent writing checkpoints.",
+            "counter",
+            m.checkpoint_seconds_sum,
+        ),
+        (
+            "pure_last_checkpoint_lsn",
+            "LSN of the newest checkpoint.",
+            "gauge",
+            m.last_checkpoint_lsn as f64,
+        ),
+        (
+            "pure_durable_lsn",
+            "Highest durable LSN.",
+            "gauge",
+            m.durable_lsn as f64,
+        ),
+    ];
+    for (name, help, kind, value) in figures {
+        metric(out, name, help, kind, value);
+    }
+    let group_count = m
+        .group_records_buckets
+        .last()
+        .map_or(0, |(_, count)| *count);
+    let group_buckets: Vec<(String, u64)> = m
+        .group_records_buckets
+        .iter()
+        .map(|(bound, count)| (bound.to_string(), *count))
+        .collect();
+    histogram(
+        out,
+        "pure_group_records",
+        "Records per commit group.",
+        &group_buckets,
+        m.group_records_sum as f64,
+        group_count.max(m.groups_total),
+    );
+    let sync_buckets: Vec<(String, u64)> = m
+        .sync_seconds_buckets
+        .iter()
+        .map(|(bound, count)| (bound.to_string(), *count))
+        .collect();
+    histogram(
+        out,
+        "pure_sync_seconds",
+        "Latency of a log sync.",
+        &sync_buckets,
+        m.sync_seconds_sum,
+        m.syncs_total,
+    );
+}
+
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    buckets: &[(String, u64)],
+    sum: f64,
+    count: u64,
+) {
+    header(out, name, help, "histogram");
+    for (bound, cumulative) in buckets {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum {sum}");
+    let _ = writeln!(out, "{name}_count {count}");
+}
+
+fn metric(out: &mut String, name: &str, help: &str, kind: &str, value: f64) {
+    header(out, name, help, kind);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
