@@ -1,1 +1,40 @@
-fn main() {}
+//! `pure-bench`: Pure's benchmarks, one subcommand each. Every benchmark is a command that prints
+//! its figures (and writes them as JSON on request); none of them is a timed test.
+//!
+//! Adding a benchmark: write a module `foo.rs` with `pub struct Args` (`#[derive(clap::Args)]`,
+//! every option documented: the doc comments are the `--help` text) and
+//! `pub fn run(args: Args) -> anyhow::Result<()>`; add `mod foo;` below and one variant
+//! `Foo(foo::Args)` to `Command` plus its arm in `main`.
+
+mod device;
+mod log;
+mod measure;
+
+use clap::{Parser, Subcommand};
+
+// The runtime under test uses mimalloc; the harness does too so that allocation costs compare.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "pure-bench",
+    version,
+    about = "Pure's benchmarks: each prints its figures"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The record log against the raw device: fdatasync rates, group commit, latency, bytes.
+    Log(log::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Log(args) => log::run(args),
+    }
+}
