@@ -1,11 +1,42 @@
 //! The store: Pure's bytes on disk.
 //!
-//! CONTRACT SKELETON (to be replaced by the store implementation; the public signatures below are
-//! what `runtime` and `benchmarks` code against — add to them freely, change them only together
-//! with their callers).
+//! It owns one directory: a record log in preallocated space reused in place as a ring, and
+//! checkpoint files. Records and checkpoint images are opaque bytes: the store knows nothing of
+//! scripts, tables or HTTP, and depends on no other crate of Pure.
+//!
+//! - `Store::append` buffers records and numbers them (`Lsn` 1, 2, 3, ...); `Store::commit`
+//!   writes them as one frame (one `pwrite`) and syncs once (`fdatasync` under
+//!   `SyncMode::Always`): group commit.
+//! - `Store::checkpoint_writer` starts a checkpoint, streamed on any thread into a temporary
+//!   file, then synced, renamed and made durable by a directory sync (`CheckpointWriter::finish`);
+//!   `Store::install_checkpoint` then frees the log space before it. A full log is
+//!   `Error::LogFull` (backpressure), never an overwrite.
+//! - `Store::open` recovers: the newest checkpoint, then every frame after it that is exactly
+//!   the expected successor; a torn tail is cut and reported (`TailCut`), damage inside
+//!   acknowledged data refuses the open (`Error::Corrupt`).
+//! - Any failed write or sync on the commit path poisons the store (`Error::Poisoned`): no
+//!   retry, nothing after it reported durable.
+//!
+//! All I/O goes through the `Io` trait, so tests run the store on `sim::SimDisk`, a simulated
+//! disk that loses power, tears writes into sectors, fails syncs and runs out of space.
+//! The byte layouts and the crash-safety argument are in `docs/store-format.md`.
 
-use std::path::Path;
-use std::sync::Arc;
+mod checkpoint;
+mod error;
+pub mod frame;
+mod io;
+mod open;
+mod recovery;
+mod ring;
+pub mod sim;
+mod store;
+
+pub use checkpoint::{CheckpointDone, CheckpointImage, CheckpointWriter};
+pub use error::Error;
+pub use io::{Io, IoFile, Mapping, RealIo};
+pub use open::LOG_FILE_NAME;
+pub use ring::HEADER_AREA_BYTES as LOG_HEADER_AREA_BYTES;
+pub use store::Store;
 
 /// A record's log sequence number. Records are numbered 1, 2, 3, ... in append order;
 /// `Lsn(0)` means "no record" (an empty log, or a checkpoint of the empty state).
@@ -21,61 +52,33 @@ pub enum SyncMode {
     None,
 }
 
+/// How to open a store.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     pub sync: SyncMode,
-    /// Size of the preallocated, zero-filled log space reused in place.
+    /// Size of the preallocated, zero-filled log space reused in place. Used when the log is
+    /// created; an existing log keeps the capacity it was created with.
     pub log_capacity_bytes: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { sync: SyncMode::Always, log_capacity_bytes: 64 << 20 }
-    }
-}
-
-/// What can go wrong. Variants are what a caller acts on.
-#[derive(Debug)]
-pub enum Error {
-    /// Not enough free log space until a newer checkpoint is installed: backpressure, not poison.
-    LogFull { needed_bytes: u64, free_bytes: u64 },
-    /// An earlier write or sync failed; the store refuses everything until reopened.
-    Poisoned { cause: String },
-    /// An I/O operation failed (this poisons the store when it happens on the commit path).
-    Io { op: &'static str, path: std::path::PathBuf, source: std::io::Error },
-    /// Acknowledged data is damaged: refuse to open, naming the file and byte position.
-    Corrupt { path: std::path::PathBuf, position: u64, reason: String },
-    /// A record larger than the format or the log allows.
-    RecordTooLarge { bytes: u64, max_bytes: u64 },
-}
-
-/// The I/O layer under the store; tests replace it with a simulated disk.
-pub trait Io: Send + Sync {}
-
-/// The real file system.
-pub struct RealIo;
-impl Io for RealIo {}
-
-/// A checkpoint image found at open: the state as of `lsn`, to be decoded by the caller.
-pub struct CheckpointImage {}
-impl CheckpointImage {
-    /// The last record this image covers.
-    pub fn lsn(&self) -> Lsn {
-        todo!()
-    }
-    /// The image bytes exactly as they were written (memory-mapped for a real file).
-    pub fn bytes(&self) -> &[u8] {
-        todo!()
+        StoreOptions {
+            sync: SyncMode::Always,
+            log_capacity_bytes: 64 << 20,
+        }
     }
 }
 
 /// A record recovered from the log, after the checkpoint, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub lsn: Lsn,
     pub bytes: Vec<u8>,
 }
 
-/// A torn tail that recovery cut (never acknowledged): where, and how many bytes.
+/// A torn tail that recovery cut (never acknowledged): where (stream position), how many
+/// bytes the rejected frame claimed, and why it was rejected.
 #[derive(Debug, Clone)]
 pub struct TailCut {
     pub position: u64,
@@ -90,72 +93,4 @@ pub struct Recovered {
     pub checkpoint: Option<CheckpointImage>,
     pub records: Vec<Record>,
     pub cut: Option<TailCut>,
-}
-
-pub struct Store {}
-
-impl Store {
-    /// Opens (creating if absent) the store in `dir` on the real file system, and recovers.
-    pub fn open(dir: &Path, options: StoreOptions) -> Result<Recovered, Error> {
-        Self::open_with(Arc::new(RealIo), dir, options)
-    }
-    /// The same through a given I/O layer.
-    pub fn open_with(_io: Arc<dyn Io>, _dir: &Path, _options: StoreOptions) -> Result<Recovered, Error> {
-        todo!()
-    }
-    /// Buffers one record for the next commit; returns its LSN. Nothing is written yet.
-    pub fn append(&mut self, _record: &[u8]) -> Result<Lsn, Error> {
-        todo!()
-    }
-    /// Writes every appended record as one group (one write, one fdatasync under `Always`)
-    /// and returns the highest durable LSN. A failure poisons the store.
-    pub fn commit(&mut self) -> Result<Lsn, Error> {
-        todo!()
-    }
-    pub fn durable_lsn(&self) -> Lsn {
-        todo!()
-    }
-    /// Bytes of log space in use (from the oldest record still needed to the end) and in all.
-    pub fn log_used_bytes(&self) -> u64 {
-        todo!()
-    }
-    pub fn log_capacity_bytes(&self) -> u64 {
-        todo!()
-    }
-    pub fn poisoned(&self) -> Option<&str> {
-        todo!()
-    }
-    /// Starts a checkpoint covering every record up to `covered` (a durable LSN returned by
-    /// `commit`, or the recovered LSN). The writer is `Send`: stream the image into it on any
-    /// thread, then `finish` it there.
-    pub fn checkpoint_writer(&self, _covered: Lsn) -> Result<CheckpointWriter, Error> {
-        todo!()
-    }
-    /// Called after `CheckpointWriter::finish` returned: the checkpoint is durable and in place,
-    /// so log space before it may be reused and older checkpoint files removed.
-    pub fn install_checkpoint(&mut self, _done: CheckpointDone) -> Result<(), Error> {
-        todo!()
-    }
-}
-
-pub struct CheckpointWriter {}
-impl std::io::Write for CheckpointWriter {
-    fn write(&mut self, _buf: &[u8]) -> std::io::Result<usize> {
-        todo!()
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        todo!()
-    }
-}
-impl CheckpointWriter {
-    /// Writes the trailer, syncs the file, renames it into place and syncs the directory.
-    pub fn finish(self) -> Result<CheckpointDone, Error> {
-        todo!()
-    }
-}
-
-/// Proof that a checkpoint is durable and installed in the directory.
-pub struct CheckpointDone {
-    pub lsn: Lsn,
-    pub image_bytes: u64,
 }

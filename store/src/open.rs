@@ -1,0 +1,206 @@
+//! Opening a store: create the log if the directory is new, pick the newest checkpoint, replay
+//! the log after it, make what was recovered durable, and hand back a `Store` positioned after
+//! the last recovered record.
+//!
+//! Recovery only reads, except for three idempotent steps: removing leftover temporary files,
+//! rewriting the last recovered frame with the bytes it already has, and one `fdatasync` of the
+//! log. The rewrite and the sync make sure that everything recovered (and so possibly shown
+//! to clients) is on stable storage before new frames claim it acknowledged: the page cache
+//! may hold a frame whose sync failed in the previous process, its pages "marked clean".
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::checkpoint::{self, CheckpointImage};
+use crate::error::{io_error, Error};
+use crate::frame::HEADER_BYTES;
+use crate::io::{Io, IoFile};
+use crate::recovery::{self, ChainState, Replay};
+use crate::ring::{self, LogHeader};
+use crate::{Lsn, Recovered, Store, StoreOptions};
+
+/// The log's file name in the store directory.
+pub const LOG_FILE_NAME: &str = "log";
+const LOG_TMP_NAME: &str = "log.tmp";
+
+pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result<Recovered, Error> {
+    io.create_dir_all(dir)
+        .map_err(|e| io_error("create directory", dir, e))?;
+    let names = io
+        .list_dir(dir)
+        .map_err(|e| io_error("list directory", dir, e))?;
+    remove_leftovers(&*io, dir, &names)?;
+    let log_path = dir.join(LOG_FILE_NAME);
+    let newest = names.iter().filter_map(|n| checkpoint::parse_name(n)).max();
+    if !names.iter().any(|n| n == LOG_FILE_NAME) {
+        if let Some(lsn) = newest {
+            let reason = format!("log file missing while checkpoint {} exists", lsn.0);
+            return Err(Error::Corrupt {
+                path: log_path,
+                position: 0,
+                reason,
+            });
+        }
+        let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
+        let header = LogHeader {
+            capacity,
+            log_id: io.session_salt(),
+        };
+        ring::create(&*io, dir, &log_path, header)?;
+    }
+    let log = io
+        .open_file(&log_path)
+        .map_err(|e| io_error("open", &log_path, e))?;
+    let header = ring::read_header(&*log, &log_path)?;
+    let (checkpoint, start, covered) = match newest {
+        Some(lsn) => load_checkpoint(&*io, dir, lsn, &header)?,
+        None => (
+            None,
+            ChainState {
+                position: 0,
+                prev_crc: header.genesis_crc(),
+                next_lsn: 1,
+            },
+            0,
+        ),
+    };
+    let replay = replay_log(&*log, &log_path, &header, start, covered)?;
+    harden(&*log, &log_path, &header, &replay)?;
+    let store = build(io, dir, log, header, options, &replay, start, covered);
+    Ok(Recovered {
+        store,
+        checkpoint,
+        records: replay.records,
+        cut: replay.cut,
+    })
+}
+
+/// Removes temporary files of interrupted checkpoints and log creations: they were never
+/// renamed into place, so nothing refers to them.
+fn remove_leftovers(io: &dyn Io, dir: &Path, names: &[String]) -> Result<(), Error> {
+    for name in names
+        .iter()
+        .filter(|n| checkpoint::is_tmp_name(n) || *n == LOG_TMP_NAME)
+    {
+        let path = dir.join(name);
+        io.remove_file(&path)
+            .map_err(|e| io_error("remove", &path, e))?;
+    }
+    Ok(())
+}
+
+type Loaded = (Option<CheckpointImage>, ChainState, u64);
+
+/// Loads the newest checkpoint. A damaged one refuses the open: a renamed checkpoint was
+/// synced before its rename, so damage is rot at rest, and the log space an older checkpoint
+/// would need may already be reused.
+fn load_checkpoint(io: &dyn Io, dir: &Path, lsn: Lsn, log: &LogHeader) -> Result<Loaded, Error> {
+    let path = dir.join(checkpoint::file_name(lsn));
+    let (image, header) = checkpoint::load(io, &path)?;
+    let corrupt = |position: u64, reason: &str| Error::Corrupt {
+        path: path.clone(),
+        position,
+        reason: reason.to_string(),
+    };
+    if header.log_id != log.log_id {
+        return Err(corrupt(48, "checkpoint belongs to another log"));
+    }
+    if header.replay.next_lsn > header.covered_lsn + 1 {
+        return Err(corrupt(32, "replay starts after the covered LSN"));
+    }
+    Ok((Some(image), header.replay, header.covered_lsn))
+}
+
+fn replay_log(
+    log: &dyn IoFile,
+    log_path: &Path,
+    header: &LogHeader,
+    start: ChainState,
+    covered: u64,
+) -> Result<Replay, Error> {
+    let capacity = usize::try_from(header.capacity).expect("the log's ring fits in memory");
+    let mut ring_bytes = vec![0u8; capacity];
+    log.read_at(&mut ring_bytes, ring::HEADER_AREA_BYTES)
+        .map_err(|e| io_error("read", log_path, e))?;
+    let replay = recovery::replay(&ring_bytes, start, covered).map_err(|d| Error::Corrupt {
+        path: log_path.to_path_buf(),
+        position: ring::file_offset(d.position, header.capacity),
+        reason: format!("stream position {}: {}", d.position, d.reason),
+    })?;
+    if replay.end.next_lsn <= covered {
+        // The log was synced up to `covered` before the checkpoint was written.
+        return Err(Error::Corrupt {
+            path: log_path.to_path_buf(),
+            position: ring::file_offset(start.position, header.capacity),
+            reason: format!(
+                "the log ends before LSN {}, which the newest checkpoint covers",
+                covered
+            ),
+        });
+    }
+    let mut replay = replay;
+    replay.last_frame = last_frame_bytes(&ring_bytes, &replay);
+    Ok(replay)
+}
+
+/// The bytes of the last recovered frame, to be rewritten by `harden`.
+fn last_frame_bytes(ring_bytes: &[u8], replay: &Replay) -> Option<(u64, Vec<u8>)> {
+    let mark = replay.marks.last()?;
+    let offset = (mark.position % ring_bytes.len() as u64) as usize;
+    let len = (replay.end.position - mark.position) as usize;
+    Some((mark.position, ring_bytes[offset..offset + len].to_vec()))
+}
+
+/// Makes what was recovered durable (see the module doc).
+fn harden(
+    log: &dyn IoFile,
+    log_path: &Path,
+    header: &LogHeader,
+    replay: &Replay,
+) -> Result<(), Error> {
+    if let Some((position, bytes)) = &replay.last_frame {
+        debug_assert!(bytes.len() >= HEADER_BYTES);
+        log.write_at(bytes, ring::file_offset(*position, header.capacity))
+            .map_err(|e| io_error("write", log_path, e))?;
+    }
+    log.sync_data()
+        .map_err(|e| io_error("fdatasync", log_path, e))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    log: Box<dyn IoFile>,
+    header: LogHeader,
+    options: StoreOptions,
+    replay: &Replay,
+    start: ChainState,
+    covered: u64,
+) -> Store {
+    let session = io.session_salt();
+    let last_lsn = replay.end.next_lsn - 1;
+    let mut pending = Vec::with_capacity(64 << 10);
+    pending.resize(HEADER_BYTES, 0);
+    Store {
+        io,
+        dir: dir.to_path_buf(),
+        log_path: dir.join(LOG_FILE_NAME),
+        log,
+        log_id: header.log_id,
+        sync: options.sync,
+        capacity: header.capacity,
+        session,
+        end: replay.end.position,
+        prev_crc: replay.end.prev_crc,
+        tail: start.position,
+        checkpoint_lsn: covered,
+        committed_lsn: last_lsn,
+        synced_lsn: last_lsn,
+        marks: VecDeque::from(replay.marks.clone()),
+        pending,
+        pending_count: 0,
+        poison: None,
+    }
+}

@@ -1,0 +1,272 @@
+//! The `Store`: appends records, commits them as one frame per group (one write, one
+//! `fdatasync`), hands out checkpoint writers, installs finished checkpoints to free log space.
+//! Opening it runs recovery (`open.rs`).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::checkpoint::{self, CheckpointDone, CheckpointHeader, CheckpointWriter};
+use crate::error::{io_error, Error};
+use crate::frame::{self, FrameHeader, HEADER_BYTES};
+use crate::io::{Io, IoFile};
+use crate::recovery::{ChainState, FrameMark};
+use crate::ring;
+use crate::{Lsn, SyncMode};
+
+/// The durable record log of one directory. Owned by one thread (the syncer); not `Sync`
+/// by design of its `&mut self` API.
+pub struct Store {
+    pub(crate) io: Arc<dyn Io>,
+    pub(crate) dir: PathBuf,
+    pub(crate) log_path: PathBuf,
+    pub(crate) log: Box<dyn IoFile>,
+    pub(crate) log_id: u64,
+    pub(crate) sync: SyncMode,
+    pub(crate) capacity: u64,
+    /// Salt written into every frame of this open, so that a frame rewritten after a crash
+    /// never has the bytes (and CRC) of the frame it replaces: the chain then rejects the
+    /// pre-crash successors of the old one (no ghosts).
+    pub(crate) session: u64,
+    /// Stream position where the next frame goes (before lap skipping) and the chain value.
+    pub(crate) end: u64,
+    pub(crate) prev_crc: u32,
+    /// Oldest stream position still needed (the replay start of the installed checkpoint).
+    pub(crate) tail: u64,
+    pub(crate) checkpoint_lsn: u64,
+    /// Last LSN written in a frame, and last LSN known to be on stable storage.
+    pub(crate) committed_lsn: u64,
+    pub(crate) synced_lsn: u64,
+    /// Start of every frame since `tail`, oldest first: where replay after a checkpoint starts.
+    pub(crate) marks: VecDeque<FrameMark>,
+    /// The next frame being built: header space, then the appended records.
+    pub(crate) pending: Vec<u8>,
+    pub(crate) pending_count: u32,
+    pub(crate) poison: Option<String>,
+}
+
+impl Store {
+    /// Opens (creating if absent) the store in `dir` on the real file system, and recovers.
+    pub fn open(dir: &Path, options: crate::StoreOptions) -> Result<crate::Recovered, Error> {
+        Self::open_with(Arc::new(crate::RealIo), dir, options)
+    }
+
+    /// The same through a given I/O layer.
+    pub fn open_with(
+        io: Arc<dyn Io>,
+        dir: &Path,
+        options: crate::StoreOptions,
+    ) -> Result<crate::Recovered, Error> {
+        crate::open::open(io, dir, options)
+    }
+
+    /// The largest frame: half the ring, so that a frame always fits once the ring is free,
+    /// even when it has to skip to the next lap.
+    fn frame_bytes_max(&self) -> u64 {
+        (self.capacity / 2).min(u64::from(u32::MAX))
+    }
+
+    /// Buffers one record for the next commit; returns its LSN. Nothing is written yet.
+    ///
+    /// `RecordTooLarge` if the record can never fit in a frame; `LogFull` (nothing buffered)
+    /// if the pending group has no room left for it: commit first.
+    pub fn append(&mut self, record: &[u8]) -> Result<Lsn, Error> {
+        self.check_poison()?;
+        let encoded = record.len() as u64 + 10;
+        let max = self.frame_bytes_max();
+        if encoded + HEADER_BYTES as u64 > max {
+            return Err(Error::RecordTooLarge {
+                bytes: record.len() as u64,
+                max_bytes: max - HEADER_BYTES as u64 - 10,
+            });
+        }
+        if self.pending.len() as u64 + encoded > max || self.pending_count == u32::MAX {
+            return Err(Error::LogFull {
+                needed_bytes: self.pending.len() as u64 + encoded,
+                free_bytes: self.free_bytes(),
+            });
+        }
+        frame::write_varint(&mut self.pending, record.len() as u64);
+        self.pending.extend_from_slice(record);
+        self.pending_count += 1;
+        Ok(Lsn(self.committed_lsn + u64::from(self.pending_count)))
+    }
+
+    /// Writes every appended record as one group (one write, one fdatasync under `Always`)
+    /// and returns the highest durable LSN. A failure poisons the store; `LogFull` does not
+    /// (the records stay pending; commit again after a checkpoint is installed).
+    pub fn commit(&mut self) -> Result<Lsn, Error> {
+        self.check_poison()?;
+        if self.pending_count == 0 {
+            return Ok(self.durable_lsn());
+        }
+        let frame_len = self.pending.len() as u64;
+        let position = ring::place(self.end, frame_len, self.capacity);
+        let new_end = position + frame_len;
+        if new_end - self.tail > self.capacity {
+            let needed_bytes = new_end - self.end;
+            return Err(Error::LogFull {
+                needed_bytes,
+                free_bytes: self.free_bytes(),
+            });
+        }
+        let first_lsn = self.committed_lsn + 1;
+        let header = FrameHeader {
+            frame_len: 0,
+            record_count: self.pending_count,
+            first_lsn,
+            position,
+            acked_lsn: self.synced_lsn,
+            session: self.session,
+            prev_crc: self.prev_crc,
+            crc: 0,
+        };
+        let crc = frame::seal(&mut self.pending, &header);
+        let offset = ring::file_offset(position, self.capacity);
+        if let Err(e) = self.log.write_at(&self.pending, offset) {
+            return Err(self.poison("write", e));
+        }
+        if self.sync == SyncMode::Always {
+            if let Err(e) = self.log.sync_data() {
+                return Err(self.poison("fdatasync", e));
+            }
+        }
+        self.marks.push_back(FrameMark {
+            first_lsn,
+            position,
+            prev_crc: self.prev_crc,
+        });
+        self.prev_crc = crc;
+        self.end = new_end;
+        self.committed_lsn += u64::from(self.pending_count);
+        if self.sync == SyncMode::Always {
+            self.synced_lsn = self.committed_lsn;
+        }
+        self.pending.truncate(HEADER_BYTES);
+        self.pending_count = 0;
+        Ok(self.durable_lsn())
+    }
+
+    /// The highest LSN that `commit` has reported done: on stable storage under `Always`,
+    /// written (to the page cache) under `None`.
+    pub fn durable_lsn(&self) -> Lsn {
+        match self.sync {
+            SyncMode::Always => Lsn(self.synced_lsn),
+            SyncMode::None => Lsn(self.committed_lsn),
+        }
+    }
+
+    /// Bytes of log space in use (from the oldest record still needed to the end).
+    pub fn log_used_bytes(&self) -> u64 {
+        self.end - self.tail
+    }
+
+    /// Bytes of preallocated log space in all (fixed when the log was created).
+    pub fn log_capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+
+    fn free_bytes(&self) -> u64 {
+        self.capacity - self.log_used_bytes()
+    }
+
+    /// The cause, if a failed write or sync poisoned the store.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poison.as_deref()
+    }
+
+    fn check_poison(&self) -> Result<(), Error> {
+        match &self.poison {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&mut self, op: &'static str, source: std::io::Error) -> Error {
+        let error = io_error(op, &self.log_path, source);
+        self.poison = Some(error.to_string());
+        error
+    }
+
+    /// Starts a checkpoint covering every record up to `covered` (a durable LSN returned by
+    /// `commit`, or the recovered LSN). The writer is `Send`: stream the image into it on any
+    /// thread, then `finish` it there.
+    ///
+    /// Under `SyncMode::None` this syncs the log once, so that a checkpoint never covers
+    /// records that the log could still lose (recovery needs the frame of `covered`); if that
+    /// sync fails the error is returned and no checkpoint is started (no poison: `None`
+    /// promises no durability to lose).
+    pub fn checkpoint_writer(&self, covered: Lsn) -> Result<CheckpointWriter, Error> {
+        self.check_poison()?;
+        assert!(
+            covered.0 <= self.committed_lsn && covered.0 >= self.checkpoint_lsn,
+            "checkpoint LSN {} outside the committed range {}..={}",
+            covered.0,
+            self.checkpoint_lsn,
+            self.committed_lsn
+        );
+        if self.synced_lsn < covered.0 {
+            self.log
+                .sync_data()
+                .map_err(|e| io_error("fdatasync", &self.log_path, e))?;
+        }
+        let header = CheckpointHeader {
+            covered_lsn: covered.0,
+            replay: self.replay_after(covered),
+            log_id: self.log_id,
+        };
+        CheckpointWriter::create(self.io.clone(), &self.dir, header)
+    }
+
+    /// Where replay must start for a checkpoint covering `covered`: the frame holding
+    /// `covered + 1`, or the end of the log.
+    fn replay_after(&self, covered: Lsn) -> ChainState {
+        let next = covered.0 + 1;
+        if next > self.committed_lsn {
+            return ChainState {
+                position: self.end,
+                prev_crc: self.prev_crc,
+                next_lsn: next,
+            };
+        }
+        let index = self.marks.partition_point(|m| m.first_lsn <= next);
+        let mark = self.marks[index
+            .checked_sub(1)
+            .expect("a frame holds every committed LSN")];
+        ChainState {
+            position: mark.position,
+            prev_crc: mark.prev_crc,
+            next_lsn: mark.first_lsn,
+        }
+    }
+
+    /// Called after `CheckpointWriter::finish` returned: the checkpoint is durable and in place,
+    /// so log space before it may be reused and older checkpoint files removed.
+    pub fn install_checkpoint(&mut self, done: CheckpointDone) -> Result<(), Error> {
+        if done.lsn.0 <= self.checkpoint_lsn && self.tail >= done.replay_position {
+            return Ok(());
+        }
+        self.checkpoint_lsn = self.checkpoint_lsn.max(done.lsn.0);
+        self.tail = self.tail.max(done.replay_position);
+        while self.marks.front().is_some_and(|m| m.position < self.tail) {
+            self.marks.pop_front();
+        }
+        self.remove_older_checkpoints(done.lsn);
+        Ok(())
+    }
+
+    /// Older checkpoints are no longer needed once a newer one is durable. Best effort: a file
+    /// left behind is harmless (recovery picks the newest) and is retried at the next install.
+    fn remove_older_checkpoints(&self, newest: Lsn) {
+        let Ok(names) = self.io.list_dir(&self.dir) else {
+            return;
+        };
+        for name in names {
+            if checkpoint::parse_name(&name).is_some_and(|lsn| lsn < newest) {
+                let _ = self.io.remove_file(&self.dir.join(name));
+            }
+        }
+    }
+}
