@@ -1,0 +1,303 @@
+//! The test harness: starts the built `pure-serve` binary on a free loopback port, and talks to it
+//! with a tiny HTTP/1.1 client over `std::net::TcpStream` (small enough to also send the malformed,
+//! slow and oversized requests a real client library refuses to send).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Upper bound on any wait for the server (start, answer, exit): generous for a loaded 2-core CI
+/// machine; reaching it means the test fails, not that it sleeps that long.
+pub const WAIT_MAX: Duration = Duration::from_secs(60);
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_pure-serve")
+}
+
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(relative)
+}
+
+pub fn scoreboard_dir() -> PathBuf {
+    repo_path("apps/scoreboard")
+}
+
+pub fn test_app_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps").join(name)
+}
+
+/// A running pure-serve process.
+pub struct Server {
+    pub child: Child,
+    pub address: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+/// How to start a server: the app, the data directory and extra flags.
+pub struct Launch {
+    pub program: Vec<String>,
+    pub app_dir: PathBuf,
+    pub data_dir: PathBuf,
+    pub flags: Vec<String>,
+}
+
+impl Launch {
+    pub fn new(app_dir: &Path, data_dir: &Path) -> Launch {
+        Launch {
+            program: vec![binary().to_string()],
+            app_dir: app_dir.to_path_buf(),
+            data_dir: data_dir.to_path_buf(),
+            flags: Vec::new(),
+        }
+    }
+
+    pub fn flag(mut self, flag: &str, value: &str) -> Launch {
+        self.flags.push(flag.to_string());
+        self.flags.push(value.to_string());
+        self
+    }
+
+    /// Runs the server under another program (strace), which gets the server's command after it.
+    pub fn wrapped(mut self, wrapper: &[&str]) -> Launch {
+        let mut program: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();
+        program.append(&mut self.program);
+        self.program = program;
+        self
+    }
+
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(&self.program[0]);
+        command.args(&self.program[1..]);
+        command.arg(&self.app_dir).arg("--data").arg(&self.data_dir);
+        command.args(["--listen", "127.0.0.1:0"]).args(&self.flags);
+        command
+    }
+
+    /// Starts the server and waits for its ready line.
+    pub fn start(&self) -> Server {
+        Server::start(self.command())
+    }
+}
+
+impl Server {
+    pub fn start(mut command: Command) -> Server {
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().expect("spawn pure-serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (stderr_sender, stderr_lines) = mpsc::channel();
+        std::thread::spawn(move || forward_lines(stderr, stderr_sender));
+        let (ready_sender, ready) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Some(Ok(line)) = lines.next() {
+                if let Some(url) = line.split("http://").nth(1) {
+                    let _ = ready_sender.send(url.trim().to_string());
+                }
+            }
+        });
+        let Ok(address) = ready.recv_timeout(WAIT_MAX) else {
+            let _ = child.kill();
+            let errors: Vec<String> = stderr_lines.try_iter().collect();
+            panic!("pure-serve did not print its ready line; stderr:\n{}", errors.join("\n"));
+        };
+        let address = address.parse().expect("the ready line holds host:port");
+        Server { child, address, stderr: stderr_lines }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(self.address)
+    }
+
+    /// Sends a signal (libc) to the server process.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on a child we own; the pid is valid until we wait for it.
+        let result = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(result, 0, "kill({}, {signal})", self.child.id());
+    }
+
+    /// Waits for the process to exit, bounded by `WAIT_MAX`.
+    pub fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + WAIT_MAX;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "pure-serve did not exit within {WAIT_MAX:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Stops with SIGTERM and asserts the clean exit status.
+    pub fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait();
+        assert_eq!(status.code(), Some(0), "clean shutdown; stderr:\n{}", self.stderr_text());
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn forward_lines(stream: impl Read, sender: mpsc::Sender<String>) {
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { return };
+        if sender.send(line).is_err() {
+            return;
+        }
+    }
+}
+
+/// A response as the test client read it.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|error| {
+            panic!("status {} body is not JSON ({error}): {:?}", self.status, self.text())
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A keep-alive HTTP/1.1 client on one connection; reconnects after the server closed it.
+pub struct Client {
+    address: SocketAddr,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl Client {
+    pub fn connect(address: SocketAddr) -> Client {
+        Client { address, stream: None }
+    }
+
+    pub fn get(&mut self, path: &str) -> Response {
+        self.request("GET", path, None).expect("GET answered")
+    }
+
+    pub fn post(&mut self, path: &str, body: &Value) -> Response {
+        let body = serde_json::to_vec(body).expect("serialize");
+        self.request("POST", path, Some(&body)).expect("POST answered")
+    }
+
+    /// Sends one request and reads its response. An I/O error (the server died) is returned,
+    /// and the next request opens a new connection.
+    pub fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> std::io::Result<Response> {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+        if let Some(body) = body {
+            head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body.unwrap_or_default());
+        self.exchange(&bytes)
+    }
+
+    /// Sends raw bytes as one request and reads one response.
+    pub fn exchange(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
+        let result = self.try_exchange(bytes);
+        let closes = match &result {
+            Ok(response) => response.header("connection") == Some("close"),
+            Err(_) => true,
+        };
+        if closes {
+            self.stream = None;
+        }
+        result
+    }
+
+    fn try_exchange(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
+        if self.stream.is_none() {
+            let stream = TcpStream::connect(self.address)?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(WAIT_MAX))?;
+            self.stream = Some(BufReader::new(stream));
+        }
+        let stream = self.stream.as_mut().expect("connected above");
+        stream.get_mut().write_all(bytes)?;
+        read_response(stream)
+    }
+}
+
+/// Reads one response with a Content-Length body (pure-serve always sends one).
+pub fn read_response(stream: &mut impl BufRead) -> std::io::Result<Response> {
+    let mut line = String::new();
+    if stream.read_line(&mut line)? == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+    }
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        stream.read_line(&mut line)?;
+        let trimmed = line.trim_end();
+        if trimmed.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = trimmed.split_once(':') {
+            headers.push((name.trim().to_string(), value.trim().to_string()));
+        }
+    }
+    let length = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body)?;
+    Ok(Response { status, headers, body })
+}
+
+/// The seed of a randomized test: `PURE_TEST_SEED` to replay, otherwise fresh; printed either way.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("PURE_TEST_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("{test}: seed {seed} (replay with PURE_TEST_SEED={seed})");
+    seed
+}
+
+/// How much work the heavier tests do: 1 in CI, more with `PURE_TEST_SCALE`.
+pub fn scale() -> usize {
+    std::env::var("PURE_TEST_SCALE").ok().and_then(|text| text.parse().ok()).unwrap_or(1).max(1)
+}
+
+/// Polls `condition` until it holds, failing the test after `WAIT_MAX`.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_MAX;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

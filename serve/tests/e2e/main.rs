@@ -1,0 +1,14 @@
+//! End-to-end tests of pure-serve: the built binary, real HTTP on loopback, real disks.
+//!
+//! One test binary with a module per promise: the scoreboard's API contract, the error statuses,
+//! the limits that protect the server, concurrency and read-your-writes, shutdown and crashes, and
+//! runaway scripts. Randomized tests print their seed (`PURE_TEST_SEED` replays one);
+//! `PURE_TEST_SCALE` multiplies the work of the heavier ones.
+
+mod concurrency;
+mod crash;
+mod errors;
+mod harness;
+mod limits;
+mod runaway;
+mod scoreboard;
