@@ -161,6 +161,12 @@ impl Store {
         self.end - self.tail
     }
 
+    /// Stream position where the log ends (the next frame starts here or at the next lap);
+    /// its byte lives at file offset `LOG_HEADER_AREA_BYTES + position % capacity`.
+    pub fn log_end_position(&self) -> u64 {
+        self.end
+    }
+
     /// Bytes of preallocated log space in all (fixed when the log was created).
     pub fn log_capacity_bytes(&self) -> u64 {
         self.capacity
