@@ -1,1 +1,30 @@
-//! lang (to be written)
+//! pure-lang: the Rhai side of Pure.
+//!
+//! It owns the engine set-up (sandbox and limits), the API that scripts see (tables as global
+//! constants, rows as a compact custom type, the request, errors), loading and compiling an app
+//! directory, the in-memory state those scripts work on (one persistent ordered map per table) with
+//! its transactional operations (undo log and write set), and mapping script errors to
+//! file:line:column.
+//!
+//! It must not know disks (no I/O beyond reading the app directory at load), the record format,
+//! threads, or HTTP: the runtime encodes write sets, commits them and decides where handlers run.
+
+mod api;
+mod app;
+mod context;
+mod engine;
+mod error;
+mod key;
+mod schema;
+mod tables;
+mod value;
+
+pub use api::{Row, SCAN_ROWS_MAX};
+pub use app::{App, HandlerKind, Request, Route};
+pub use engine::Limits;
+pub use error::{HandlerError, LoadError};
+pub use key::{Key, KeyPart};
+pub use rhai::Dynamic;
+pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
+pub use tables::{Change, Fields, Tables, WriteSet};
+pub use value::{to_dynamic, to_json};

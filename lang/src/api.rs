@@ -1,0 +1,388 @@
+//! The API scripts see: table handles, rows, and the errors the API raises.
+//!
+//! Tables are global constants named as in the manifest (`players.get(id)`), so no handler has to
+//! pass a database handle around. A row is a compact custom type: its table, its key, a dirty-field
+//! mask and an `Arc` of its field values, read and written through one property per declared field
+//! (RHAI.md point 3: 1.3–1.5x faster than rows as Rhai maps, and saving logs only dirty fields).
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Map, Module, Position};
+
+use crate::context::{with_tables, with_write};
+use crate::key::{key_from_dynamic, key_part, Key};
+use crate::schema::{Schema, TableId};
+use crate::tables::Fields;
+
+/// Most rows one scan may return.
+pub const SCAN_ROWS_MAX: i64 = 10_000;
+
+/// A handle to a table, as scripts hold it.
+#[derive(Clone, Copy, Debug)]
+pub struct Table {
+    pub id: TableId,
+}
+
+/// A row, as scripts hold it.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub table: TableId,
+    pub key: Key,
+    /// Slots changed since the row was read or last saved.
+    pub dirty: u64,
+    pub fields: Fields,
+    /// The stored row this one was read as, kept from the first change on (see `Tables::patch`).
+    base: Option<Fields>,
+}
+
+impl Row {
+    pub fn new(table: TableId, key: Key, fields: Fields) -> Row {
+        Row {
+            table,
+            key,
+            dirty: 0,
+            fields,
+            base: None,
+        }
+    }
+
+    fn set(&mut self, slot: usize, value: Dynamic) {
+        if self.base.is_none() {
+            self.base = Some(self.fields.clone());
+        }
+        let fields = Arc::make_mut(&mut self.fields);
+        if fields.len() <= slot {
+            fields.resize(slot + 1, Dynamic::UNIT);
+        }
+        fields[slot] = value;
+        self.dirty |= 1 << slot;
+    }
+
+    fn save(&mut self) -> Result<(), String> {
+        if self.dirty == 0 {
+            return Ok(());
+        }
+        let new = with_write(|tables, writes| {
+            tables.patch(
+                writes,
+                self.table,
+                &self.key,
+                self.dirty,
+                &self.fields,
+                self.base.as_ref(),
+            )
+        })?;
+        self.fields = new;
+        self.dirty = 0;
+        self.base = None;
+        Ok(())
+    }
+}
+
+/// An error raised by the table API (a bug in the script, not a `throw`): becomes a 500 that
+/// names the position. Scripts can still catch it with `try`/`catch`.
+#[derive(Clone, Debug)]
+pub struct ApiError(pub String);
+
+type Fallible<T> = Result<T, Box<EvalAltResult>>;
+
+fn api_error(message: impl Into<String>) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(ApiError(message.into())), Position::NONE).into()
+}
+
+fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
+    if let [one] = parts {
+        if let Ok(i) = one.as_int() {
+            return Ok(Key::int(i));
+        }
+    }
+    let parts = parts
+        .iter()
+        .map(|p| key_part(p))
+        .collect::<Result<Vec<_>, _>>();
+    Ok(Key::from_parts(parts.map_err(api_error)?))
+}
+
+fn get(table: Table, key: Key) -> Fallible<Dynamic> {
+    let fields = with_tables(|t| t.get(table.id, &key).cloned()).map_err(api_error)?;
+    Ok(match fields {
+        Some(fields) => Dynamic::from(Row::new(table.id, key, fields)),
+        None => Dynamic::UNIT,
+    })
+}
+
+fn exists(table: Table, key: Key) -> Fallible<bool> {
+    with_tables(|t| t.get(table.id, &key).is_some()).map_err(api_error)
+}
+
+fn delete(table: Table, key: Key) -> Fallible<bool> {
+    with_write(|t, w| Ok(t.delete(w, table.id, key))).map_err(api_error)
+}
+
+/// Checks that a value can be stored (and logged): unit, bool, integer, float, string, or arrays
+/// and maps of those.
+fn check_storable(value: &Dynamic) -> Result<(), String> {
+    if value.is_unit() || value.is_bool() || value.is_int() || value.is_float() || value.is_string()
+    {
+        return Ok(());
+    }
+    if let Some(array) = value.read_lock::<rhai::Array>() {
+        return array.iter().try_for_each(check_storable);
+    }
+    if let Some(map) = value.read_lock::<Map>() {
+        return map.values().try_for_each(check_storable);
+    }
+    Err(format!(
+        "a field cannot hold a value of type {}",
+        value.type_name()
+    ))
+}
+
+fn fields_from_map(schema: &Schema, table: TableId, map: Map) -> Result<Fields, String> {
+    let declared = &schema.table(table).fields;
+    let mut fields = vec![Dynamic::UNIT; declared.len()];
+    for (name, value) in map {
+        let Some(slot) = declared.iter().position(|f| f.as_str() == name.as_str()) else {
+            return Err(format!(
+                "table {} has no field {name:?} (declared: {})",
+                schema.table(table).name,
+                declared.join(", ")
+            ));
+        };
+        check_storable(&value)?;
+        fields[slot] = value;
+    }
+    Ok(Arc::new(fields))
+}
+
+fn put(schema: &Schema, table: Table, key: Key, map: Map, must_be_new: bool) -> Fallible<()> {
+    let fields = fields_from_map(schema, table.id, map).map_err(api_error)?;
+    with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
+}
+
+fn bound(value: &Dynamic, inclusive: bool) -> Fallible<Bound<Key>> {
+    if value.is_unit() {
+        return Ok(Bound::Unbounded);
+    }
+    let key = key_from_dynamic(value).map_err(api_error)?;
+    Ok(if inclusive {
+        Bound::Included(key)
+    } else {
+        Bound::Excluded(key)
+    })
+}
+
+fn scan_rows(
+    table: Table,
+    low: &Dynamic,
+    high: &Dynamic,
+    limit: i64,
+    reverse: bool,
+) -> Fallible<Vec<Row>> {
+    if !(0..=SCAN_ROWS_MAX).contains(&limit) {
+        return Err(api_error(format!(
+            "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
+        )));
+    }
+    let (low, high) = (bound(low, true)?, bound(high, false)?);
+    let rows =
+        with_tables(|t| t.scan(table.id, low, high, reverse, limit as usize)).map_err(api_error)?;
+    Ok(rows
+        .into_iter()
+        .map(|(key, fields)| Row::new(table.id, key, fields))
+        .collect())
+}
+
+fn scan(table: Table, low: Dynamic, high: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
+    let rows = scan_rows(table, &low, &high, limit, reverse)?;
+    Ok(Dynamic::from_array(
+        rows.into_iter().map(Dynamic::from).collect(),
+    ))
+}
+
+fn first(table: Table, low: Dynamic, high: Dynamic, reverse: bool) -> Fallible<Dynamic> {
+    let row = scan_rows(table, &low, &high, 1, reverse)?.pop();
+    Ok(row.map_or(Dynamic::UNIT, Dynamic::from))
+}
+
+/// Registers tables, rows and their functions on `engine`.
+pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>) {
+    engine.register_type_with_name::<Table>("Table");
+    engine.register_type_with_name::<Row>("Row");
+    engine.register_type_with_name::<ApiError>("ApiError");
+    engine.register_fn("to_string", |e: &mut ApiError| e.0.clone());
+    register_table_reads(engine);
+    register_table_writes(engine, schema);
+    register_row(engine, schema);
+
+    let mut constants = Module::new();
+    for (id, table) in schema.tables.iter().enumerate() {
+        constants.set_var(table.name.as_str(), Table { id: id as TableId });
+    }
+    engine.register_global_module(constants.into());
+}
+
+fn register_table_reads(engine: &mut Engine) {
+    type D = Dynamic;
+    engine.register_fn("get", |t: &mut Table, a: D| get(*t, key_of(&[&a])?));
+    engine.register_fn("get", |t: &mut Table, a: D, b: D| {
+        get(*t, key_of(&[&a, &b])?)
+    });
+    engine.register_fn("get", |t: &mut Table, a: D, b: D, c: D| {
+        get(*t, key_of(&[&a, &b, &c])?)
+    });
+    engine.register_fn("get", |t: &mut Table, a: D, b: D, c: D, d: D| {
+        get(*t, key_of(&[&a, &b, &c, &d])?)
+    });
+    engine.register_fn("exists", |t: &mut Table, a: D| exists(*t, key_of(&[&a])?));
+    engine.register_fn("exists", |t: &mut Table, a: D, b: D| {
+        exists(*t, key_of(&[&a, &b])?)
+    });
+    engine.register_fn("exists", |t: &mut Table, a: D, b: D, c: D| {
+        exists(*t, key_of(&[&a, &b, &c])?)
+    });
+    engine.register_fn("scan", |t: &mut Table, lo: D, hi: D, n: i64| {
+        scan(*t, lo, hi, n, false)
+    });
+    engine.register_fn("scan_rev", |t: &mut Table, lo: D, hi: D, n: i64| {
+        scan(*t, lo, hi, n, true)
+    });
+    engine.register_fn("first", |t: &mut Table, lo: D, hi: D| {
+        first(*t, lo, hi, false)
+    });
+    engine.register_fn("last", |t: &mut Table, lo: D, hi: D| {
+        first(*t, lo, hi, true)
+    });
+    engine.register_fn("count", |t: &mut Table| -> Fallible<i64> {
+        with_tables(|tables| tables.len(t.id) as i64).map_err(api_error)
+    });
+}
+
+fn register_table_writes(engine: &mut Engine, schema: &Arc<Schema>) {
+    type D = Dynamic;
+    for (name, must_be_new) in [("insert", true), ("put", false)] {
+        let s = schema.clone();
+        engine.register_fn(name, move |t: &mut Table, a: D, m: Map| {
+            put(&s, *t, key_of(&[&a])?, m, must_be_new)
+        });
+        let s = schema.clone();
+        engine.register_fn(name, move |t: &mut Table, a: D, b: D, m: Map| {
+            put(&s, *t, key_of(&[&a, &b])?, m, must_be_new)
+        });
+        let s = schema.clone();
+        engine.register_fn(name, move |t: &mut Table, a: D, b: D, c: D, m: Map| {
+            put(&s, *t, key_of(&[&a, &b, &c])?, m, must_be_new)
+        });
+        let s = schema.clone();
+        engine.register_fn(
+            name,
+            move |t: &mut Table, a: D, b: D, c: D, d: D, m: Map| {
+                put(&s, *t, key_of(&[&a, &b, &c, &d])?, m, must_be_new)
+            },
+        );
+    }
+    engine.register_fn("update", |t: &mut Table, mut row: Row| -> Fallible<()> {
+        if row.table != t.id {
+            return Err(api_error("update: the row belongs to another table"));
+        }
+        row.save().map_err(api_error)
+    });
+    engine.register_fn("delete", |t: &mut Table, a: D| delete(*t, key_of(&[&a])?));
+    engine.register_fn("delete", |t: &mut Table, a: D, b: D| {
+        delete(*t, key_of(&[&a, &b])?)
+    });
+    engine.register_fn("delete", |t: &mut Table, a: D, b: D, c: D| {
+        delete(*t, key_of(&[&a, &b, &c])?)
+    });
+    engine.register_fn("delete", |t: &mut Table, a: D, b: D, c: D, d: D| {
+        delete(*t, key_of(&[&a, &b, &c, &d])?)
+    });
+}
+
+fn register_row(engine: &mut Engine, schema: &Arc<Schema>) {
+    engine.register_get("key", |row: &mut Row| row.key.to_dynamic());
+    engine.register_fn("save", |row: &mut Row| row.save().map_err(api_error));
+    let s = schema.clone();
+    engine.register_fn("to_map", move |row: &mut Row| row_to_map(&s, row));
+    let s = schema.clone();
+    engine.register_fn("to_string", move |row: &mut Row| {
+        format!("{:?}", row_to_map(&s, row))
+    });
+    let s = schema.clone();
+    engine.register_indexer_get(
+        move |row: &mut Row, name: ImmutableString| -> Fallible<Dynamic> {
+            let slot = s
+                .field_slot(row.table, &name)
+                .ok_or_else(|| no_field(&s, row.table, &name))?;
+            Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT))
+        },
+    );
+    let s = schema.clone();
+    engine.register_indexer_set(
+        move |row: &mut Row, name: ImmutableString, value: Dynamic| -> Fallible<()> {
+            let slot = s
+                .field_slot(row.table, &name)
+                .ok_or_else(|| no_field(&s, row.table, &name))?;
+            check_storable(&value).map_err(api_error)?;
+            row.set(slot, value);
+            Ok(())
+        },
+    );
+
+    let mut names: Vec<&str> = schema
+        .tables
+        .iter()
+        .flat_map(|t| t.fields.iter().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        // The slot of this field name in each table (None where the table lacks it).
+        let slots: Arc<[Option<usize>]> = (0..schema.tables.len())
+            .map(|t| schema.field_slot(t as TableId, name))
+            .collect();
+        let (s, field) = (schema.clone(), name.to_string());
+        let get_slots = slots.clone();
+        engine.register_get(name, move |row: &mut Row| -> Fallible<Dynamic> {
+            match get_slots.get(row.table as usize) {
+                Some(Some(slot)) => Ok(row.fields.get(*slot).cloned().unwrap_or(Dynamic::UNIT)),
+                _ => Err(no_field(&s, row.table, &field)),
+            }
+        });
+        let (s, field) = (schema.clone(), name.to_string());
+        engine.register_set(name, move |row: &mut Row, value: Dynamic| -> Fallible<()> {
+            match slots.get(row.table as usize) {
+                Some(Some(slot)) => {
+                    check_storable(&value).map_err(api_error)?;
+                    row.set(*slot, value);
+                    Ok(())
+                }
+                _ => Err(no_field(&s, row.table, &field)),
+            }
+        });
+    }
+}
+
+fn no_field(schema: &Schema, table: TableId, name: &str) -> Box<EvalAltResult> {
+    let table = schema.table(table);
+    api_error(format!(
+        "table {} has no field {name:?} (declared: {})",
+        table.name,
+        table.fields.join(", ")
+    ))
+}
+
+fn row_to_map(schema: &Schema, row: &Row) -> Map {
+    let declared = &schema.table(row.table).fields;
+    declared
+        .iter()
+        .enumerate()
+        .map(|(slot, name)| {
+            (
+                name.as_str().into(),
+                row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT),
+            )
+        })
+        .collect()
+}

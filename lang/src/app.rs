@@ -1,0 +1,323 @@
+//! An app: its manifest, its compiled scripts, and calling its handlers.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope, AST};
+use serde_json::Value;
+
+use crate::context::{self, Context};
+use crate::engine::{self, Limits};
+use crate::error::{from_eval, HandlerError, LoadError, SourceMap};
+use crate::schema::{Schema, TableSchema};
+use crate::tables::{Tables, WriteSet};
+use crate::value;
+
+/// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandlerKind {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// Upper case: "GET", "POST", "PUT", "DELETE", "PATCH".
+    pub method: String,
+    /// The pattern as in the manifest, e.g. "/players/{player}".
+    pub path: String,
+    pub handler: String,
+    pub kind: HandlerKind,
+}
+
+/// What a handler receives, as the Rhai map `#{params, query, body}`.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    /// Path parameters, already percent-decoded.
+    pub params: Vec<(String, String)>,
+    /// Query string pairs, already percent-decoded.
+    pub query: Vec<(String, String)>,
+    /// `Null` when there is no body.
+    pub body: Value,
+}
+
+/// A loaded, compiled app. `Send + Sync`: one engine and one AST serve every thread.
+pub struct App {
+    name: String,
+    routes: Vec<Route>,
+    schema: Arc<Schema>,
+    engine: Engine,
+    ast: AST,
+    sources: SourceMap,
+    /// Functions callable as handlers (defined with exactly one parameter), with the position of
+    /// their definition: limit errors arrive without a position of their own (Rhai moves them to
+    /// the call site, which for the handler itself is none), so they name the handler's.
+    handlers: HashMap<String, Position>,
+    limits: Limits,
+}
+
+const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "PATCH"];
+
+impl App {
+    /// Reads `app.json`, compiles every `.rhai` file of `dir`, and checks that every route names
+    /// a function defined with one parameter.
+    pub fn load(dir: &Path) -> Result<App, LoadError> {
+        Self::load_with(dir, Limits::default())
+    }
+
+    pub fn load_with(dir: &Path, limits: Limits) -> Result<App, LoadError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| LoadError::Io { path, source }
+        };
+        let manifest_path = dir.join("app.json");
+        let manifest = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+            let path = entry.map_err(io(dir))?.path();
+            if path.extension().is_some_and(|e| e == "rhai") {
+                let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+                let name = path.file_name().expect("a read_dir entry has a name");
+                files.push((name.to_string_lossy().into_owned(), text));
+            }
+        }
+        Self::from_sources(&manifest, files, limits).map_err(|e| match e {
+            LoadError::Manifest { message, .. } => LoadError::Manifest {
+                path: manifest_path,
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// The same from text in memory: the manifest and `(file name, script)` pairs.
+    pub fn from_sources(
+        manifest: &str,
+        mut files: Vec<(String, String)>,
+        limits: Limits,
+    ) -> Result<App, LoadError> {
+        let bad = |message: String| LoadError::Manifest {
+            path: "app.json".into(),
+            message,
+        };
+        let manifest: Value = serde_json::from_str(manifest).map_err(|e| bad(e.to_string()))?;
+        let name = manifest["name"]
+            .as_str()
+            .ok_or_else(|| bad("no \"name\" string".into()))?;
+        let routes = parse_routes(&manifest["routes"]).map_err(bad)?;
+        let schema = Arc::new(parse_tables(&manifest["tables"]).map_err(bad)?);
+        schema.check().map_err(bad)?;
+
+        // One text, so that functions of one file can call those of another; the source map
+        // turns positions back into files.
+        files.sort();
+        let mut text = String::new();
+        let mut sources = SourceMap::default();
+        let mut line = 1;
+        for (file, script) in &files {
+            sources.push(file.clone(), line);
+            text.push_str(script);
+            text.push('\n');
+            // The file plus the newline after it spans one line per '\n' in the file, plus one.
+            line += script.split('\n').count();
+        }
+        let engine = engine::build(&schema, &limits);
+        let ast = engine.compile(&text).map_err(|e| {
+            let (file, line, column) = sources.locate(e.1);
+            LoadError::Compile {
+                file,
+                line,
+                column,
+                message: e.0.to_string(),
+            }
+        })?;
+        let handlers: HashMap<String, Position> = ast
+            .iter_functions()
+            .filter(|f| f.params.len() == 1)
+            .map(|f| (f.name.to_string(), definition_position(&text, f.name)))
+            .collect();
+        for route in &routes {
+            if !handlers.contains_key(&route.handler) {
+                return Err(LoadError::MissingHandler {
+                    route: format!("{} {}", route.method, route.path),
+                    handler: route.handler.clone(),
+                });
+            }
+        }
+        let name = name.to_string();
+        Ok(App {
+            name,
+            routes,
+            schema,
+            engine,
+            ast,
+            sources,
+            handlers,
+            limits,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn has_handler(&self, handler: &str) -> bool {
+        self.handlers.contains_key(handler)
+    }
+
+    /// Runs a write handler on `tables`, recording its changes in `writes` (which must be empty).
+    /// On an error the tables are rolled back and `writes` is left empty: the state is exactly as
+    /// before.
+    pub fn run_write(
+        &self,
+        handler: &str,
+        request: &Request,
+        tables: &mut Tables,
+        writes: &mut WriteSet,
+    ) -> Result<Value, HandlerError> {
+        debug_assert!(
+            writes.is_empty(),
+            "a write set is encoded and cleared before the next call"
+        );
+        let context = Context::Write {
+            tables: std::mem::take(tables),
+            writes: std::mem::take(writes),
+        };
+        let result = self.call(handler, request, context, |context| {
+            if let Context::Write {
+                tables: t,
+                writes: w,
+            } = context
+            {
+                *tables = t;
+                *writes = w;
+            }
+        });
+        if result.is_err() {
+            tables.roll_back(writes);
+        }
+        result
+    }
+
+    /// Runs a read handler against a snapshot on the calling thread. A write attempt is a
+    /// [`HandlerError::Script`].
+    pub fn run_read(
+        &self,
+        handler: &str,
+        request: &Request,
+        tables: Arc<Tables>,
+    ) -> Result<Value, HandlerError> {
+        self.call(handler, request, Context::Read { tables }, |_| {})
+    }
+
+    fn call(
+        &self,
+        handler: &str,
+        request: &Request,
+        context: Context,
+        restore: impl FnOnce(Context),
+    ) -> Result<Value, HandlerError> {
+        let Some(definition) = self.handlers.get(handler) else {
+            restore(context);
+            return Err(HandlerError::NoSuchHandler {
+                handler: handler.to_string(),
+            });
+        };
+        let argument = value::request_to_dynamic(request);
+        context::install(context, Instant::now() + self.limits.wall_clock_max);
+        let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
+        let result = self.engine.call_fn_with_options::<Dynamic>(
+            options,
+            &mut Scope::new(),
+            &self.ast,
+            handler,
+            (argument,),
+        );
+        restore(context::take());
+        let value =
+            result.map_err(|e| from_eval(&e, handler, *definition, &self.sources, &self.schema))?;
+        value::to_json(&value, &self.schema).map_err(|message| HandlerError::Script {
+            handler: handler.to_string(),
+            file: String::new(),
+            line: 0,
+            column: 0,
+            message: format!("the return value: {message}"),
+        })
+    }
+}
+
+fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
+    let Some(routes) = routes.as_object() else {
+        return Err("\"routes\" must be an object of \"METHOD /path\": \"handler\"".into());
+    };
+    routes
+        .iter()
+        .map(|(pattern, handler)| {
+            let (method, path) = pattern
+                .split_once(' ')
+                .ok_or_else(|| format!("route {pattern:?} must be \"METHOD /path\""))?;
+            let method = method.to_ascii_uppercase();
+            if !METHODS.contains(&method.as_str()) || !path.starts_with('/') {
+                return Err(format!("route {pattern:?}: method must be one of {METHODS:?} and the path start with /"));
+            }
+            let handler = handler
+                .as_str()
+                .ok_or_else(|| format!("route {pattern:?}: the handler must be a function name"))?;
+            let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
+            Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind })
+        })
+        .collect()
+}
+
+fn parse_tables(tables: &Value) -> Result<Schema, String> {
+    let shape = "\"tables\" must be an object of \"table\": [\"field\", ...]";
+    if tables.is_null() {
+        return Ok(Schema::default());
+    }
+    let tables = tables.as_object().ok_or(shape)?;
+    let tables = tables
+        .iter()
+        .map(|(name, fields)| {
+            let fields = fields.as_array().ok_or(shape)?;
+            let fields = fields
+                .iter()
+                .map(|f| f.as_str().map(str::to_string).ok_or(shape))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(TableSchema {
+                name: name.clone(),
+                fields,
+            })
+        })
+        .collect::<Result<Vec<_>, &str>>()?;
+    Ok(Schema { tables })
+}
+
+/// Where `fn name` is defined in `text` (the first match), for errors that have no position.
+fn definition_position(text: &str, name: &str) -> Position {
+    for (index, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("fn ") {
+            let after = rest[at + 3..].trim_start();
+            if after.starts_with(name) && after[name.len()..].trim_start().starts_with('(') {
+                let column = line.len() - rest.len() + at + 1;
+                return Position::new(index as u16 + 1, column as u16);
+            }
+            rest = &rest[at + 3..];
+        }
+    }
+    Position::NONE
+}

@@ -1,0 +1,284 @@
+//! Errors of loading an app and of running a handler, with script positions.
+//!
+//! An app's `.rhai` files are compiled as one text (so that functions in one file can call those in
+//! another); [`SourceMap`] turns a line of that text back into a file and its own line.
+
+use std::fmt;
+
+use rhai::{EvalAltResult, Position};
+use serde_json::{json, Value};
+
+use crate::api::ApiError;
+use crate::engine::TIME_LIMIT;
+use crate::schema::Schema;
+
+/// Where each file starts in the compiled text.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SourceMap {
+    /// (file name, first line in the compiled text, 1-based), in order.
+    files: Vec<(String, usize)>,
+}
+
+impl SourceMap {
+    pub(crate) fn push(&mut self, file: String, first_line: usize) {
+        self.files.push((file, first_line));
+    }
+
+    /// The file, line and column of `position` (all zero/empty when it has none).
+    pub(crate) fn locate(&self, position: Position) -> (String, usize, usize) {
+        let (Some(line), column) = (position.line(), position.position().unwrap_or(0)) else {
+            return (String::new(), 0, 0);
+        };
+        match self.files.iter().rev().find(|(_, first)| *first <= line) {
+            Some((file, first)) => (file.clone(), line - first + 1, column),
+            None => (String::new(), line, column),
+        }
+    }
+}
+
+/// Why an app did not load.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The directory or a file in it could not be read.
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// `app.json` is not valid JSON or not of the expected shape.
+    Manifest {
+        path: std::path::PathBuf,
+        message: String,
+    },
+    /// A script does not compile.
+    Compile {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A route names a function that is not defined with one parameter.
+    MissingHandler { route: String, handler: String },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            LoadError::Manifest { path, message } => write!(f, "{}: {message}", path.display()),
+            LoadError::Compile { file, line, column, message } => {
+                write!(f, "{file}:{line}:{column}: {message}")
+            }
+            LoadError::MissingHandler { route, handler } => write!(
+                f,
+                "route {route:?} names handler {handler:?}, but no script defines fn {handler}(request)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Why a handler produced no value.
+#[derive(Debug, Clone)]
+pub enum HandlerError {
+    /// `throw` in the script: a thrown map with a `status` field chooses status and body, any
+    /// other value is a 400 with `{"error": text}`.
+    Thrown { status: u16, body: Value },
+    /// A bug in the script: a runtime error, a write in a read handler, a bad return value.
+    Script {
+        handler: String,
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A limit stopped the handler (operations, call depth, sizes, wall clock).
+    Limit {
+        handler: String,
+        file: String,
+        line: usize,
+        column: usize,
+        limit: String,
+    },
+    /// Writes are refused (poisoned store, full log, full queue, shutting down).
+    Unavailable { reason: String },
+    /// No handler of that name.
+    NoSuchHandler { handler: String },
+}
+
+impl HandlerError {
+    pub fn status(&self) -> u16 {
+        match self {
+            HandlerError::Thrown { status, .. } => *status,
+            HandlerError::Script { .. }
+            | HandlerError::Limit { .. }
+            | HandlerError::NoSuchHandler { .. } => 500,
+            HandlerError::Unavailable { .. } => 503,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        match self {
+            HandlerError::Thrown { body, .. } => body.clone(),
+            HandlerError::Script {
+                handler,
+                file,
+                line,
+                column,
+                message,
+            } => json!({
+                "error": message, "handler": handler, "file": file, "line": line, "column": column
+            }),
+            HandlerError::Limit {
+                handler,
+                file,
+                line,
+                column,
+                limit,
+            } => json!({
+                "error": format!("limit exceeded: {limit}"), "limit": limit,
+                "handler": handler, "file": file, "line": line, "column": column
+            }),
+            HandlerError::Unavailable { reason } => json!({ "error": reason }),
+            HandlerError::NoSuchHandler { handler } => {
+                json!({ "error": format!("no handler named {handler}"), "handler": handler })
+            }
+        }
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandlerError::Script {
+                handler,
+                file,
+                line,
+                column,
+                message,
+            } => {
+                write!(f, "{handler} ({file}:{line}:{column}): {message}")
+            }
+            HandlerError::Limit {
+                handler,
+                file,
+                line,
+                column,
+                limit,
+            } => {
+                write!(
+                    f,
+                    "{handler} ({file}:{line}:{column}): limit exceeded: {limit}"
+                )
+            }
+            other => write!(f, "{} {}", other.status(), other.to_json()),
+        }
+    }
+}
+
+impl std::error::Error for HandlerError {}
+
+/// The innermost error of a chain of nested function calls, and the innermost known position.
+fn innermost(error: &EvalAltResult) -> (&EvalAltResult, Position) {
+    let mut current = error;
+    let mut position = error.position();
+    while let EvalAltResult::ErrorInFunctionCall(_, _, inner, _)
+    | EvalAltResult::ErrorInModule(_, inner, _) = current
+    {
+        current = inner;
+        if !current.position().is_none() {
+            position = current.position();
+        }
+    }
+    (current, position)
+}
+
+/// The error a handler call ended with, as the caller sees it.
+pub(crate) fn from_eval(
+    error: &EvalAltResult,
+    handler: &str,
+    definition: Position,
+    sources: &SourceMap,
+    schema: &Schema,
+) -> HandlerError {
+    let (inner, position) = innermost(error);
+    let position = if position.is_none() {
+        definition
+    } else {
+        position
+    };
+    let (file, line, column) = sources.locate(position);
+    let handler = handler.to_string();
+    let limit = |limit: &str| HandlerError::Limit {
+        handler: handler.clone(),
+        file: file.clone(),
+        line,
+        column,
+        limit: limit.to_string(),
+    };
+    match inner {
+        EvalAltResult::ErrorRuntime(value, _) => {
+            if let Some(api) = value.read_lock::<ApiError>() {
+                return HandlerError::Script {
+                    handler,
+                    file,
+                    line,
+                    column,
+                    message: api.0.clone(),
+                };
+            }
+            thrown(value, schema)
+        }
+        EvalAltResult::ErrorTooManyOperations(_) => limit("operations"),
+        EvalAltResult::ErrorStackOverflow(_) => limit("call depth"),
+        EvalAltResult::ErrorDataTooLarge(what, _) => limit(&format!("size ({what})")),
+        EvalAltResult::ErrorTerminated(_, _) => limit(TIME_LIMIT),
+        EvalAltResult::ErrorTooManyVariables(_) => limit("variables"),
+        other => {
+            let mut message = other.to_string();
+            // Rhai appends " (line l, position c)"; the position is reported in its own fields.
+            if let Some(cut) = message.rfind(" (line ") {
+                message.truncate(cut);
+            }
+            HandlerError::Script {
+                handler,
+                file,
+                line,
+                column,
+                message,
+            }
+        }
+    }
+}
+
+/// A thrown value: a map with an integer `status` in 200..=599 chooses status and body.
+fn thrown(value: &rhai::Dynamic, schema: &Schema) -> HandlerError {
+    if let Some(map) = value.read_lock::<rhai::Map>() {
+        let status = map.get("status").and_then(|s| s.as_int().ok());
+        if let Some(status) = status.filter(|s| (200..=599).contains(s)) {
+            let mut body = match crate::value::to_json(value, schema) {
+                Ok(Value::Object(object)) => object,
+                _ => serde_json::Map::new(),
+            };
+            if !body.get("error").is_some_and(Value::is_string) {
+                let text = match body.get("message") {
+                    Some(Value::String(m)) => m.clone(),
+                    _ => format!("status {status}"),
+                };
+                body.insert("error".into(), Value::String(text));
+            }
+            return HandlerError::Thrown {
+                status: status as u16,
+                body: Value::Object(body),
+            };
+        }
+    }
+    let text = match value.read_lock::<rhai::ImmutableString>() {
+        Some(s) => s.to_string(),
+        None => value.to_string(),
+    };
+    HandlerError::Thrown {
+        status: 400,
+        body: json!({ "error": text }),
+    }
+}

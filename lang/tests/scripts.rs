@@ -1,0 +1,324 @@
+//! The script API through scripts: transcripts of handler calls and their expected answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pure_lang::{App, HandlerError, Limits, LoadError, Request, Tables, WriteSet};
+use serde_json::{json, Value};
+
+const MANIFEST: &str = r#"{
+  "name": "test",
+  "routes": {},
+  "tables": { "players": ["best", "posts", "name"], "lines": ["qty"] }
+}"#;
+
+const SCRIPT: &str = r#"
+fn add(req) {
+    let b = req.body;
+    players.insert(b.id, #{ best: b.best, posts: 1, name: b.name });
+    players.get(b.id)
+}
+fn bump(req) {
+    let p = players.get(req.body.id);
+    if p == () { throw #{ status: 404, error: "no such player" }; }
+    p.posts += 1;
+    if req.body.best > p.best { p.best = req.body.best; }
+    p.save();
+    players.get(req.body.id).posts
+}
+fn remove(req) { players.delete(req.body.id) }
+fn ids(req) { players.scan((), (), 100).map(|r| r.key) }
+fn ids_rev(req) { players.scan_rev(req.body.lo, req.body.hi, req.body.n).map(|r| r.key) }
+fn count(req) { players.count() }
+fn add_then_throw(req) {
+    players.insert(req.body.id, #{ best: 0 });
+    let p = players.get(1); p.best = 999; p.save();
+    players.delete(2);
+    throw "changed my mind";
+}
+fn lines_add(req) {
+    for o in 1..=3 { for n in 1..=2 { lines.insert(7, o, n, #{ qty: o * 10 + n }); } }
+    lines.scan([7, 2], [7, 3], 10).map(|r| r.qty)
+}
+fn lines_last(req) { lines.last([7], [8]).qty }
+fn sum_lines(req) { let s = 0; for r in lines.scan((), (), 100) { s += r.qty; } s }
+fn spin(req) { loop { } }
+fn deep(req) { deep(req) }
+fn grow(req) { let s = "x"; loop { s += s; } }
+fn scan_forever(req) { loop { lines.scan((), (), 100); } }
+fn bad_field(req) { players.get(1).nope }
+fn read_write(req) { players.insert(100, #{}); }
+fn throw_map(req) { throw #{ status: 409, message: "taken", id: 5 }; }
+fn throw_plain_map(req) { throw #{ why: "x" }; }
+fn nested(req) { helper_in_b(req) }
+fn returns_table(req) { players }
+"#;
+
+const SCRIPT_B: &str = r#"// helpers
+fn helper_in_b(req) {
+    let x = 1;
+    x.no_such_method()
+}
+"#;
+
+struct Harness {
+    app: App,
+    tables: Tables,
+    writes: WriteSet,
+}
+
+impl Harness {
+    fn new(limits: Limits) -> Harness {
+        let files = vec![
+            ("a.rhai".into(), SCRIPT.into()),
+            ("b.rhai".into(), SCRIPT_B.into()),
+        ];
+        let app = App::from_sources(MANIFEST, files, limits).expect("the test app compiles");
+        let tables = Tables::new(app.schema().tables.len());
+        Harness {
+            app,
+            tables,
+            writes: WriteSet::default(),
+        }
+    }
+
+    fn write(&mut self, handler: &str, body: Value) -> Result<Value, HandlerError> {
+        let request = Request {
+            body,
+            ..Request::default()
+        };
+        let result = self
+            .app
+            .run_write(handler, &request, &mut self.tables, &mut self.writes);
+        self.writes.clear();
+        result
+    }
+
+    fn read(&self, handler: &str, body: Value) -> Result<Value, HandlerError> {
+        let request = Request {
+            body,
+            ..Request::default()
+        };
+        self.app
+            .run_read(handler, &request, Arc::new(self.tables.clone()))
+    }
+
+    /// Runs `(handler, body, expected answer)` steps; a `Err(status)` expects that status.
+    fn check(&mut self, steps: &[(&str, Value, Result<Value, u16>)]) {
+        for (handler, body, expected) in steps {
+            let got = self.write(handler, body.clone());
+            match (expected, &got) {
+                (Ok(want), Ok(value)) => assert_eq!(value, want, "{handler} {body}"),
+                (Err(status), Err(e)) => assert_eq!(e.status(), *status, "{handler}: {e}"),
+                _ => panic!("{handler} {body}: expected {expected:?}, got {got:?}"),
+            }
+        }
+    }
+}
+
+fn snapshot_json(h: &Harness) -> Value {
+    json!([
+        h.read("ids", Value::Null).unwrap(),
+        h.read("sum_lines", Value::Null).unwrap(),
+        (1..=3)
+            .map(|i| h.read("count", json!({"id": i})).unwrap())
+            .collect::<Vec<_>>()
+    ])
+}
+
+#[test]
+fn get_insert_update_delete_scan_count() {
+    let mut h = Harness::new(Limits::default());
+    h.check(&[
+        (
+            "add",
+            json!({"id": 2, "best": 5, "name": "bo"}),
+            Ok(json!({"best": 5, "posts": 1, "name": "bo"})),
+        ),
+        (
+            "add",
+            json!({"id": 1, "best": 7, "name": "al"}),
+            Ok(json!({"best": 7, "posts": 1, "name": "al"})),
+        ),
+        ("add", json!({"id": 1, "best": 7, "name": "al"}), Err(500)),
+        ("bump", json!({"id": 2, "best": 9}), Ok(json!(2))),
+        ("bump", json!({"id": 3, "best": 9}), Err(404)),
+        ("ids", Value::Null, Ok(json!([1, 2]))),
+        (
+            "add",
+            json!({"id": 3, "best": 1, "name": "cy"}),
+            Ok(json!({"best": 1, "posts": 1, "name": "cy"})),
+        ),
+        (
+            "ids_rev",
+            json!({"lo": 1, "hi": 3, "n": 5}),
+            Ok(json!([2, 1])),
+        ),
+        (
+            "ids_rev",
+            json!({"lo": (), "hi": (), "n": 2}),
+            Ok(json!([3, 2])),
+        ),
+        ("remove", json!({"id": 2}), Ok(json!(true))),
+        ("remove", json!({"id": 2}), Ok(json!(false))),
+        ("count", Value::Null, Ok(json!(2))),
+        ("lines_add", Value::Null, Ok(json!([21, 22]))),
+        ("lines_last", Value::Null, Ok(json!(32))),
+        ("returns_table", Value::Null, Err(500)),
+    ]);
+    assert_eq!(
+        h.read("bump", json!({"id": 1, "best": 1}))
+            .unwrap_err()
+            .status(),
+        500
+    );
+}
+
+#[test]
+fn a_throw_or_a_limit_rolls_back_every_change() {
+    let limits = Limits {
+        wall_clock_max: Duration::from_millis(20),
+        ..Limits::default()
+    };
+    let mut h = Harness::new(limits);
+    h.check(&[
+        (
+            "add",
+            json!({"id": 1, "best": 7, "name": "al"}),
+            Ok(json!({"best": 7, "posts": 1, "name": "al"})),
+        ),
+        (
+            "add",
+            json!({"id": 2, "best": 5, "name": "bo"}),
+            Ok(json!({"best": 5, "posts": 1, "name": "bo"})),
+        ),
+        ("lines_add", Value::Null, Ok(json!([21, 22]))),
+    ]);
+    let before = snapshot_json(&h);
+    let thrown = h.write("add_then_throw", json!({"id": 9})).unwrap_err();
+    assert_eq!(thrown.status(), 400);
+    assert_eq!(thrown.to_json(), json!({"error": "changed my mind"}));
+    assert_eq!(snapshot_json(&h), before);
+
+    for (handler, limit) in [
+        ("spin", "operations"),
+        ("deep", "call depth"),
+        ("grow", "size"),
+        ("scan_forever", "wall-clock time"),
+    ] {
+        // Each limited handler first changes rows, then runs away.
+        let script_error = h.write(handler, Value::Null).unwrap_err();
+        match &script_error {
+            HandlerError::Limit {
+                limit: got,
+                handler: name,
+                file,
+                line,
+                ..
+            } => {
+                assert!(got.starts_with(limit), "{handler}: {got}");
+                assert_eq!((name.as_str(), file.as_str()), (handler, "a.rhai"));
+                assert!(*line > 0);
+            }
+            other => panic!("{handler}: expected a limit, got {other:?}"),
+        }
+        assert_eq!(snapshot_json(&h), before, "{handler}");
+    }
+}
+
+#[test]
+fn thrown_maps_choose_status_and_body() {
+    let mut h = Harness::new(Limits::default());
+    let e = h.write("throw_map", Value::Null).unwrap_err();
+    assert_eq!(e.status(), 409);
+    assert_eq!(
+        e.to_json(),
+        json!({"status": 409, "message": "taken", "id": 5, "error": "taken"})
+    );
+    let e = h.write("throw_plain_map", Value::Null).unwrap_err();
+    assert_eq!(e.status(), 400);
+}
+
+#[test]
+fn script_errors_name_handler_file_line_and_column() {
+    let mut h = Harness::new(Limits::default());
+    match h.write("nested", Value::Null).unwrap_err() {
+        HandlerError::Script {
+            handler,
+            file,
+            line,
+            column,
+            ..
+        } => {
+            assert_eq!(
+                (handler.as_str(), file.as_str(), line, column),
+                ("nested", "b.rhai", 4, 7)
+            );
+        }
+        other => panic!("expected a script error, got {other:?}"),
+    }
+    match h.write("bad_field", Value::Null).unwrap_err() {
+        HandlerError::Script {
+            file,
+            line,
+            message,
+            ..
+        } => {
+            assert_eq!((file.as_str(), line), ("a.rhai", 35), "{message}");
+        }
+        other => panic!("expected a script error, got {other:?}"),
+    }
+    match h.read("read_write", Value::Null).unwrap_err() {
+        HandlerError::Script { message, .. } => {
+            assert!(message.contains("read handler"), "{message}")
+        }
+        other => panic!("expected a script error, got {other:?}"),
+    }
+    assert_eq!(h.write("no_such", Value::Null).unwrap_err().status(), 500);
+}
+
+#[test]
+fn eval_and_imports_are_not_available() {
+    let files = vec![("e.rhai".into(), "fn f(r) { eval(\"1 + 1\") }".into())];
+    let e = App::from_sources(MANIFEST, files, Limits::default())
+        .err()
+        .expect("eval is refused");
+    assert!(e.to_string().contains("eval"), "{e}");
+    let files = vec![(
+        "m.rhai".into(),
+        "import \"/etc/passwd\" as p;\nfn f(r) { 1 }".into(),
+    )];
+    let app = App::from_sources(MANIFEST, files, Limits::default()).unwrap();
+    let request = Request::default();
+    let mut tables = Tables::new(2);
+    // Top-level code never runs, and a handler cannot import either.
+    assert!(app
+        .run_write("f", &request, &mut tables, &mut WriteSet::default())
+        .is_ok());
+}
+
+#[test]
+fn compile_errors_name_file_line_and_column() {
+    let files = vec![
+        ("a.rhai".into(), "fn ok(r) { 1 }\n".into()),
+        ("b.rhai".into(), "fn f(r) {\n  let x = ;\n}\n".into()),
+    ];
+    let e = App::from_sources(MANIFEST, files, Limits::default())
+        .err()
+        .expect("a compile error");
+    match &e {
+        LoadError::Compile {
+            file, line, column, ..
+        } => {
+            assert_eq!((file.as_str(), *line, *column), ("b.rhai", 2, 11), "{e}");
+        }
+        other => panic!("expected a compile error, got {other}"),
+    }
+    assert!(e.to_string().starts_with("b.rhai:2:11: "), "{e}");
+
+    let manifest = r#"{"name": "x", "routes": {"POST /a": "missing"}}"#;
+    let e = App::from_sources(manifest, vec![], Limits::default())
+        .err()
+        .expect("an error");
+    assert!(matches!(e, LoadError::MissingHandler { .. }), "{e}");
+}
