@@ -2,8 +2,8 @@
 //! the log after it, make what was recovered durable, and hand back a `Store` positioned after
 //! the last recovered record.
 //!
-//! Recovery only reads, except for three idempotent steps: removing leftover temporary files,
-//! rewriting the last recovered frame with the bytes it already has, and one `fdatasync` of the
+//! Recovery only reads, except for four idempotent steps: removing leftover temporary files,
+//! syncing the directory (so the checkpoint chosen cannot vanish later), rewriting the last recovered frame with the bytes it already has, and one `fdatasync` of the
 //! log. The rewrite and the sync make sure that everything recovered (and so possibly shown
 //! to clients) is on stable storage before new frames claim it acknowledged: the page cache
 //! may hold a frame whose sync failed in the previous process, its pages "marked clean".
@@ -31,6 +31,10 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
         .list_dir(dir)
         .map_err(|e| io_error("list directory", dir, e))?;
     remove_leftovers(&*io, dir, &names)?;
+    // A checkpoint renamed by a process that died before its directory sync is visible now
+    // but could still vanish on power loss: make it durable before its log space is reused.
+    io.sync_dir(dir)
+        .map_err(|e| io_error("sync directory", dir, e))?;
     let log_path = dir.join(LOG_FILE_NAME);
     let newest = names.iter().filter_map(|n| checkpoint::parse_name(n)).max();
     if !names.iter().any(|n| n == LOG_FILE_NAME) {

@@ -192,6 +192,12 @@ impl SimDisk {
         self.lock().syncs
     }
 
+    /// Allocating writes (writes that extend a file) since the last `set_faults` /
+    /// `power_loss`.
+    pub fn alloc_writes(&self) -> u64 {
+        self.lock().alloc_writes
+    }
+
     /// Whether a crash point froze the disk.
     pub fn is_frozen(&self) -> bool {
         self.lock().frozen

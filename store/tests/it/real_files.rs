@@ -1,0 +1,218 @@
+//! The store on real files (a temporary directory): reopen, checkpoints written on another
+//! thread, log-full backpressure and reuse of the space after a checkpoint.
+
+use std::io::Write;
+use std::path::Path;
+
+use pure_store::{Error, Lsn, Store, StoreOptions, SyncMode};
+
+use crate::harness::record_bytes;
+
+fn options(capacity: u64) -> StoreOptions {
+    StoreOptions {
+        sync: SyncMode::Always,
+        log_capacity_bytes: capacity,
+    }
+}
+
+/// A recovered checkpoint or record: its LSN and bytes.
+type Entry = (Lsn, Vec<u8>);
+
+fn records_of(dir: &Path, capacity: u64) -> (Option<Entry>, Vec<Entry>) {
+    let recovered = Store::open(dir, options(capacity)).expect("reopen");
+    assert!(
+        recovered.cut.is_none(),
+        "a clean shutdown leaves no torn tail"
+    );
+    let checkpoint = recovered.checkpoint.map(|c| (c.lsn(), c.bytes().to_vec()));
+    let records = recovered
+        .records
+        .into_iter()
+        .map(|r| (r.lsn, r.bytes))
+        .collect();
+    (checkpoint, records)
+}
+
+#[test]
+fn open_append_commit_reopen() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = Store::open(dir.path(), options(1 << 20))
+        .expect("create")
+        .store;
+    assert_eq!(store.durable_lsn(), Lsn(0));
+    let mut expected = Vec::new();
+    for group in 0..50u64 {
+        for i in 0..=group % 7 {
+            let lsn = expected.len() as u64 + 1;
+            let bytes = record_bytes(lsn, group + i);
+            assert_eq!(store.append(&bytes).expect("append"), Lsn(lsn));
+            expected.push((Lsn(lsn), bytes));
+        }
+        assert_eq!(store.commit().expect("commit"), Lsn(expected.len() as u64));
+    }
+    drop(store);
+    let (checkpoint, records) = records_of(dir.path(), 1 << 20);
+    assert!(checkpoint.is_none());
+    assert_eq!(records, expected);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec!["log".to_string()],
+        "one preallocated log file, nothing else"
+    );
+    let len = std::fs::metadata(dir.path().join("log"))
+        .expect("stat")
+        .len();
+    assert_eq!(
+        len,
+        pure_store::LOG_HEADER_AREA_BYTES + (1 << 20),
+        "the log never grows"
+    );
+}
+
+#[test]
+fn checkpoint_written_on_another_thread_is_recovered() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = Store::open(dir.path(), options(1 << 20))
+        .expect("create")
+        .store;
+    for lsn in 1..=100 {
+        store.append(&record_bytes(lsn, 0)).expect("append");
+    }
+    let covered = store.commit().expect("commit");
+    let mut writer = store.checkpoint_writer(covered).expect("writer");
+    let image: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let image_for_thread = image.clone();
+    let done = std::thread::spawn(move || {
+        for chunk in image_for_thread.chunks(7_000) {
+            writer.write_all(chunk).expect("write image");
+        }
+        writer.finish().expect("finish")
+    });
+    // The store keeps committing while the checkpoint is written.
+    for lsn in 101..=150 {
+        store.append(&record_bytes(lsn, 0)).expect("append");
+        store.commit().expect("commit");
+    }
+    let done = done.join().expect("checkpoint thread");
+    assert_eq!((done.lsn, done.image_bytes), (Lsn(100), image.len() as u64));
+    store.install_checkpoint(done).expect("install");
+    drop(store);
+    let (checkpoint, records) = records_of(dir.path(), 1 << 20);
+    assert_eq!(checkpoint, Some((Lsn(100), image)));
+    let expected: Vec<(Lsn, Vec<u8>)> = (101..=150).map(|l| (Lsn(l), record_bytes(l, 0))).collect();
+    assert_eq!(records, expected);
+}
+
+#[test]
+fn log_full_is_backpressure_until_a_checkpoint_is_installed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let capacity = 64 << 10;
+    let mut store = Store::open(dir.path(), options(capacity))
+        .expect("create")
+        .store;
+    assert_eq!(store.log_capacity_bytes(), capacity);
+    let record = vec![7u8; 1000];
+    let mut lsn = 0;
+    let (needed, free) = loop {
+        store.append(&record).expect("append");
+        lsn += 1;
+        match store.commit() {
+            Ok(durable) => assert_eq!(durable, Lsn(lsn)),
+            Err(Error::LogFull {
+                needed_bytes,
+                free_bytes,
+            }) => break (needed_bytes, free_bytes),
+            Err(e) => panic!("unexpected {e}"),
+        }
+    };
+    assert!(needed > free, "LogFull says how much is missing");
+    assert_eq!(store.poisoned(), None, "a full log is not a fault");
+    assert_eq!(
+        store.durable_lsn(),
+        Lsn(lsn - 1),
+        "the last record stays pending"
+    );
+    // A checkpoint that is durable but not installed frees nothing.
+    let mut writer = store.checkpoint_writer(Lsn(lsn - 1)).expect("writer");
+    writer.write_all(b"image").expect("write");
+    let done = writer.finish().expect("finish");
+    assert!(
+        matches!(store.commit(), Err(Error::LogFull { .. })),
+        "space freed before install"
+    );
+    store.install_checkpoint(done).expect("install");
+    assert_eq!(store.commit().expect("commit after install"), Lsn(lsn));
+    // The ring is reused in place many times over.
+    for _ in 0..500 {
+        store.append(&record).expect("append");
+        lsn += 1;
+        if let Err(Error::LogFull { .. }) = store.commit() {
+            let mut writer = store.checkpoint_writer(Lsn(lsn - 1)).expect("writer");
+            writer.write_all(b"image").expect("write");
+            store
+                .install_checkpoint(writer.finish().expect("finish"))
+                .expect("install");
+            assert_eq!(store.commit().expect("commit"), Lsn(lsn));
+        }
+    }
+    assert!(store.log_end_position() > 5 * capacity, "the ring wrapped");
+    drop(store);
+    let (checkpoint, records) = records_of(dir.path(), capacity);
+    let (checkpoint_lsn, _) = checkpoint.expect("a checkpoint");
+    assert_eq!(
+        records.first().map(|r| r.0),
+        Some(Lsn(checkpoint_lsn.0 + 1))
+    );
+    assert_eq!(records.last().map(|r| r.0), Some(Lsn(lsn)));
+    assert!(records.iter().all(|(_, bytes)| *bytes == record));
+    let checkpoints = std::fs::read_dir(dir.path())
+        .expect("list")
+        .filter(|e| {
+            e.as_ref()
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".ckpt")
+        })
+        .count();
+    assert_eq!(
+        checkpoints, 1,
+        "older checkpoints are removed after an install"
+    );
+}
+
+#[test]
+fn sync_none_commits_without_syncing_and_recovers_after_a_process_exit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = StoreOptions {
+        sync: SyncMode::None,
+        log_capacity_bytes: 1 << 20,
+    };
+    let mut store = Store::open(dir.path(), opts.clone()).expect("create").store;
+    for lsn in 1..=20 {
+        store.append(&record_bytes(lsn, 0)).expect("append");
+        assert_eq!(store.commit().expect("commit"), Lsn(lsn));
+    }
+    drop(store);
+    let recovered = Store::open(dir.path(), opts).expect("reopen");
+    assert_eq!(recovered.records.len(), 20);
+}
+
+#[test]
+fn a_record_larger_than_half_the_log_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = Store::open(dir.path(), options(64 << 10))
+        .expect("create")
+        .store;
+    let err = store.append(&vec![0u8; 40 << 10]).expect_err("too large");
+    assert!(
+        matches!(err, Error::RecordTooLarge { bytes, .. } if bytes == 40 << 10),
+        "{err}"
+    );
+    assert_eq!(store.append(b"small").expect("append"), Lsn(1));
+}
