@@ -71,6 +71,9 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
 
 /// The raw loop writes blocks of this size, the size of a page and of most devices' blocks.
 const BLOCK: usize = 4096;
+/// Groups that lap the ring before a measurement: 16 records of 16 KiB, 256 KiB a commit.
+const LAP_GROUP_RECORDS: usize = 16;
+const LAP_RECORD_BYTES: u64 = 16 << 10;
 /// The checkpoint image the store is given: the benchmark has no state, only the log matters.
 const TINY_IMAGE: &[u8] = b"pure-bench log: no state";
 
@@ -97,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         row(
             &format!("store, group {group}"),
             &run.measured,
-            Some(run.checkpoints),
+            Some((run.checkpoints, run.laps)),
         );
         groups.push(run);
     }
@@ -229,7 +232,10 @@ fn raw_append(dir: &Path, window: &Window) -> anyhow::Result<Measured> {
 struct GroupRun {
     group: usize,
     measured: Measured,
+    /// Checkpoints installed during the window.
     checkpoints: u64,
+    /// How many times the log's end went round the ring, by the end of the window.
+    laps: f64,
 }
 
 fn store_group(dir: &Path, group: usize, args: &Args, window: &Window) -> anyhow::Result<GroupRun> {
@@ -256,8 +262,11 @@ fn commit_groups(
     let mut store = Store::open(store_dir, options)
         .map_err(store_error("opening the store"))?
         .store;
-    spinner.finish_and_clear();
     let mut checkpoints = Checkpoints::default();
+    spinner.set_message("lapping the ring once before measuring");
+    lap_once(&mut store, &mut checkpoints)?;
+    spinner.finish_and_clear();
+    checkpoints.installed = 0;
     let mut record = vec![0u8; args.record_bytes];
     let mut n = 0u64;
     let label = format!("store, group {group}");
@@ -271,12 +280,30 @@ fn commit_groups(
         commit(&mut store, &mut checkpoints)?;
         Ok(group as u64)
     })?;
+    let laps = store.log_end_position() as f64 / store.log_capacity_bytes() as f64;
     checkpoints.wait(&mut store)?;
     Ok(GroupRun {
         group,
         measured,
         checkpoints: checkpoints.installed,
+        laps,
     })
+}
+
+/// Commits large groups, untimed, until the log's end has gone once round the ring: the
+/// measured commits then overwrite log space that the store used before and a checkpoint freed,
+/// which is the steady state of a long-running store, not a fresh log's first pass.
+fn lap_once(store: &mut Store, checkpoints: &mut Checkpoints) -> anyhow::Result<()> {
+    let capacity = store.log_capacity_bytes();
+    let record = vec![0x5Au8; (capacity / 64).clamp(1, LAP_RECORD_BYTES) as usize];
+    while store.log_end_position() < capacity {
+        checkpoints.tend(store)?;
+        for _ in 0..LAP_GROUP_RECORDS {
+            append(store, checkpoints, &record)?;
+        }
+        commit(store, checkpoints)?;
+    }
+    Ok(())
 }
 
 /// Records vary in content so that nothing below can compress or deduplicate them away.
@@ -287,17 +314,19 @@ fn stamp_record(record: &mut [u8], n: u64) {
     }
 }
 
-/// Appends, waiting for a checkpoint when the log is full (backpressure, as the runtime would).
+/// Appends one record. `LogFull` here means the pending group reached the largest frame: commit
+/// it and go on (the benchmark's groups are far smaller, so this does not happen in a window).
 fn append(store: &mut Store, ckpt: &mut Checkpoints, record: &[u8]) -> anyhow::Result<()> {
     loop {
         match store.append(record) {
             Ok(_) => return Ok(()),
-            Err(pure_store::Error::LogFull { .. }) => ckpt.free_space(store)?,
+            Err(pure_store::Error::LogFull { .. }) => commit(store, ckpt)?,
             Err(e) => return Err(store_error("append")(e)),
         }
     }
 }
 
+/// Commits, waiting for a checkpoint when the log is full (backpressure, as the runtime would).
 fn commit(store: &mut Store, ckpt: &mut Checkpoints) -> anyhow::Result<()> {
     loop {
         match store.commit() {
@@ -379,7 +408,7 @@ impl Checkpoints {
 }
 
 fn store_error(op: &'static str) -> impl FnOnce(pure_store::Error) -> anyhow::Error {
-    move |e| anyhow!("store {op}: {e:?}")
+    move |e| anyhow::Error::new(e).context(format!("store: {op}"))
 }
 
 /// Every figure of a run, for the table and the JSON.
@@ -412,9 +441,11 @@ impl Report<'_> {
              any wait for log space. dev B/rec = growth of the device's sectors-written counter \
              across the window and a syncfs after it, divided by records: it includes file-system \
              metadata and journal, and whatever other processes wrote to the device meanwhile. \
-             CPU = user + system of the whole process, per sync. ckpts = checkpoints installed \
-             during the window (one is started when the {} MiB log is half full, so two or more \
-             mean the ring of log space was reused).",
+             CPU = user + system of the whole process, per sync. Before each store window the \
+             ring is lapped once with large untimed commits, so the window overwrites reused log \
+             space; laps = where the log ended / the {} MiB capacity; ckpts = checkpoints \
+             installed during the window (one starts in the background when the log is half \
+             full).",
             self.args.raw_file_mib, self.args.log_mib
         );
     }
@@ -456,7 +487,7 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
         args.record_bytes
     );
     println!(
-        "{:<18} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9} {:>6}",
+        "{:<18} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9} {:>6} {:>6}",
         "",
         "syncs/s",
         "records/s",
@@ -466,18 +497,22 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
         "max µs",
         "dev B/rec",
         "CPU µs/sy",
-        "ckpts"
+        "ckpts",
+        "laps"
     );
 }
 
-fn row(label: &str, m: &Measured, checkpoints: Option<u64>) {
+fn row(label: &str, m: &Measured, ring: Option<(u64, f64)>) {
     let device = match m.device_bytes_per_record() {
         Some(v) => format!("{v:.0}"),
         None => "n/a".to_string(),
     };
-    let checkpoints = checkpoints.map_or("-".to_string(), |c| c.to_string());
+    let (checkpoints, laps) = match ring {
+        Some((c, l)) => (c.to_string(), format!("{l:.2}")),
+        None => ("-".to_string(), "-".to_string()),
+    };
     println!(
-        "{label:<18} {:>9.0} {:>10.0} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {device:>10} {:>9.1} {checkpoints:>6}",
+        "{label:<18} {:>9.0} {:>10.0} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {device:>10} {:>9.1} {checkpoints:>6} {laps:>6}",
         m.steps_per_s(),
         m.records_per_s(),
         m.latency_us(0.5),

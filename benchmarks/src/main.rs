@@ -9,6 +9,7 @@
 mod device;
 mod log;
 mod measure;
+mod scoreboard;
 
 use clap::{Parser, Subcommand};
 
@@ -31,10 +32,13 @@ struct Cli {
 enum Command {
     /// The record log against the raw device: fdatasync rates, group commit, latency, bytes.
     Log(log::Args),
+    /// The scoreboard app over HTTP (pure-serve), optionally side by side with Redis.
+    Scoreboard(scoreboard::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log(args) => log::run(args),
+        Command::Scoreboard(args) => scoreboard::run(args),
     }
 }

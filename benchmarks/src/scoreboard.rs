@@ -1,0 +1,644 @@
+//! `pure-bench scoreboard`: the scoreboard app over HTTP, side by side with Redis.
+//!
+//! A closed-loop load generator: each connection is one thread with one keep-alive socket that
+//! sends a request, waits for its answer and sends the next, so the figures are those a client
+//! sees (HTTP and JSON included). Posts go to random players among `--players`; with
+//! `--read-ratio` some requests are `GET /players/{player}` instead.
+//!
+//! With `--vs-redis` the same logic runs as a Lua script in a local `redis-server` started with
+//! `appendonly yes` and `appendfsync always` on the same device (a directory under `--data`),
+//! through the same number of connections speaking RESP: check the best score, update it and a
+//! sorted set, count posts. Both then answer only after fsync, so the ratio compares durable
+//! writes with durable writes.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use hdrhistogram::Histogram;
+
+use crate::device::DeviceCounter;
+
+/// Load the scoreboard app over HTTP (and, with --vs-redis, the same logic in Redis) and print
+/// requests/s and latency percentiles per number of connections.
+///
+/// Either give --url of a running pure-serve, or --data DIR: the benchmark then starts pure-serve
+/// (the binary next to pure-bench: `cargo build --release -p pure-serve`) on apps/scoreboard with
+/// its data in DIR/pure, and stops it at the end.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// URL of a running pure-serve with the scoreboard app, e.g. http://127.0.0.1:8080.
+    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    pub url: Option<String>,
+
+    /// Directory for the data of the servers the benchmark starts (pure-serve in DIR/pure,
+    /// redis-server in DIR/redis); put it on the device to measure. Emptied of those two first.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+
+    /// The app directory pure-serve serves.
+    #[arg(long, value_name = "DIR", default_value = "apps/scoreboard")]
+    pub app: PathBuf,
+
+    /// Sync mode of the pure-serve started here: always (durable) or none (RAM-speed, not durable).
+    #[arg(long, value_name = "MODE", default_value = "always")]
+    pub sync: String,
+
+    /// Concurrent connections (one client thread each); a comma-separated list runs each in turn.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_values_t = [16])]
+    pub connections: Vec<usize>,
+
+    /// Seconds of measured load per run (after --warmup).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub seconds: f64,
+
+    /// Seconds of unmeasured load before each run.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub warmup: f64,
+
+    /// Number of distinct players posts and reads pick from, uniformly.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub players: u64,
+
+    /// Fraction of requests that read a player (GET /players/{p}; HMGET in Redis) instead of
+    /// posting a score.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    pub read_ratio: f64,
+
+    /// Also run the same logic as a Redis Lua script (appendfsync always) and print the ratio.
+    #[arg(long)]
+    pub vs_redis: bool,
+
+    /// The redis-server binary for --vs-redis.
+    #[arg(long, value_name = "PATH", default_value = "redis-server")]
+    pub redis_server: PathBuf,
+}
+
+/// The Redis side of the scoreboard: KEYS[1] the player's hash, KEYS[2] the leaderboard sorted
+/// set; ARGV[1] the player, ARGV[2] the score. Returns {best, posts} like POST /scores.
+const REDIS_POST_SCRIPT: &str = r#"
+local posts = redis.call('HINCRBY', KEYS[1], 'posts', 1)
+local best = redis.call('HGET', KEYS[1], 'best')
+local score = tonumber(ARGV[2])
+if (not best) or score > tonumber(best) then
+  redis.call('HSET', KEYS[1], 'best', ARGV[2])
+  redis.call('ZADD', KEYS[2], score, ARGV[1])
+  best = ARGV[2]
+end
+return {best, posts}
+"#;
+
+/// Figures of one run.
+struct RunFigures {
+    posts: Histogram<u64>,
+    reads: Histogram<u64>,
+    errors: u64,
+    seconds: f64,
+    /// Server CPU time (user + system) during the run, if its pid is known.
+    server_cpu_seconds: Option<f64>,
+    device_bytes: Option<u64>,
+}
+
+/// One system under load: how to open a client connection, and the server process if ours.
+trait System: Sync {
+    fn name(&self) -> &str;
+    fn connect(&self) -> anyhow::Result<Box<dyn Connection>>;
+    fn pid(&self) -> Option<u32>;
+}
+
+trait Connection: Send {
+    fn post(&mut self, player: &str, score: i64) -> anyhow::Result<()>;
+    fn read(&mut self, player: &str) -> anyhow::Result<()>;
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if !(0.0..=1.0).contains(&args.read_ratio) {
+        bail!("--read-ratio must be between 0 and 1");
+    }
+    let (pure, device) = match (&args.url, &args.data) {
+        (Some(url), _) => (PureServe::external(url)?, None),
+        (None, Some(dir)) => (PureServe::start(&args, dir)?, DeviceCounter::for_path(dir)),
+        (None, None) => bail!("give --url of a running pure-serve, or --data DIR to start one"),
+    };
+    let redis = if args.vs_redis { Some(Redis::start(&args)?) } else { None };
+    println!("{}", describe(&args, &pure, redis.as_ref(), device.as_ref()));
+    println!(
+        "{:<11} {:>5} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8}",
+        "system", "conns", "posts/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs",
+        "reads/s", "errors", "cpu µs/op", "dev B/op"
+    );
+    let mut ratios = Vec::new();
+    for &connections in &args.connections {
+        let pure_figures = measure(&args, &pure, connections, device.as_ref())?;
+        print_row(pure.name(), connections, &pure_figures);
+        if let Some(redis) = &redis {
+            let redis_figures = measure(&args, redis, connections, device.as_ref())?;
+            print_row(redis.name(), connections, &redis_figures);
+            ratios.push((connections, ops_per_s(&pure_figures) / ops_per_s(&redis_figures)));
+        }
+    }
+    for (connections, ratio) in ratios {
+        println!("ratio pure-serve / redis at {connections} connections: {ratio:.2}x requests/s");
+    }
+    pure.stop();
+    Ok(())
+}
+
+fn describe(args: &Args, pure: &PureServe, redis: Option<&Redis>, device: Option<&DeviceCounter>) -> String {
+    let mut text = format!(
+        "scoreboard: {} players, read ratio {}, {} s per run after {} s warm-up; closed loop, one \
+         keep-alive connection per client thread; latency per request as the client sees it.\n\
+         pure-serve at {}: HTTP/1.1 + JSON, sync {}",
+        args.players, args.read_ratio, args.seconds, args.warmup, pure.address, pure.sync
+    );
+    if let Some(redis) = redis {
+        text.push_str(&format!(
+            "\nredis-server ({}) at {}: RESP, EVALSHA of the same logic in Lua, appendonly yes, \
+             appendfsync always, dir {}",
+            redis.version,
+            redis.address,
+            redis.dir.display()
+        ));
+    }
+    if let Some(device) = device {
+        text.push_str(&format!(
+            "\ndev B/op: bytes written to device {} during the run (whole device, shared) per request",
+            device.device
+        ));
+    }
+    text
+}
+
+fn ops_per_s(figures: &RunFigures) -> f64 {
+    (figures.posts.len() + figures.reads.len()) as f64 / figures.seconds
+}
+
+fn print_row(name: &str, connections: usize, figures: &RunFigures) {
+    let posts = &figures.posts;
+    let ops = (posts.len() + figures.reads.len()).max(1) as f64;
+    let cpu = figures.server_cpu_seconds.map_or("-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
+    let device = figures.device_bytes.map_or("-".to_string(), |b| format!("{:.0}", b as f64 / ops));
+    println!(
+        "{:<11} {:>5} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9.0} {:>7} {:>9} {:>8}",
+        name,
+        connections,
+        posts.len() as f64 / figures.seconds,
+        posts.value_at_quantile(0.5),
+        posts.value_at_quantile(0.9),
+        posts.value_at_quantile(0.99),
+        posts.value_at_quantile(0.999),
+        posts.max(),
+        figures.reads.len() as f64 / figures.seconds,
+        figures.errors,
+        cpu,
+        device
+    );
+}
+
+/// Runs `connections` client threads for the warm-up and the measured window.
+fn measure(args: &Args, system: &dyn System, connections: usize, device: Option<&DeviceCounter>) -> anyhow::Result<RunFigures> {
+    let warmup = Duration::from_secs_f64(args.warmup);
+    let window = Duration::from_secs_f64(args.seconds);
+    let (started_sender, started) = mpsc::channel();
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..connections)
+            .map(|index| {
+                let started_sender = started_sender.clone();
+                scope.spawn(move || client_loop(args, system, index as u64, warmup, window, started_sender))
+            })
+            .collect();
+        // Every client has measured from the same instant: sample the counters around the window.
+        let mut before = None;
+        if started.recv_timeout(warmup + Duration::from_secs(30)).is_ok() {
+            before = Some((cpu_seconds(system.pid()), device.and_then(DeviceCounter::bytes_written)));
+        }
+        let results: Vec<_> = handles.into_iter().map(|handle| handle.join()).collect();
+        let after = (cpu_seconds(system.pid()), device.and_then(DeviceCounter::bytes_written));
+        (results, before, after)
+    });
+    let (results, before, after) = results;
+    let mut figures = RunFigures {
+        posts: new_histogram(),
+        reads: new_histogram(),
+        errors: 0,
+        seconds: window.as_secs_f64(),
+        server_cpu_seconds: None,
+        device_bytes: None,
+    };
+    for result in results {
+        let client = result.map_err(|_| anyhow!("a client thread panicked"))??;
+        figures.posts.add(&client.posts).context("merge histograms")?;
+        figures.reads.add(&client.reads).context("merge histograms")?;
+        figures.errors += client.errors;
+    }
+    if let Some((cpu_before, device_before)) = before {
+        figures.server_cpu_seconds = cpu_before.zip(after.0).map(|(b, a)| a - b);
+        figures.device_bytes = device_before.zip(after.1).map(|(b, a)| a.saturating_sub(b));
+    }
+    Ok(figures)
+}
+
+struct ClientFigures {
+    posts: Histogram<u64>,
+    reads: Histogram<u64>,
+    errors: u64,
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+}
+
+fn client_loop(
+    args: &Args,
+    system: &dyn System,
+    index: u64,
+    warmup: Duration,
+    window: Duration,
+    started: mpsc::Sender<()>,
+) -> anyhow::Result<ClientFigures> {
+    let mut connection = system.connect()?;
+    let mut random = XorShift::new(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03);
+    let mut figures = ClientFigures { posts: new_histogram(), reads: new_histogram(), errors: 0 };
+    let start = Instant::now();
+    let measure_from = start + warmup;
+    let end = measure_from + window;
+    let mut signalled = false;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return Ok(figures);
+        }
+        if !signalled && now >= measure_from && index == 0 {
+            let _ = started.send(());
+            signalled = true;
+        }
+        let player = format!("player{}", random.next() % args.players.max(1));
+        let read = (random.next() % 1_000_000) as f64 / 1e6 < args.read_ratio;
+        let sent = Instant::now();
+        let outcome = if read {
+            connection.read(&player)
+        } else {
+            connection.post(&player, (random.next() % 1_000_000) as i64)
+        };
+        let micros = sent.elapsed().as_micros().max(1) as u64;
+        if sent < measure_from {
+            outcome?;
+            continue;
+        }
+        match outcome {
+            Ok(()) if read => figures.reads.saturating_record(micros),
+            Ok(()) => figures.posts.saturating_record(micros),
+            Err(_) => {
+                figures.errors += 1;
+                connection = system.connect()?;
+            }
+        }
+    }
+}
+
+/// Enough randomness for picking players, with no dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> XorShift {
+        XorShift(seed | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Seconds of CPU (user + system) a process has used: /proc/PID/stat fields 14 and 15.
+fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks as f64 / per_second.max(1) as f64)
+}
+
+/// pure-serve, started here or already running.
+struct PureServe {
+    address: SocketAddr,
+    child: Option<Child>,
+    sync: String,
+}
+
+impl PureServe {
+    fn external(url: &str) -> anyhow::Result<PureServe> {
+        let host = url.trim_start_matches("http://").trim_end_matches('/');
+        let address = std::net::ToSocketAddrs::to_socket_addrs(host)
+            .with_context(|| format!("resolving {url}"))?
+            .next()
+            .ok_or_else(|| anyhow!("{url} resolves to no address"))?;
+        Ok(PureServe { address, child: None, sync: "as configured".into() })
+    }
+
+    fn start(args: &Args, data: &Path) -> anyhow::Result<PureServe> {
+        let binary = std::env::current_exe()?.with_file_name("pure-serve");
+        if !binary.exists() {
+            bail!("{} not found: build it first (cargo build --release -p pure-serve)", binary.display());
+        }
+        let dir = data.join("pure");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+        }
+        let mut child = Command::new(&binary)
+            .arg(&args.app)
+            .arg("--data")
+            .arg(&dir)
+            .args(["--listen", "127.0.0.1:0", "--sync", &args.sync])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let address = line
+            .split("http://")
+            .nth(1)
+            .and_then(|a| a.trim().parse().ok())
+            .ok_or_else(|| anyhow!("pure-serve did not print its ready line (got {line:?})"))?;
+        Ok(PureServe { address, child: Some(child), sync: args.sync.clone() })
+    }
+
+    fn stop(self) {
+        if let Some(mut child) = self.child {
+            // SAFETY: kill(2) on our own child, not yet waited for.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+impl System for PureServe {
+    fn name(&self) -> &str {
+        "pure-serve"
+    }
+
+    fn connect(&self) -> anyhow::Result<Box<dyn Connection>> {
+        let stream = TcpStream::connect(self.address)?;
+        stream.set_nodelay(true)?;
+        Ok(Box::new(HttpConnection { reader: BufReader::new(stream.try_clone()?), writer: stream, buffer: Vec::new() }))
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+/// A hand-written HTTP/1.1 keep-alive client: enough for pure-serve's Content-Length answers.
+struct HttpConnection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl HttpConnection {
+    fn exchange(&mut self, request: &[u8]) -> anyhow::Result<()> {
+        self.writer.write_all(request)?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status = line.split_whitespace().nth(1).unwrap_or("").to_string();
+        let ok = status == "200";
+        let mut length = 0;
+        loop {
+            line.clear();
+            if self.reader.read_line(&mut line)? == 0 {
+                bail!("connection closed");
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse()?;
+                }
+            }
+        }
+        self.buffer.resize(length, 0);
+        self.reader.read_exact(&mut self.buffer)?;
+        if !ok {
+            bail!("status {status}: {}", String::from_utf8_lossy(&self.buffer));
+        }
+        Ok(())
+    }
+}
+
+impl Connection for HttpConnection {
+    fn post(&mut self, player: &str, score: i64) -> anyhow::Result<()> {
+        let body = format!("{{\"player\":\"{player}\",\"score\":{score}}}");
+        let request = format!(
+            "POST /scores HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.exchange(request.as_bytes())
+    }
+
+    fn read(&mut self, player: &str) -> anyhow::Result<()> {
+        let request = format!("GET /players/{player} HTTP/1.1\r\nHost: bench\r\n\r\n");
+        match self.exchange(request.as_bytes()) {
+            // A player not posted yet is a normal answer for a read.
+            Err(error) if error.to_string().starts_with("status 404") => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// redis-server, started here with the script loaded.
+struct Redis {
+    address: SocketAddr,
+    child: Child,
+    dir: PathBuf,
+    version: String,
+    script_sha: String,
+}
+
+impl Redis {
+    fn start(args: &Args) -> anyhow::Result<Redis> {
+        let Some(data) = &args.data else {
+            bail!("--vs-redis needs --data DIR (Redis's append-only file goes in DIR/redis)");
+        };
+        let version = Command::new(&args.redis_server).arg("--version").output().map_err(|_| {
+            anyhow!(
+                "--vs-redis: {} is not installed (apt-get install -y redis-server)",
+                args.redis_server.display()
+            )
+        })?;
+        let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+        let dir = data.join("redis");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let port = free_port()?;
+        let child = Command::new(&args.redis_server)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting redis-server")?;
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut redis = Redis { address, child, dir, version, script_sha: String::new() };
+        let mut connection = redis.wait_until_up()?;
+        let sha = connection.call(&[b"SCRIPT", b"LOAD", REDIS_POST_SCRIPT.as_bytes()])?;
+        redis.script_sha = match sha {
+            Resp::Bulk(Some(sha)) => String::from_utf8(sha)?,
+            other => bail!("SCRIPT LOAD answered {other:?}"),
+        };
+        Ok(redis)
+    }
+
+    fn wait_until_up(&self) -> anyhow::Result<RespConnection> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(stream) = TcpStream::connect(self.address) {
+                let mut connection = RespConnection::new(stream)?;
+                if matches!(connection.call(&[b"PING"]), Ok(Resp::Simple(_))) {
+                    return Ok(connection);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("redis-server did not answer on {} within 10 s", self.address);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl System for Redis {
+    fn name(&self) -> &str {
+        "redis"
+    }
+
+    fn connect(&self) -> anyhow::Result<Box<dyn Connection>> {
+        let connection = RespConnection::new(TcpStream::connect(self.address)?)?;
+        Ok(Box::new(RedisScoreboard { connection, sha: self.script_sha.clone() }))
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.child.id())
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+struct RedisScoreboard {
+    connection: RespConnection,
+    sha: String,
+}
+
+impl Connection for RedisScoreboard {
+    fn post(&mut self, player: &str, score: i64) -> anyhow::Result<()> {
+        let key = format!("player:{player}");
+        let score = score.to_string();
+        let reply = self.connection.call(&[
+            b"EVALSHA",
+            self.sha.as_bytes(),
+            b"2",
+            key.as_bytes(),
+            b"leaderboard",
+            player.as_bytes(),
+            score.as_bytes(),
+        ])?;
+        match reply {
+            Resp::Array(Some(items)) if items.len() == 2 => Ok(()),
+            other => bail!("EVALSHA answered {other:?}"),
+        }
+    }
+
+    fn read(&mut self, player: &str) -> anyhow::Result<()> {
+        let key = format!("player:{player}");
+        match self.connection.call(&[b"HMGET", key.as_bytes(), b"best", b"posts"])? {
+            Resp::Array(Some(_)) => Ok(()),
+            other => bail!("HMGET answered {other:?}"),
+        }
+    }
+}
+
+/// A RESP2 reply. The payloads are read only through `Debug`, in error messages.
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Resp {
+    Simple(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Resp>>),
+}
+
+/// A hand-written RESP2 client: commands as arrays of bulk strings, replies parsed recursively.
+struct RespConnection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl RespConnection {
+    fn new(stream: TcpStream) -> anyhow::Result<RespConnection> {
+        stream.set_nodelay(true)?;
+        Ok(RespConnection { reader: BufReader::new(stream.try_clone()?), writer: stream })
+    }
+
+    fn call(&mut self, arguments: &[&[u8]]) -> anyhow::Result<Resp> {
+        let mut command = format!("*{}\r\n", arguments.len()).into_bytes();
+        for argument in arguments {
+            command.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+            command.extend_from_slice(argument);
+            command.extend_from_slice(b"\r\n");
+        }
+        self.writer.write_all(&command)?;
+        self.reply()
+    }
+
+    fn reply(&mut self) -> anyhow::Result<Resp> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            bail!("redis closed the connection");
+        }
+        let line = line.trim_end();
+        let (kind, rest) = line.split_at(1);
+        Ok(match kind {
+            "+" => Resp::Simple(rest.to_string()),
+            "-" => bail!("redis error: {rest}"),
+            ":" => Resp::Integer(rest.parse()?),
+            "$" => match rest.parse::<i64>()? {
+                -1 => Resp::Bulk(None),
+                length => {
+                    let mut bytes = vec![0; length as usize + 2];
+                    self.reader.read_exact(&mut bytes)?;
+                    bytes.truncate(length as usize);
+                    Resp::Bulk(Some(bytes))
+                }
+            },
+            "*" => match rest.parse::<i64>()? {
+                -1 => Resp::Array(None),
+                count => Resp::Array(Some((0..count).map(|_| self.reply()).collect::<Result<_, _>>()?)),
+            },
+            other => bail!("unexpected RESP type {other:?}"),
+        })
+    }
+}
