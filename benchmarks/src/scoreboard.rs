@@ -124,12 +124,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, Some(dir)) => (PureServe::start(&args, dir)?, DeviceCounter::for_path(dir)),
         (None, None) => bail!("give --url of a running pure-serve, or --data DIR to start one"),
     };
-    let redis = if args.vs_redis { Some(Redis::start(&args)?) } else { None };
-    println!("{}", describe(&args, &pure, redis.as_ref(), device.as_ref()));
+    let redis = if args.vs_redis {
+        Some(Redis::start(&args)?)
+    } else {
+        None
+    };
+    println!(
+        "{}",
+        describe(&args, &pure, redis.as_ref(), device.as_ref())
+    );
     println!(
         "{:<11} {:>5} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8}",
-        "system", "conns", "posts/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs",
-        "reads/s", "errors", "cpu µs/op", "dev B/op"
+        "system",
+        "conns",
+        "posts/s",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "reads/s",
+        "errors",
+        "cpu µs/op",
+        "dev B/op"
     );
     let mut ratios = Vec::new();
     for &connections in &args.connections {
@@ -138,7 +155,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(redis) = &redis {
             let redis_figures = measure(&args, redis, connections, device.as_ref())?;
             print_row(redis.name(), connections, &redis_figures);
-            ratios.push((connections, ops_per_s(&pure_figures) / ops_per_s(&redis_figures)));
+            ratios.push((
+                connections,
+                ops_per_s(&pure_figures) / ops_per_s(&redis_figures),
+            ));
         }
     }
     for (connections, ratio) in ratios {
@@ -148,10 +168,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn describe(args: &Args, pure: &PureServe, redis: Option<&Redis>, device: Option<&DeviceCounter>) -> String {
+fn describe(
+    args: &Args,
+    pure: &PureServe,
+    redis: Option<&Redis>,
+    device: Option<&DeviceCounter>,
+) -> String {
     let mut text = format!(
         "scoreboard: {} players, read ratio {}, {} s per run after {} s warm-up; closed loop, one \
-         keep-alive connection per client thread; latency per request as the client sees it.\n\
+         keep-alive connection per client thread; latencies are of posts, as the client sees them.\n\
          pure-serve at {}: HTTP/1.1 + JSON, sync {}",
         args.players, args.read_ratio, args.seconds, args.warmup, pure.address, pure.sync
     );
@@ -180,8 +205,12 @@ fn ops_per_s(figures: &RunFigures) -> f64 {
 fn print_row(name: &str, connections: usize, figures: &RunFigures) {
     let posts = &figures.posts;
     let ops = (posts.len() + figures.reads.len()).max(1) as f64;
-    let cpu = figures.server_cpu_seconds.map_or("-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
-    let device = figures.device_bytes.map_or("-".to_string(), |b| format!("{:.0}", b as f64 / ops));
+    let cpu = figures
+        .server_cpu_seconds
+        .map_or("-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
+    let device = figures
+        .device_bytes
+        .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / ops));
     println!(
         "{:<11} {:>5} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9.0} {:>7} {:>9} {:>8}",
         name,
@@ -200,7 +229,12 @@ fn print_row(name: &str, connections: usize, figures: &RunFigures) {
 }
 
 /// Runs `connections` client threads for the warm-up and the measured window.
-fn measure(args: &Args, system: &dyn System, connections: usize, device: Option<&DeviceCounter>) -> anyhow::Result<RunFigures> {
+fn measure(
+    args: &Args,
+    system: &dyn System,
+    connections: usize,
+    device: Option<&DeviceCounter>,
+) -> anyhow::Result<RunFigures> {
     let warmup = Duration::from_secs_f64(args.warmup);
     let window = Duration::from_secs_f64(args.seconds);
     let (started_sender, started) = mpsc::channel();
@@ -208,16 +242,27 @@ fn measure(args: &Args, system: &dyn System, connections: usize, device: Option<
         let handles: Vec<_> = (0..connections)
             .map(|index| {
                 let started_sender = started_sender.clone();
-                scope.spawn(move || client_loop(args, system, index as u64, warmup, window, started_sender))
+                scope.spawn(move || {
+                    client_loop(args, system, index as u64, warmup, window, started_sender)
+                })
             })
             .collect();
         // Every client has measured from the same instant: sample the counters around the window.
         let mut before = None;
-        if started.recv_timeout(warmup + Duration::from_secs(30)).is_ok() {
-            before = Some((cpu_seconds(system.pid()), device.and_then(DeviceCounter::bytes_written)));
+        if started
+            .recv_timeout(warmup + Duration::from_secs(30))
+            .is_ok()
+        {
+            before = Some((
+                cpu_seconds(system.pid()),
+                device.and_then(DeviceCounter::bytes_written),
+            ));
         }
         let results: Vec<_> = handles.into_iter().map(|handle| handle.join()).collect();
-        let after = (cpu_seconds(system.pid()), device.and_then(DeviceCounter::bytes_written));
+        let after = (
+            cpu_seconds(system.pid()),
+            device.and_then(DeviceCounter::bytes_written),
+        );
         (results, before, after)
     });
     let (results, before, after) = results;
@@ -231,8 +276,14 @@ fn measure(args: &Args, system: &dyn System, connections: usize, device: Option<
     };
     for result in results {
         let client = result.map_err(|_| anyhow!("a client thread panicked"))??;
-        figures.posts.add(&client.posts).context("merge histograms")?;
-        figures.reads.add(&client.reads).context("merge histograms")?;
+        figures
+            .posts
+            .add(&client.posts)
+            .context("merge histograms")?;
+        figures
+            .reads
+            .add(&client.reads)
+            .context("merge histograms")?;
         figures.errors += client.errors;
     }
     if let Some((cpu_before, device_before)) = before {
@@ -261,8 +312,13 @@ fn client_loop(
     started: mpsc::Sender<()>,
 ) -> anyhow::Result<ClientFigures> {
     let mut connection = system.connect()?;
-    let mut random = XorShift::new(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03);
-    let mut figures = ClientFigures { posts: new_histogram(), reads: new_histogram(), errors: 0 };
+    let mut random =
+        XorShift::new(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03);
+    let mut figures = ClientFigures {
+        posts: new_histogram(),
+        reads: new_histogram(),
+        errors: 0,
+    };
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + window;
@@ -341,13 +397,20 @@ impl PureServe {
             .with_context(|| format!("resolving {url}"))?
             .next()
             .ok_or_else(|| anyhow!("{url} resolves to no address"))?;
-        Ok(PureServe { address, child: None, sync: "as configured".into() })
+        Ok(PureServe {
+            address,
+            child: None,
+            sync: "as configured".into(),
+        })
     }
 
     fn start(args: &Args, data: &Path) -> anyhow::Result<PureServe> {
         let binary = std::env::current_exe()?.with_file_name("pure-serve");
         if !binary.exists() {
-            bail!("{} not found: build it first (cargo build --release -p pure-serve)", binary.display());
+            bail!(
+                "{} not found: build it first (cargo build --release -p pure-serve)",
+                binary.display()
+            );
         }
         let dir = data.join("pure");
         if dir.exists() {
@@ -370,7 +433,11 @@ impl PureServe {
             .nth(1)
             .and_then(|a| a.trim().parse().ok())
             .ok_or_else(|| anyhow!("pure-serve did not print its ready line (got {line:?})"))?;
-        Ok(PureServe { address, child: Some(child), sync: args.sync.clone() })
+        Ok(PureServe {
+            address,
+            child: Some(child),
+            sync: args.sync.clone(),
+        })
     }
 
     fn stop(self) {
@@ -390,7 +457,11 @@ impl System for PureServe {
     fn connect(&self) -> anyhow::Result<Box<dyn Connection>> {
         let stream = TcpStream::connect(self.address)?;
         stream.set_nodelay(true)?;
-        Ok(Box::new(HttpConnection { reader: BufReader::new(stream.try_clone()?), writer: stream, buffer: Vec::new() }))
+        Ok(Box::new(HttpConnection {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            buffer: Vec::new(),
+        }))
     }
 
     fn pid(&self) -> Option<u32> {
@@ -471,12 +542,15 @@ impl Redis {
         let Some(data) = &args.data else {
             bail!("--vs-redis needs --data DIR (Redis's append-only file goes in DIR/redis)");
         };
-        let version = Command::new(&args.redis_server).arg("--version").output().map_err(|_| {
-            anyhow!(
-                "--vs-redis: {} is not installed (apt-get install -y redis-server)",
-                args.redis_server.display()
-            )
-        })?;
+        let version = Command::new(&args.redis_server)
+            .arg("--version")
+            .output()
+            .map_err(|_| {
+                anyhow!(
+                    "--vs-redis: {} is not installed (apt-get install -y redis-server)",
+                    args.redis_server.display()
+                )
+            })?;
         let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
         let dir = data.join("redis");
         if dir.exists() {
@@ -485,8 +559,22 @@ impl Redis {
         std::fs::create_dir_all(&dir)?;
         let port = free_port()?;
         let child = Command::new(&args.redis_server)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-            .args(["--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--daemonize",
+                "no",
+            ])
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())
@@ -494,7 +582,13 @@ impl Redis {
             .spawn()
             .context("starting redis-server")?;
         let address = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut redis = Redis { address, child, dir, version, script_sha: String::new() };
+        let mut redis = Redis {
+            address,
+            child,
+            dir,
+            version,
+            script_sha: String::new(),
+        };
         let mut connection = redis.wait_until_up()?;
         let sha = connection.call(&[b"SCRIPT", b"LOAD", REDIS_POST_SCRIPT.as_bytes()])?;
         redis.script_sha = match sha {
@@ -514,7 +608,10 @@ impl Redis {
                 }
             }
             if Instant::now() > deadline {
-                bail!("redis-server did not answer on {} within 10 s", self.address);
+                bail!(
+                    "redis-server did not answer on {} within 10 s",
+                    self.address
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -535,7 +632,10 @@ impl System for Redis {
 
     fn connect(&self) -> anyhow::Result<Box<dyn Connection>> {
         let connection = RespConnection::new(TcpStream::connect(self.address)?)?;
-        Ok(Box::new(RedisScoreboard { connection, sha: self.script_sha.clone() }))
+        Ok(Box::new(RedisScoreboard {
+            connection,
+            sha: self.script_sha.clone(),
+        }))
     }
 
     fn pid(&self) -> Option<u32> {
@@ -574,7 +674,10 @@ impl Connection for RedisScoreboard {
 
     fn read(&mut self, player: &str) -> anyhow::Result<()> {
         let key = format!("player:{player}");
-        match self.connection.call(&[b"HMGET", key.as_bytes(), b"best", b"posts"])? {
+        match self
+            .connection
+            .call(&[b"HMGET", key.as_bytes(), b"best", b"posts"])?
+        {
             Resp::Array(Some(_)) => Ok(()),
             other => bail!("HMGET answered {other:?}"),
         }
@@ -600,7 +703,10 @@ struct RespConnection {
 impl RespConnection {
     fn new(stream: TcpStream) -> anyhow::Result<RespConnection> {
         stream.set_nodelay(true)?;
-        Ok(RespConnection { reader: BufReader::new(stream.try_clone()?), writer: stream })
+        Ok(RespConnection {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
     }
 
     fn call(&mut self, arguments: &[&[u8]]) -> anyhow::Result<Resp> {
@@ -636,7 +742,9 @@ impl RespConnection {
             },
             "*" => match rest.parse::<i64>()? {
                 -1 => Resp::Array(None),
-                count => Resp::Array(Some((0..count).map(|_| self.reply()).collect::<Result<_, _>>()?)),
+                count => Resp::Array(Some(
+                    (0..count).map(|_| self.reply()).collect::<Result<_, _>>()?,
+                )),
             },
             other => bail!("unexpected RESP type {other:?}"),
         })
