@@ -32,11 +32,12 @@ use crate::device::DeviceCounter;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// URL of a running pure-serve with the scoreboard app, e.g. http://127.0.0.1:8080.
-    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 
-    /// Directory for the data of the servers the benchmark starts (pure-serve in DIR/pure,
-    /// redis-server in DIR/redis); put it on the device to measure. Emptied of those two first.
+    /// Directory for the data of the servers the benchmark starts (pure-serve in DIR/pure unless
+    /// --url is given, redis-server in DIR/redis); put it on the device to measure. Those two
+    /// subdirectories are emptied first.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
 
@@ -120,7 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--read-ratio must be between 0 and 1");
     }
     let (pure, device) = match (&args.url, &args.data) {
-        (Some(url), _) => (PureServe::external(url)?, None),
+        (Some(url), data) => {
+            (PureServe::external(url)?, data.as_deref().and_then(DeviceCounter::for_path))
+        }
         (None, Some(dir)) => (PureServe::start(&args, dir)?, DeviceCounter::for_path(dir)),
         (None, None) => bail!("give --url of a running pure-serve, or --data DIR to start one"),
     };
