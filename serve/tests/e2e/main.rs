@@ -12,3 +12,4 @@ mod harness;
 mod limits;
 mod runaway;
 mod scoreboard;
+mod transcripts;
