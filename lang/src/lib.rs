@@ -24,7 +24,7 @@ pub use app::{App, HandlerKind, Request, Route};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
 pub use key::{Key, KeyPart};
-pub use rhai::Dynamic;
+pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
 pub use tables::{Change, Fields, Tables, WriteSet};
 pub use value::{to_dynamic, to_json};

@@ -94,6 +94,11 @@ impl Tables {
         }
     }
 
+    /// Replaces a whole table (recovery from a checkpoint image).
+    pub fn set_map(&mut self, table: TableId, map: OrdMap<Key, Fields>) {
+        self.maps[table as usize] = map;
+    }
+
     pub fn map(&self, table: TableId) -> &OrdMap<Key, Fields> {
         &self.maps[table as usize]
     }

@@ -1,1 +1,25 @@
-//! runtime (to be written)
+//! pure-runtime: the owner.
+//!
+//! It runs an app's write handlers one at a time on one thread (the owner) over the state of
+//! persistent maps, encodes each handler's write set as one record, has the store commit the
+//! records of a group with one sync (on the syncer thread, pipelined with the owner's next
+//! group), answers the group's requests only after that sync returned, and only then publishes the
+//! snapshot that holds them for read handlers on any thread. At open it recovers the state from
+//! the newest checkpoint and the records after it, without running any script; it writes
+//! checkpoints from snapshots on a background thread.
+//!
+//! It must not know HTTP (that is `serve`) nor the bytes of frames and files (that is `store`);
+//! the script API and the transaction mechanics are `lang`'s.
+
+mod checkpoint;
+mod metrics;
+mod owner;
+pub mod record;
+mod recovery;
+mod runtime;
+mod syncer;
+
+pub use metrics::{Health, Metrics};
+pub use pure_lang::{App, HandlerError, HandlerKind, Request, Route};
+pub use pure_store::SyncMode;
+pub use runtime::{CommitGate, OpenError, Runtime, RuntimeOptions, WriteReply};

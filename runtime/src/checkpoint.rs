@@ -1,0 +1,91 @@
+//! The checkpoint image: the schema and every row, streamed from a snapshot.
+//!
+//! ```text
+//! image := "PURESTA1" schema (rows:varint (key n:varint value^n)^rows)^tables
+//! ```
+//! The store wraps the image in its own header and trailer (checksum, covered LSN) and makes it
+//! durable; this module only knows the state's side. Writing runs on a background thread from an
+//! immutable snapshot, so the owner never waits for it.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use pure_lang::{Schema, Tables};
+
+use crate::record::{put_key, put_schema, put_value, put_varint, Mapping, Reader};
+
+const MAGIC: &[u8; 8] = b"PURESTA1";
+
+/// Bytes buffered before a write to the checkpoint file.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Streams the image of `tables` (with the names of `schema`) into `out`; returns its size.
+pub fn write_image(out: &mut impl Write, schema: &Schema, tables: &Tables) -> std::io::Result<u64> {
+    let mut buffer = Vec::with_capacity(CHUNK_BYTES + 4096);
+    let mut written = 0u64;
+    buffer.extend_from_slice(MAGIC);
+    put_schema(&mut buffer, schema);
+    for table in 0..schema.tables.len() {
+        let map = tables.map(table as u32);
+        put_varint(&mut buffer, map.len() as u64);
+        for (key, fields) in map.iter() {
+            put_key(&mut buffer, key);
+            let used = fields
+                .iter()
+                .rposition(|v| !v.is_unit())
+                .map_or(0, |i| i + 1);
+            put_varint(&mut buffer, used as u64);
+            fields[..used]
+                .iter()
+                .for_each(|v| put_value(&mut buffer, v));
+            if buffer.len() >= CHUNK_BYTES {
+                out.write_all(&buffer)?;
+                written += buffer.len() as u64;
+                buffer.clear();
+            }
+        }
+    }
+    out.write_all(&buffer)?;
+    written += buffer.len() as u64;
+    Ok(written)
+}
+
+/// Reads an image into tables of the `state` schema (extended with names only the image has).
+/// Also returns the mapping of the image's schema, which records after it use until the next
+/// schema record.
+pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping), String> {
+    let mut r = Reader::new(bytes);
+    if r.take(MAGIC.len())? != MAGIC {
+        return Err("not a Pure state image (bad magic)".into());
+    }
+    let logged = r.schema()?;
+    let mapping = Mapping::new(&logged, state);
+    let mut tables = Tables::new(state.tables.len());
+    let ids: Vec<u32> = logged
+        .tables
+        .iter()
+        .map(|t| state.table_id(&t.name).expect("mapped"))
+        .collect();
+    for (index, id) in ids.into_iter().enumerate() {
+        let rows = r.count()?;
+        let mut map = imbl::OrdMap::new();
+        for _ in 0..rows {
+            let key = r.key()?;
+            let n = r.count()?;
+            let mut fields = Vec::with_capacity(n);
+            for slot in 0..n {
+                let value = r.value(0)?;
+                mapping.place_at(index, slot, value, &mut fields)?;
+            }
+            map.insert(key, Arc::new(fields));
+        }
+        tables.set_map(id, map);
+    }
+    if !r.is_empty() {
+        return Err(format!(
+            "{} bytes after the last table",
+            bytes.len() - r.position()
+        ));
+    }
+    Ok((tables, mapping))
+}

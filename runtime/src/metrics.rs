@@ -1,0 +1,157 @@
+//! The figures the runtime exposes for the server's metrics and health endpoints.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Counters since start; serve renders them in Prometheus text format.
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    pub queue_depth: u64,
+    pub writes_total: u64,
+    pub writes_failed_total: u64,
+    pub groups_total: u64,
+    /// (upper bound, cumulative count), Prometheus style.
+    pub group_records_buckets: Vec<(u64, u64)>,
+    pub group_records_sum: u64,
+    /// (upper bound in seconds, cumulative count).
+    pub sync_seconds_buckets: Vec<(f64, u64)>,
+    pub sync_seconds_sum: f64,
+    pub syncs_total: u64,
+    /// Time spent running handlers and encoding their records.
+    pub owner_busy_seconds_total: f64,
+    pub uptime_seconds: f64,
+    /// Since the published snapshot was made.
+    pub snapshot_age_seconds: f64,
+    /// An estimate of the bytes of state.
+    pub state_bytes: u64,
+    pub log_bytes: u64,
+    pub log_capacity_bytes: u64,
+    pub checkpoints_total: u64,
+    pub checkpoint_seconds_sum: f64,
+    pub last_checkpoint_lsn: u64,
+    pub durable_lsn: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Health {
+    pub app: String,
+    pub durable_lsn: u64,
+    pub state_bytes: u64,
+    pub poisoned: Option<String>,
+}
+
+const GROUP_RECORDS_BOUNDS: [u64; 12] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
+const SYNC_SECONDS_BOUNDS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// Per-bucket (not cumulative) counts, updated once per group under one lock: cheaper than
+/// atomics per write, and the lock is never held across anything slow.
+#[derive(Default)]
+struct Counts {
+    writes_total: u64,
+    writes_failed_total: u64,
+    groups_total: u64,
+    group_records: [u64; GROUP_RECORDS_BOUNDS.len() + 1],
+    group_records_sum: u64,
+    sync: [u64; SYNC_SECONDS_BOUNDS.len() + 1],
+    sync_seconds_sum: f64,
+    syncs_total: u64,
+    owner_busy: Duration,
+    log_bytes: u64,
+    log_capacity_bytes: u64,
+    checkpoints_total: u64,
+    checkpoint_seconds_sum: f64,
+    last_checkpoint_lsn: u64,
+    durable_lsn: u64,
+}
+
+pub(crate) struct MetricsCell {
+    started: Instant,
+    counts: Mutex<Counts>,
+}
+
+impl MetricsCell {
+    pub(crate) fn new() -> MetricsCell {
+        MetricsCell {
+            started: Instant::now(),
+            counts: Mutex::new(Counts::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts
+            .lock()
+            .expect("metrics are updated without panicking")
+    }
+
+    pub(crate) fn owner_group(&self, busy: Duration, writes: u64, failed: u64) {
+        let mut c = self.lock();
+        c.owner_busy += busy;
+        c.writes_total += writes;
+        c.writes_failed_total += failed;
+    }
+
+    pub(crate) fn committed(&self, records: u64, sync: Option<Duration>, durable_lsn: u64) {
+        let mut c = self.lock();
+        c.groups_total += 1;
+        let bucket = GROUP_RECORDS_BOUNDS.iter().position(|b| records <= *b);
+        c.group_records[bucket.unwrap_or(GROUP_RECORDS_BOUNDS.len())] += 1;
+        c.group_records_sum += records;
+        if let Some(sync) = sync {
+            let seconds = sync.as_secs_f64();
+            let bucket = SYNC_SECONDS_BOUNDS.iter().position(|b| seconds <= *b);
+            c.sync[bucket.unwrap_or(SYNC_SECONDS_BOUNDS.len())] += 1;
+            c.sync_seconds_sum += seconds;
+            c.syncs_total += 1;
+        }
+        c.durable_lsn = durable_lsn;
+    }
+
+    pub(crate) fn log(&self, used: u64, capacity: u64) {
+        let mut c = self.lock();
+        c.log_bytes = used;
+        c.log_capacity_bytes = capacity;
+    }
+
+    pub(crate) fn checkpoint(&self, took: Duration, lsn: u64) {
+        let mut c = self.lock();
+        c.checkpoints_total += 1;
+        c.checkpoint_seconds_sum += took.as_secs_f64();
+        c.last_checkpoint_lsn = lsn;
+    }
+
+    pub(crate) fn snapshot(&self) -> Metrics {
+        let c = self.lock();
+        let cumulative = |counts: &[u64]| {
+            counts
+                .iter()
+                .scan(0, |sum, n| {
+                    *sum += n;
+                    Some(*sum)
+                })
+                .collect::<Vec<_>>()
+        };
+        let group = cumulative(&c.group_records);
+        let sync = cumulative(&c.sync);
+        Metrics {
+            writes_total: c.writes_total,
+            writes_failed_total: c.writes_failed_total,
+            groups_total: c.groups_total,
+            group_records_buckets: GROUP_RECORDS_BOUNDS.iter().copied().zip(group).collect(),
+            group_records_sum: c.group_records_sum,
+            sync_seconds_buckets: SYNC_SECONDS_BOUNDS.iter().copied().zip(sync).collect(),
+            sync_seconds_sum: c.sync_seconds_sum,
+            syncs_total: c.syncs_total,
+            owner_busy_seconds_total: c.owner_busy.as_secs_f64(),
+            uptime_seconds: self.started.elapsed().as_secs_f64(),
+            log_bytes: c.log_bytes,
+            log_capacity_bytes: c.log_capacity_bytes,
+            checkpoints_total: c.checkpoints_total,
+            checkpoint_seconds_sum: c.checkpoint_seconds_sum,
+            last_checkpoint_lsn: c.last_checkpoint_lsn,
+            durable_lsn: c.durable_lsn,
+            ..Metrics::default()
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The owner thread: runs write handlers one at a time, in groups.
+//!
+//! Steps per group:
+//! 1. take the first queued write (blocking), then whatever else is queued, up to a bound;
+//! 2. run each handler on the state; a returned handler's write set is encoded as one record, a
+//!    failed one was rolled back by `lang` and leaves nothing;
+//! 3. take one snapshot of the state after the group (O(1) per table; one per group, not per
+//!    write: RHAI.md point 6);
+//! 4. hand the group to the syncer. The hand-off is a rendezvous, so the owner runs group N+1
+//!    while the syncer commits group N, and never runs further ahead than that.
+//!
+//! Answers are never sent from here: they travel with the group and leave after its commit.
+
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+use std::time::Instant;
+
+use pure_lang::{HandlerError, Request, Schema, Tables, WriteSet};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::record;
+use crate::runtime::Shared;
+
+pub(crate) type Reply = oneshot::Sender<Result<Value, HandlerError>>;
+
+/// A queued write call.
+pub(crate) struct Job {
+    pub handler: String,
+    pub request: Request,
+    pub reply: Reply,
+}
+
+/// A group of writes on its way to the syncer.
+pub(crate) struct Group {
+    /// The group's records back to back; `ends[i]` is where record `i` ends.
+    pub bytes: Vec<u8>,
+    pub ends: Vec<usize>,
+    pub replies: Vec<(Reply, Result<Value, HandlerError>)>,
+    /// The state after the group, to publish once it is durable.
+    pub snapshot: Arc<Tables>,
+}
+
+impl Group {
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(s, e)| &self.bytes[s..e])
+    }
+}
+
+/// Most writes in one group: bounds the time a group's first request waits for its answer.
+const GROUP_WRITES_MAX: usize = 1024;
+
+pub(crate) struct Owner {
+    pub shared: Arc<Shared>,
+    pub tables: Tables,
+    /// The state's schema; logged once before this run's first write record.
+    pub schema: Schema,
+    pub jobs: Receiver<Job>,
+    pub syncer: SyncSender<Group>,
+    /// No more writes join a group past this many bytes, and no record may be larger: a group
+    /// then stays under twice this, which always fits one frame of the log.
+    pub group_bytes_max: usize,
+}
+
+impl Owner {
+    pub fn run(mut self) {
+        let mut writes = WriteSet::default();
+        let mut record = Vec::with_capacity(256);
+        let mut schema_logged = false;
+        while let Ok(first) = self.jobs.recv() {
+            let started = Instant::now();
+            let mut group = Group {
+                bytes: Vec::new(),
+                ends: Vec::new(),
+                replies: Vec::new(),
+                snapshot: Arc::default(),
+            };
+            if !schema_logged {
+                record::encode_schema(&mut group.bytes, &self.schema);
+                group.ends.push(group.bytes.len());
+                schema_logged = true;
+            }
+            let mut failed = 0;
+            let mut next = Some(first);
+            while let Some(job) = next.take() {
+                self.shared
+                    .queue_depth
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                let result = self.run_one(&job, &mut writes, &mut record, &mut group);
+                failed += u64::from(result.is_err());
+                group.replies.push((job.reply, result));
+                if group.replies.len() < GROUP_WRITES_MAX
+                    && group.bytes.len() < self.group_bytes_max
+                {
+                    next = self.jobs.try_recv().ok();
+                }
+            }
+            group.snapshot = Arc::new(self.tables.clone());
+            let count = group.replies.len() as u64;
+            self.shared
+                .metrics
+                .owner_group(started.elapsed(), count, failed);
+            if self.syncer.send(group).is_err() {
+                // The syncer is gone only after a panic there; nothing can be made durable.
+                break;
+            }
+        }
+    }
+
+    fn run_one(
+        &mut self,
+        job: &Job,
+        writes: &mut WriteSet,
+        record: &mut Vec<u8>,
+        group: &mut Group,
+    ) -> Result<Value, HandlerError> {
+        if let Some(reason) = self.shared.poison_reason() {
+            return Err(HandlerError::Unavailable { reason });
+        }
+        let app = &self.shared.app;
+        let result = app.run_write(&job.handler, &job.request, &mut self.tables, writes);
+        if result.is_ok() && !writes.is_empty() {
+            record::encode_writes(record, writes.changes());
+            if record.len() > self.group_bytes_max {
+                // One write larger than a frame can hold: it can never be made durable.
+                self.tables.roll_back(writes);
+                return Err(HandlerError::Unavailable {
+                    reason: format!(
+                        "the write's record of {} bytes is larger than the log allows",
+                        record.len()
+                    ),
+                });
+            }
+            group.bytes.extend_from_slice(record);
+            group.ends.push(group.bytes.len());
+        }
+        writes.clear();
+        result
+    }
+}

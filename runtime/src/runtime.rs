@@ -1,0 +1,372 @@
+//! The handle to a running app: open (recover, start the threads), write, read, shutdown.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use pure_lang::{App, HandlerError, Request, Tables};
+use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::metrics::{Health, Metrics, MetricsCell};
+use crate::owner::{Job, Owner};
+use crate::recovery::recover;
+use crate::syncer::Syncer;
+
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    pub sync: SyncMode,
+    /// Size of the preallocated log (used when the log is created).
+    pub log_capacity_bytes: u64,
+    /// A checkpoint starts when the log since the last one exceeds this.
+    pub checkpoint_interval_bytes: u64,
+    /// Bound of the write queue: a full queue answers `Unavailable` at once (backpressure).
+    pub queue_capacity: usize,
+    /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync).
+    pub commit_gate: Option<CommitGate>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            sync: SyncMode::Always,
+            log_capacity_bytes: 256 << 20,
+            checkpoint_interval_bytes: 64 << 20,
+            queue_capacity: 4096,
+            commit_gate: None,
+        }
+    }
+}
+
+/// A function the syncer calls before each commit (tests hold syncs with it).
+#[derive(Clone)]
+pub struct CommitGate(pub Arc<dyn Fn() + Send + Sync>);
+
+impl fmt::Debug for CommitGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CommitGate")
+    }
+}
+
+#[derive(Debug)]
+pub enum OpenError {
+    /// The store could not open or recover (I/O error, or damaged acknowledged data).
+    Store(pure_store::Error),
+    /// A record in the log does not decode: the data is damaged or written by another program.
+    Record { lsn: u64, reason: String },
+    /// The checkpoint image does not decode.
+    Image { lsn: u64, reason: String },
+    /// A thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Store(e) => write!(f, "cannot open the data directory: {e}"),
+            OpenError::Record { lsn, reason } => write!(
+                f,
+                "the log record at LSN {lsn} is damaged ({reason}); restore the data directory from a backup"
+            ),
+            OpenError::Image { lsn, reason } => write!(
+                f,
+                "the checkpoint at LSN {lsn} is damaged ({reason}); restore the data directory from a backup"
+            ),
+            OpenError::Thread(e) => write!(f, "cannot start the owner threads: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+pub type WriteReply = oneshot::Receiver<Result<Value, HandlerError>>;
+
+/// A published state: durable, immutable, shared by every reader.
+pub(crate) struct Snapshot {
+    pub tables: Arc<Tables>,
+    pub lsn: u64,
+    pub made_at: Instant,
+    pub state_bytes: u64,
+}
+
+impl Snapshot {
+    pub fn new(tables: Arc<Tables>, lsn: u64) -> Snapshot {
+        let state_bytes = estimate_bytes(&tables);
+        Snapshot {
+            tables,
+            lsn,
+            made_at: Instant::now(),
+            state_bytes,
+        }
+    }
+}
+
+/// Rough bytes per row: key, map entry and node overhead, the `Arc`ed field vector.
+const ROW_BYTES_ESTIMATE: u64 = 120;
+
+fn estimate_bytes(tables: &Tables) -> u64 {
+    tables.row_count() as u64 * ROW_BYTES_ESTIMATE
+}
+
+/// What the owner, the syncer and callers share.
+pub(crate) struct Shared {
+    pub app: Arc<App>,
+    /// The published snapshot. A `Mutex<Arc<..>>`: readers hold the lock only to clone the `Arc`.
+    published: Mutex<Arc<Snapshot>>,
+    /// Set once, on the first failed write or sync; never cleared (reopen to recover).
+    poison: RwLock<Option<String>>,
+    poisoned: AtomicBool,
+    pub queue_depth: AtomicU64,
+    pub metrics: MetricsCell,
+}
+
+impl Shared {
+    pub fn published(&self) -> Arc<Snapshot> {
+        self.published
+            .lock()
+            .expect("publishing never panics")
+            .clone()
+    }
+
+    pub fn publish(&self, snapshot: Snapshot) {
+        *self.published.lock().expect("publishing never panics") = Arc::new(snapshot);
+    }
+
+    pub fn poison(&self, reason: String) {
+        let mut poison = self.poison.write().expect("poisoning never panics");
+        if poison.is_none() {
+            eprintln!("pure-runtime: {reason}");
+            *poison = Some(reason);
+            self.poisoned.store(true, Ordering::Release);
+        }
+    }
+
+    pub fn poison_reason(&self) -> Option<String> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        self.poison.read().expect("poisoning never panics").clone()
+    }
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    /// The write queue's sending side; `None` once shutting down.
+    jobs: RwLock<Option<SyncSender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Handle to a running app: `Clone + Send + Sync`.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+/// Stack of the owner thread: Rhai recurses on the native stack (the call-depth limit bounds it).
+const OWNER_STACK_BYTES: usize = 16 << 20;
+
+impl Runtime {
+    /// Opens `data_dir` (creating it), recovers the state, starts the owner and syncer threads.
+    pub fn open(app: App, data_dir: &Path, options: RuntimeOptions) -> Result<Runtime, OpenError> {
+        Self::open_with_io(app, data_dir, options, Arc::new(RealIo))
+    }
+
+    /// The same through a given I/O layer (tests use the store's simulated disk).
+    pub fn open_with_io(
+        app: App,
+        data_dir: &Path,
+        options: RuntimeOptions,
+        io: Arc<dyn Io>,
+    ) -> Result<Runtime, OpenError> {
+        let store_options = StoreOptions {
+            sync: options.sync,
+            log_capacity_bytes: options.log_capacity_bytes,
+        };
+        let recovered = Store::open_with(io, data_dir, store_options).map_err(OpenError::Store)?;
+        if let Some(cut) = &recovered.cut {
+            eprintln!(
+                "pure-runtime: cut a torn log tail of {} bytes at position {} ({}); it was never acknowledged",
+                cut.bytes, cut.position, cut.reason
+            );
+        }
+        let state = recover(&app, &recovered)?;
+        let store = recovered.store;
+        if options.sync == SyncMode::None {
+            eprintln!(
+                "pure-runtime: WARNING: sync none: writes are not durable against power loss"
+            );
+        }
+        let group_bytes_max = (store.log_capacity_bytes() / 8).clamp(4096, 4 << 20) as usize;
+        let shared = Arc::new(Shared {
+            app: Arc::new(app),
+            published: Mutex::new(Arc::new(Snapshot::new(
+                Arc::new(state.tables.clone()),
+                state.lsn.0,
+            ))),
+            poison: RwLock::new(None),
+            poisoned: AtomicBool::new(false),
+            queue_depth: AtomicU64::new(0),
+            metrics: MetricsCell::new(),
+        });
+        shared.metrics.committed(0, None, state.lsn.0);
+        shared
+            .metrics
+            .log(store.log_used_bytes(), store.log_capacity_bytes());
+        let (jobs_tx, jobs_rx) = mpsc::sync_channel(options.queue_capacity.max(1));
+        // A rendezvous: the owner hands over group N+1 only when the syncer is done with N.
+        let (groups_tx, groups_rx) = mpsc::sync_channel(0);
+        let syncer = Syncer {
+            shared: shared.clone(),
+            store,
+            schema: Arc::new(state.schema.clone()),
+            groups: groups_rx,
+            checkpoint_interval_bytes: options.checkpoint_interval_bytes,
+            commit_gate: options.commit_gate.clone(),
+        };
+        let owner = Owner {
+            shared: shared.clone(),
+            tables: state.tables,
+            schema: state.schema,
+            jobs: jobs_rx,
+            syncer: groups_tx,
+            group_bytes_max,
+        };
+        let syncer = std::thread::Builder::new()
+            .name("pure-syncer".into())
+            .spawn(move || syncer.run())
+            .map_err(OpenError::Thread)?;
+        let owner = std::thread::Builder::new()
+            .name("pure-owner".into())
+            .stack_size(OWNER_STACK_BYTES)
+            .spawn(move || owner.run())
+            .map_err(OpenError::Thread)?;
+        let inner = Inner {
+            shared,
+            jobs: RwLock::new(Some(jobs_tx)),
+            threads: Mutex::new(vec![owner, syncer]),
+        };
+        Ok(Runtime {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn app(&self) -> &App {
+        &self.inner.shared.app
+    }
+
+    /// Queues a write handler call; never blocks. The reply arrives after the group holding
+    /// this write is durable (or with the handler's error, or `Unavailable`).
+    pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
+        let shared = &self.inner.shared;
+        if let Some(reason) = shared.poison_reason() {
+            return Err(HandlerError::Unavailable { reason });
+        }
+        if !shared.app.has_handler(handler) {
+            return Err(HandlerError::NoSuchHandler {
+                handler: handler.to_string(),
+            });
+        }
+        let jobs = self
+            .inner
+            .jobs
+            .read()
+            .expect("the queue lock is never poisoned");
+        let Some(jobs) = jobs.as_ref() else {
+            return Err(unavailable("the runtime is shutting down"));
+        };
+        let (reply, receiver) = oneshot::channel();
+        shared.queue_depth.fetch_add(1, Ordering::Relaxed);
+        match jobs.try_send(Job {
+            handler: handler.to_string(),
+            request,
+            reply,
+        }) {
+            Ok(()) => Ok(receiver),
+            Err(e) => {
+                shared.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                Err(unavailable(match e {
+                    TrySendError::Full(_) => "the write queue is full; retry later",
+                    TrySendError::Disconnected(_) => "the runtime has stopped",
+                }))
+            }
+        }
+    }
+
+    /// Runs a read handler on the calling thread against the latest published (durable)
+    /// snapshot.
+    pub fn read(&self, handler: &str, request: Request) -> Result<Value, HandlerError> {
+        let snapshot = self.inner.shared.published();
+        self.inner
+            .shared
+            .app
+            .run_read(handler, &request, snapshot.tables.clone())
+    }
+
+    pub fn health(&self) -> Health {
+        let snapshot = self.inner.shared.published();
+        Health {
+            app: self.app().name().to_string(),
+            durable_lsn: snapshot.lsn,
+            state_bytes: snapshot.state_bytes,
+            poisoned: self.poisoned(),
+        }
+    }
+
+    pub fn metrics(&self) -> Metrics {
+        let shared = &self.inner.shared;
+        let snapshot = shared.published();
+        Metrics {
+            queue_depth: shared.queue_depth.load(Ordering::Relaxed),
+            snapshot_age_seconds: snapshot.made_at.elapsed().as_secs_f64(),
+            state_bytes: snapshot.state_bytes,
+            ..shared.metrics.snapshot()
+        }
+    }
+
+    /// Stops taking writes, runs and syncs what is queued, answers it, stops the threads.
+    /// Blocking; idempotent.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    /// `Some(reason)` once a write or sync failed (the store is poisoned).
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.shared.poison_reason()
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        // Dropping the sender lets the owner drain the queue and stop; the owner's exit ends the
+        // syncer after the last group.
+        drop(
+            self.jobs
+                .write()
+                .expect("the queue lock is never poisoned")
+                .take(),
+        );
+        let threads = std::mem::take(&mut *self.threads.lock().expect("joining never panics"));
+        for thread in threads {
+            if thread.join().is_err() {
+                eprintln!("pure-runtime: an owner thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn unavailable(reason: &str) -> HandlerError {
+    HandlerError::Unavailable {
+        reason: reason.to_string(),
+    }
+}

@@ -1,0 +1,205 @@
+//! The syncer thread: owns the store; makes each group durable, then publishes and answers it.
+//!
+//! Steps per group (in the order the owner made them):
+//! 1. append the group's records and commit them: one write and one fdatasync;
+//! 2. publish the group's snapshot (reads now see it: it is durable);
+//! 3. send the group's answers;
+//! 4. when the log since the last checkpoint has grown past the interval, start a checkpoint of
+//!    that snapshot on a background thread; install finished ones between groups.
+//!
+//! A failed commit poisons the store: the group and every later write are answered
+//! `Unavailable`, the published snapshot stays the last durable one.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::Instant;
+
+use pure_lang::{HandlerError, Schema, Tables};
+use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
+
+use crate::checkpoint::write_image;
+use crate::owner::Group;
+use crate::runtime::{CommitGate, Shared, Snapshot};
+
+type CheckpointResult = Result<(CheckpointDone, Instant), String>;
+
+pub(crate) struct Syncer {
+    pub shared: Arc<Shared>,
+    pub store: Store,
+    pub schema: Arc<Schema>,
+    pub groups: Receiver<Group>,
+    pub checkpoint_interval_bytes: u64,
+    pub commit_gate: Option<CommitGate>,
+}
+
+impl Syncer {
+    pub fn run(mut self) {
+        let (done_tx, done_rx) = mpsc::channel::<CheckpointResult>();
+        let mut checkpoint_running = false;
+        while let Ok(group) = self.groups.recv() {
+            if checkpoint_running {
+                if let Ok(result) = done_rx.try_recv() {
+                    checkpoint_running = false;
+                    self.install(result);
+                }
+            }
+            self.commit_group(group, &mut checkpoint_running, &done_rx);
+            let used = self.store.log_used_bytes();
+            self.shared
+                .metrics
+                .log(used, self.store.log_capacity_bytes());
+            if !checkpoint_running && used > self.checkpoint_interval_bytes && !self.is_poisoned() {
+                checkpoint_running = self.start_checkpoint(&done_tx);
+            }
+        }
+        if checkpoint_running {
+            if let Ok(result) = done_rx.recv() {
+                self.install(result);
+            }
+        }
+    }
+
+    fn is_poisoned(&self) -> bool {
+        self.shared.poison_reason().is_some()
+    }
+
+    fn commit_group(
+        &mut self,
+        group: Group,
+        checkpoint_running: &mut bool,
+        done_rx: &Receiver<CheckpointResult>,
+    ) {
+        let records = group.ends.len() as u64;
+        let outcome = self.make_durable(&group, checkpoint_running, done_rx);
+        match outcome {
+            Ok(sync) => {
+                let lsn = self.store.durable_lsn();
+                self.shared.publish(Snapshot::new(group.snapshot, lsn.0));
+                self.shared.metrics.committed(records, sync, lsn.0);
+                for (reply, result) in group.replies {
+                    // A caller that stopped waiting dropped its receiver: nothing to do.
+                    let _ = reply.send(result);
+                }
+            }
+            Err(reason) => {
+                self.shared.poison(reason.clone());
+                for (reply, _) in group.replies {
+                    let _ = reply.send(Err(HandlerError::Unavailable {
+                        reason: reason.clone(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Appends and commits the group; the sync's duration when there was one.
+    fn make_durable(
+        &mut self,
+        group: &Group,
+        checkpoint_running: &mut bool,
+        done_rx: &Receiver<CheckpointResult>,
+    ) -> Result<Option<std::time::Duration>, String> {
+        if let Some(reason) = self.shared.poison_reason() {
+            return Err(reason);
+        }
+        if group.ends.is_empty() {
+            return Ok(None);
+        }
+        for record in group.records() {
+            self.store
+                .append(record)
+                .map_err(|e| format!("cannot log a write: {e}"))?;
+        }
+        if let Some(gate) = &self.commit_gate {
+            (gate.0)();
+        }
+        let started = Instant::now();
+        match self.store.commit() {
+            Ok(_) => return Ok(Some(started.elapsed())),
+            Err(StoreError::LogFull { .. }) => {}
+            Err(e) => return Err(format!("storage failure, writes stopped: {e}")),
+        }
+        // The log is full: free it with a checkpoint of the durable state, then retry once.
+        if *checkpoint_running {
+            *checkpoint_running = false;
+            let result = done_rx
+                .recv()
+                .map_err(|_| "the checkpoint thread died".to_string())?;
+            self.install(result);
+        }
+        if matches!(self.store.commit(), Err(StoreError::LogFull { .. })) {
+            let published = self.shared.published();
+            let result = checkpoint(
+                &self.store,
+                &self.schema,
+                &published.tables,
+                Lsn(published.lsn),
+            );
+            self.install(result);
+        }
+        let started = Instant::now();
+        match self.store.commit() {
+            Ok(_) => Ok(Some(started.elapsed())),
+            Err(e) => Err(format!("writes stopped: {e}")),
+        }
+    }
+
+    fn start_checkpoint(&mut self, done_tx: &Sender<CheckpointResult>) -> bool {
+        let published = self.shared.published();
+        let covered = Lsn(published.lsn);
+        let writer = match self.store.checkpoint_writer(covered) {
+            Ok(writer) => writer,
+            Err(e) => {
+                eprintln!("pure-runtime: cannot start a checkpoint: {e}");
+                return false;
+            }
+        };
+        let (schema, tables, done_tx) = (
+            self.schema.clone(),
+            published.tables.clone(),
+            done_tx.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("pure-checkpoint".into())
+            .spawn(move || {
+                let started = Instant::now();
+                let _ = done_tx.send(finish_checkpoint(writer, &schema, &tables, started));
+            });
+        spawned.is_ok()
+    }
+
+    fn install(&mut self, result: CheckpointResult) {
+        match result {
+            Ok((done, started)) => {
+                let lsn = done.lsn.0;
+                match self.store.install_checkpoint(done) {
+                    Ok(()) => self.shared.metrics.checkpoint(started.elapsed(), lsn),
+                    Err(e) => eprintln!("pure-runtime: cannot install a checkpoint: {e}"),
+                }
+            }
+            // A failed checkpoint loses nothing (the log still holds every record): report it;
+            // the next group past the interval tries again.
+            Err(e) => eprintln!("pure-runtime: checkpoint failed: {e}"),
+        }
+    }
+}
+
+fn finish_checkpoint(
+    mut writer: pure_store::CheckpointWriter,
+    schema: &Schema,
+    tables: &Tables,
+    started: Instant,
+) -> CheckpointResult {
+    write_image(&mut writer, schema, tables).map_err(|e| e.to_string())?;
+    let done = writer.finish().map_err(|e| e.to_string())?;
+    Ok((done, started))
+}
+
+/// A checkpoint written on this thread (when the log is full and the owner must wait anyway).
+fn checkpoint(store: &Store, schema: &Schema, tables: &Tables, covered: Lsn) -> CheckpointResult {
+    let started = Instant::now();
+    let writer = store
+        .checkpoint_writer(covered)
+        .map_err(|e| e.to_string())?;
+    finish_checkpoint(writer, schema, tables, started)
+}

@@ -1,0 +1,180 @@
+//! Answers wait for their group's sync; reads see only durable, whole groups; a failed sync
+//! stops writes and keeps reads on the last durable state.
+
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pure_runtime::{CommitGate, HandlerError, Runtime, RuntimeOptions, SyncMode};
+use pure_store::sim::{Faults, SimDisk};
+use serde_json::json;
+use tokio::sync::oneshot::error::TryRecvError;
+
+use crate::{app, body, check_ledger, state, transfer};
+
+/// Generous bound for a condition on a loaded 2-core machine; only reached when a test fails.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A gate that holds every commit until the test releases it.
+struct Gate {
+    entered: Receiver<()>,
+    release: mpsc::Sender<()>,
+}
+
+fn gate() -> (CommitGate, Gate) {
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let hook = CommitGate(Arc::new(move || {
+        entered_tx.lock().unwrap().send(()).unwrap();
+        release_rx
+            .lock()
+            .unwrap()
+            .recv_timeout(WAIT)
+            .expect("the test releases the commit");
+    }));
+    (hook, Gate { entered, release })
+}
+
+fn wait_entered(gate: &Gate) {
+    gate.entered
+        .recv_timeout(WAIT)
+        .expect("the syncer reaches the commit");
+}
+
+#[test]
+fn an_answer_leaves_only_after_its_group_is_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hook, gate) = gate();
+    let options = RuntimeOptions {
+        commit_gate: Some(hook),
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+
+    let mut first = rt
+        .write("transfer", body(json!({"from": 1, "to": 2, "amount": 5})))
+        .unwrap();
+    wait_entered(&gate);
+    // The group is appended and its commit is held: no answer, and reads do not see it.
+    assert_eq!(first.try_recv().unwrap_err(), TryRecvError::Empty);
+    assert_eq!(state(&rt)["seq"], json!(0));
+    // Two more writes arrive meanwhile: the owner runs them (as the next group) but they too
+    // wait.
+    let mut second = rt
+        .write("transfer", body(json!({"from": 2, "to": 3, "amount": 1})))
+        .unwrap();
+    let mut third = rt
+        .write("transfer", body(json!({"from": 3, "to": 1, "amount": 1})))
+        .unwrap();
+    assert_eq!(second.try_recv().unwrap_err(), TryRecvError::Empty);
+
+    gate.release.send(()).unwrap();
+    assert_eq!(first.blocking_recv().unwrap().unwrap(), json!(1));
+    assert_eq!(state(&rt)["seq"], json!(1), "read your writes");
+    // The next commit (holding the second write, maybe the third) is held again.
+    wait_entered(&gate);
+    assert_eq!(second.try_recv().unwrap_err(), TryRecvError::Empty);
+    assert_eq!(state(&rt)["seq"], json!(1));
+    gate.release.send(()).unwrap();
+    assert_eq!(second.blocking_recv().unwrap().unwrap(), json!(2));
+    // The third write went with the second or in a group of its own: release commits until its
+    // answer is there.
+    let answer = loop {
+        match third.try_recv() {
+            Ok(answer) => break answer,
+            Err(TryRecvError::Empty) => {
+                if gate.entered.recv_timeout(Duration::from_millis(10)).is_ok() {
+                    gate.release.send(()).unwrap();
+                }
+            }
+            Err(TryRecvError::Closed) => panic!("the third write was dropped"),
+        }
+    };
+    assert_eq!(answer.unwrap(), json!(3));
+    assert_eq!(check_ledger(&state(&rt)), 3);
+    // Shutdown drains: nothing else is queued, so it needs no further release.
+    rt.shutdown();
+}
+
+#[test]
+fn concurrent_reads_see_only_whole_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        sync: SyncMode::None,
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+    let (done_tx, done) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        for client in 0..3i64 {
+            let (rt, done_tx) = (rt.clone(), done_tx.clone());
+            s.spawn(move || {
+                for i in 0..150 {
+                    let fail = if i % 5 == 0 { "throw" } else { "" };
+                    let _ = transfer(&rt, client, (i % 4) + 10, i, fail);
+                }
+                drop(done_tx);
+            });
+        }
+        drop(done_tx);
+        let rt = rt.clone();
+        s.spawn(move || {
+            let mut last = 0;
+            loop {
+                let finished = matches!(
+                    done.recv_timeout(Duration::ZERO),
+                    Err(RecvTimeoutError::Disconnected)
+                );
+                let seq = check_ledger(&state(&rt));
+                assert!(seq >= last, "published states only move forward");
+                last = seq;
+                if finished {
+                    break;
+                }
+            }
+        });
+    });
+    assert_eq!(check_ledger(&state(&rt)), 360);
+    rt.shutdown();
+}
+
+#[test]
+fn a_failed_sync_stops_writes_and_reads_keep_the_durable_state() {
+    let disk = SimDisk::new(7);
+    let dir = Path::new("/sim/data");
+    let rt =
+        Runtime::open_with_io(app("ledger"), dir, RuntimeOptions::default(), disk.clone()).unwrap();
+    transfer(&rt, 1, 2, 5, "").unwrap();
+    let durable = state(&rt);
+    disk.set_faults(Faults {
+        fail_sync_at: Some(1),
+        ..Faults::default()
+    });
+    let failed = transfer(&rt, 2, 3, 1, "").unwrap_err();
+    assert!(
+        matches!(failed, HandlerError::Unavailable { .. }),
+        "{failed:?}"
+    );
+    let reason = rt.poisoned().expect("the store is poisoned");
+    assert!(
+        reason.contains("fdatasync") || reason.contains("sync"),
+        "{reason}"
+    );
+    assert!(matches!(
+        transfer(&rt, 1, 2, 5, ""),
+        Err(HandlerError::Unavailable { .. })
+    ));
+    assert_eq!(state(&rt), durable, "reads serve the last durable snapshot");
+    assert!(rt.health().poisoned.is_some());
+    rt.shutdown();
+
+    // After a restart the failed write is not there (its sync failed) or is there whole.
+    disk.power_loss();
+    disk.process_crash();
+    let rt = Runtime::open_with_io(app("ledger"), dir, RuntimeOptions::default(), disk).unwrap();
+    let seq = check_ledger(&state(&rt));
+    assert!(seq == 1 || seq == 2, "{seq}");
+    rt.shutdown();
+}
