@@ -242,6 +242,9 @@ fn register_table_reads(engine: &mut Engine) {
     engine.register_fn("exists", |t: &mut Table, a: D, b: D, c: D| {
         exists(*t, key_of(&[&a, &b, &c])?)
     });
+    engine.register_fn("exists", |t: &mut Table, a: D, b: D, c: D, d: D| {
+        exists(*t, key_of(&[&a, &b, &c, &d])?)
+    });
     engine.register_fn("scan", |t: &mut Table, lo: D, hi: D, n: i64| {
         scan(*t, lo, hi, n, false)
     });
