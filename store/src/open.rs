@@ -2,11 +2,13 @@
 //! the log after it, make what was recovered durable, and hand back a `Store` positioned after
 //! the last recovered record.
 //!
-//! Recovery only reads, except for four idempotent steps: removing leftover temporary files,
-//! syncing the directory (so the checkpoint chosen cannot vanish later), rewriting the last recovered frame with the bytes it already has, and one `fdatasync` of the
-//! log. The rewrite and the sync make sure that everything recovered (and so possibly shown
-//! to clients) is on stable storage before new frames claim it acknowledged: the page cache
-//! may hold a frame whose sync failed in the previous process, its pages "marked clean".
+//! Recovery only reads, except for idempotent steps: removing leftover temporary files,
+//! syncing the directory (so that the checkpoint chosen cannot vanish later), rewriting the
+//! recovered frames that no later frame acknowledged with the bytes they already have, and
+//! one `fdatasync` of the log. The rewrite and the sync make sure that everything recovered
+//! (and so possibly shown to clients) is on stable storage before new frames claim it
+//! acknowledged: the page cache may hold frames whose sync failed in the previous process,
+//! their pages "marked clean", so that a sync alone would not write them.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -69,8 +71,10 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
             0,
         ),
     };
-    let replay = replay_log(&*log, &log_path, &header, start, covered)?;
-    harden(&*log, &log_path, &header, &replay)?;
+    let ring_bytes = read_ring(&*log, &log_path, &header)?;
+    let replay = replay_log(&ring_bytes, &log_path, &header, start, covered)?;
+    harden(&*log, &log_path, &header, &ring_bytes, &replay)?;
+    drop(ring_bytes);
     let store = build(io, dir, log, header, options, &replay, start, covered);
     Ok(Recovered {
         store,
@@ -116,18 +120,22 @@ fn load_checkpoint(io: &dyn Io, dir: &Path, lsn: Lsn, log: &LogHeader) -> Result
     Ok((Some(image), header.replay, header.covered_lsn))
 }
 
+fn read_ring(log: &dyn IoFile, log_path: &Path, header: &LogHeader) -> Result<Vec<u8>, Error> {
+    let capacity = usize::try_from(header.capacity).expect("the log's ring fits in memory");
+    let mut ring_bytes = vec![0u8; capacity];
+    log.read_at(&mut ring_bytes, ring::HEADER_AREA_BYTES)
+        .map_err(|e| io_error("read", log_path, e))?;
+    Ok(ring_bytes)
+}
+
 fn replay_log(
-    log: &dyn IoFile,
+    ring_bytes: &[u8],
     log_path: &Path,
     header: &LogHeader,
     start: ChainState,
     covered: u64,
 ) -> Result<Replay, Error> {
-    let capacity = usize::try_from(header.capacity).expect("the log's ring fits in memory");
-    let mut ring_bytes = vec![0u8; capacity];
-    log.read_at(&mut ring_bytes, ring::HEADER_AREA_BYTES)
-        .map_err(|e| io_error("read", log_path, e))?;
-    let replay = recovery::replay(&ring_bytes, start, covered).map_err(|d| Error::Corrupt {
+    let replay = recovery::replay(ring_bytes, start, covered).map_err(|d| Error::Corrupt {
         path: log_path.to_path_buf(),
         position: ring::file_offset(d.position, header.capacity),
         reason: format!("stream position {}: {}", d.position, d.reason),
@@ -138,35 +146,44 @@ fn replay_log(
             path: log_path.to_path_buf(),
             position: ring::file_offset(start.position, header.capacity),
             reason: format!(
-                "the log ends before LSN {}, which the newest checkpoint covers",
-                covered
+                "the log ends before LSN {covered}, which the newest checkpoint covers"
             ),
         });
     }
-    let mut replay = replay;
-    replay.last_frame = last_frame_bytes(&ring_bytes, &replay);
     Ok(replay)
 }
 
-/// The bytes of the last recovered frame, to be rewritten by `harden`.
-fn last_frame_bytes(ring_bytes: &[u8], replay: &Replay) -> Option<(u64, Vec<u8>)> {
-    let mark = replay.marks.last()?;
-    let offset = (mark.position % ring_bytes.len() as u64) as usize;
-    let len = (replay.end.position - mark.position) as usize;
-    Some((mark.position, ring_bytes[offset..offset + len].to_vec()))
-}
-
-/// Makes what was recovered durable (see the module doc).
+/// Makes what was recovered durable (see the module doc): rewrites, with the bytes they
+/// already have, the recovered frames that no later frame acknowledged (only the last one
+/// after a process that synced every group; all of them after one that never synced), then
+/// syncs once.
 fn harden(
     log: &dyn IoFile,
     log_path: &Path,
     header: &LogHeader,
+    ring_bytes: &[u8],
     replay: &Replay,
 ) -> Result<(), Error> {
-    if let Some((position, bytes)) = &replay.last_frame {
-        debug_assert!(bytes.len() >= HEADER_BYTES);
-        log.write_at(bytes, ring::file_offset(*position, header.capacity))
+    let unacknowledged = replay.marks.iter().enumerate().find(|(i, _)| {
+        let next_first = replay
+            .marks
+            .get(i + 1)
+            .map_or(replay.end.next_lsn, |m| m.first_lsn);
+        next_first - 1 > replay.acked_max
+    });
+    if let Some((_, mark)) = unacknowledged {
+        let capacity = header.capacity;
+        let mut position = mark.position;
+        while position < replay.end.position {
+            let offset = (position % capacity) as usize;
+            let len = (replay.end.position - position).min(capacity - offset as u64) as usize;
+            log.write_at(
+                &ring_bytes[offset..offset + len],
+                ring::file_offset(position, capacity),
+            )
             .map_err(|e| io_error("write", log_path, e))?;
+            position += len as u64;
+        }
     }
     log.sync_data()
         .map_err(|e| io_error("fdatasync", log_path, e))

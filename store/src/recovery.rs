@@ -36,8 +36,9 @@ pub struct Replay {
     pub marks: Vec<FrameMark>,
     pub end: ChainState,
     pub cut: Option<TailCut>,
-    /// The last accepted frame: (stream position, bytes), filled in by `open`.
-    pub last_frame: Option<(u64, Vec<u8>)>,
+    /// The highest `acked_lsn` of the accepted frames: records up to it were on stable
+    /// storage when a later frame was written.
+    pub acked_max: u64,
 }
 
 /// Damage inside acknowledged data: at stream `position`, for `reason`.
@@ -55,6 +56,7 @@ pub fn replay(ring: &[u8], start: ChainState, covered_lsn: u64) -> Result<Replay
     let mut state = start;
     let mut records = Vec::new();
     let mut marks = Vec::new();
+    let mut acked_max = 0;
     loop {
         let (position, frame) = match successor(ring, &state, limit) {
             Ok(accepted) => accepted,
@@ -65,7 +67,7 @@ pub fn replay(ring: &[u8], start: ChainState, covered_lsn: u64) -> Result<Replay
                     marks,
                     end: state,
                     cut,
-                    last_frame: None,
+                    acked_max,
                 });
             }
         };
@@ -74,6 +76,7 @@ pub fn replay(ring: &[u8], start: ChainState, covered_lsn: u64) -> Result<Replay
             position,
             prev_crc: state.prev_crc,
         });
+        acked_max = acked_max.max(frame.header.acked_lsn);
         for (i, bytes) in frame.records().enumerate() {
             let lsn = state.next_lsn + i as u64;
             if lsn > covered_lsn {

@@ -93,7 +93,7 @@ fn check_outcome(disk: &Arc<SimDisk>, model: &Model, seed: u64, k: u64, outcome:
 #[test]
 fn crash_at_every_storage_step() {
     let first_seed = test_seed("crash_at_every_storage_step", 1000);
-    let seeds = 6 * scale();
+    let seeds = 12 * scale();
     let mut recoveries = 0;
     for seed in first_seed..first_seed + seeds {
         let (disk, _) = scenario(seed, None);

@@ -34,7 +34,12 @@ pub fn options() -> StoreOptions {
 }
 
 pub fn open(disk: &Arc<SimDisk>) -> Result<Recovered, Error> {
-    Store::open_with(disk.clone() as Arc<dyn Io>, &sim_dir(), options())
+    open_in_mode(disk, SyncMode::Always)
+}
+
+pub fn open_in_mode(disk: &Arc<SimDisk>, sync: SyncMode) -> Result<Recovered, Error> {
+    let options = StoreOptions { sync, ..options() };
+    Store::open_with(disk.clone() as Arc<dyn Io>, &sim_dir(), options)
 }
 
 /// The content of record `lsn` written in `generation` (each recovery starts a new one, so

@@ -139,3 +139,59 @@ fn check_cut(built: &Built, cut: u64, end: u64, fill: u8, survivors: u64, seed: 
         "{context}: ghost or loss after rewrite"
     );
 }
+
+/// Under `SyncMode::None` frames after a torn one can be intact (unsynced writes reach the
+/// disk in any order). Recovery cuts at the torn frame; the frame written there next, even
+/// with the very same records, must not make its intact pre-crash successors valid again.
+#[test]
+fn no_ghosts_from_intact_frames_after_a_torn_one() {
+    let options = pure_store::StoreOptions {
+        sync: pure_store::SyncMode::None,
+        log_capacity_bytes: crate::harness::SIM_CAPACITY_BYTES,
+    };
+    let dir = crate::harness::sim_dir();
+    for torn in 0..5u64 {
+        for same_bytes in [true, false] {
+            let context = format!("torn frame {torn}, same bytes {same_bytes}");
+            let disk = SimDisk::new(torn);
+            let io = disk.clone() as Arc<dyn pure_store::Io>;
+            let mut store = Store::open_with(io.clone(), &dir, options.clone())
+                .expect("open")
+                .store;
+            let mut starts = Vec::new();
+            for lsn in 1..=5 {
+                starts.push(store.log_end_position());
+                store.append(&record_bytes(lsn, 0)).expect("append");
+                store.commit().expect("commit");
+            }
+            drop(store);
+            disk.process_crash();
+            disk.damage(&log_path(), log_offset(starts[torn as usize] + 3), &[0xff]);
+            let recovered = Store::open_with(io.clone(), &dir, options.clone()).expect("recover");
+            assert_eq!(
+                recovered.records.len() as u64,
+                torn,
+                "{context}: cut at the torn frame"
+            );
+            let mut store = recovered.store;
+            let generation = if same_bytes { 0 } else { 1 };
+            store
+                .append(&record_bytes(torn + 1, generation))
+                .expect("append");
+            store.commit().expect("commit");
+            drop(store);
+            disk.process_crash();
+            let again = Store::open_with(io, &dir, options.clone()).expect("recover again");
+            let lsns: Vec<u64> = again.records.iter().map(|r| r.lsn.0).collect();
+            assert_eq!(
+                lsns,
+                (1..=torn + 1).collect::<Vec<_>>(),
+                "{context}: ghosts"
+            );
+            assert_eq!(
+                again.records[torn as usize].bytes,
+                record_bytes(torn + 1, generation)
+            );
+        }
+    }
+}
