@@ -104,5 +104,6 @@ fn runtime_options(options: &Options) -> RuntimeOptions {
         log_capacity_bytes: options.log_capacity,
         checkpoint_interval_bytes: options.checkpoint_interval,
         queue_capacity: options.queue_capacity,
+        ..RuntimeOptions::default()
     }
 }
