@@ -9,6 +9,7 @@
 mod device;
 mod log;
 mod measure;
+mod owner;
 mod scoreboard;
 
 use clap::{Parser, Subcommand};
@@ -34,11 +35,14 @@ enum Command {
     Log(log::Args),
     /// The scoreboard app over HTTP (pure-serve), optionally side by side with Redis.
     Scoreboard(scoreboard::Args),
+    /// The owner in-process: write throughput, and a New-Order-like script against native Rust.
+    Owner(owner::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log(args) => log::run(args),
         Command::Scoreboard(args) => scoreboard::run(args),
+        Command::Owner(args) => owner::run(args),
     }
 }

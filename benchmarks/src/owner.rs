@@ -1,0 +1,654 @@
+//! `pure-bench owner`: the owner in-process, without HTTP.
+//!
+//! Part 1, write throughput: a handler that updates one row by key and one that inserts a row,
+//! at several numbers of concurrent clients (threads waiting for each answer), with sync
+//! `always` on a disk directory and `none`. Prints writes/s, latency quantiles, bytes written
+//! to the device per write, the owner's busy share and the process CPU per write.
+//!
+//! Part 2, handler cost: a TPC-C-New-Order-like handler (RHAI.md: 23 reads and 23 writes on
+//! warehouse, district, customer, item, stock, order, new-order and order-line rows) written as a
+//! Pure script, against the same logic in native Rust on the same maps through the same
+//! transactional operations (undo log and write set). Calls alternate in batches; medians of the
+//! batches. Also splits the owner's time: script vs native (interpretation and glue), encoding
+//! the write set, and copying tree nodes shared with a snapshot taken once per group.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hdrhistogram::Histogram;
+use pure_lang::{App, Dynamic, Fields, Key, KeyPart, Limits, Request, Tables, WriteSet};
+use pure_runtime::{record, Runtime, RuntimeOptions, SyncMode};
+use pure_store::sim::SimRng;
+use serde_json::json;
+
+use crate::device::DeviceCounter;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory on the disk to measure `--sync always` on (a fresh subdirectory is used).
+    /// Without it the sync-always runs are skipped.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Seconds per throughput configuration.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Client counts for the throughput part.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+    /// Calls per batch and batches per variant in the handler-cost part.
+    #[arg(long, default_value_t = 500)]
+    batch: usize,
+    #[arg(long, default_value_t = 15)]
+    batches: usize,
+    /// Run only one part: "writes" or "neworder".
+    #[arg(long)]
+    only: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.only.as_deref() != Some("neworder") {
+        writes(&args)?;
+    }
+    if args.only.as_deref() != Some("writes") {
+        new_order(&args)?;
+    }
+    Ok(())
+}
+
+// ---- part 1: write throughput ----
+
+const WRITES_MANIFEST: &str = r#"{ "name": "owner-bench",
+  "routes": { "POST /u": "update", "POST /i": "insert", "POST /l": "load" },
+  "tables": { "counters": ["n", "total"], "events": ["a", "b", "c"] } }"#;
+
+const WRITES_SCRIPT: &str = r#"
+fn update(req) { let r = counters.get(req.body.k); r.n += 1; r.total += req.body.v; r.save(); r.n }
+fn insert(req) { events.insert(req.body.id, #{ a: req.body.v, b: "event", c: 0 }); true }
+fn load(req) { for k in req.body.from..req.body.to { counters.insert(k, #{ n: 0, total: 0 }); } }
+"#;
+
+const COUNTER_ROWS: i64 = 10_000;
+
+fn writes(args: &Args) -> anyhow::Result<()> {
+    println!("## owner: write throughput (in-process, no HTTP; clients wait for each answer)\n");
+    println!(
+        "| handler | sync | clients | writes/s | p50 µs | p99 µs | p99.9 µs | device B/write | owner busy | CPU µs/write |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut syncs = vec![(SyncMode::None, None)];
+    if let Some(dir) = &args.dir {
+        syncs.insert(0, (SyncMode::Always, Some(dir.clone())));
+    }
+    for (sync, dir) in syncs {
+        for handler in ["update", "insert"] {
+            for &clients in &args.clients {
+                let row = throughput(args, handler, sync, dir.as_deref(), clients)?;
+                println!("{row}");
+            }
+        }
+    }
+    println!();
+    Ok(())
+}
+
+fn throughput(
+    args: &Args,
+    handler: &str,
+    sync: SyncMode,
+    dir: Option<&Path>,
+    clients: usize,
+) -> anyhow::Result<String> {
+    let parent = match dir {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::temp_dir(),
+    };
+    let data = tempfile_dir(&parent)?;
+    let app = App::from_sources(
+        WRITES_MANIFEST,
+        vec![("bench.rhai".into(), WRITES_SCRIPT.into())],
+        Limits::default(),
+    )?;
+    let options = RuntimeOptions {
+        sync,
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app, &data, options).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for from in (0..COUNTER_ROWS).step_by(1000) {
+        let request = body(json!({"from": from, "to": from + 1000}));
+        answer(rt.write("load", request))?;
+    }
+    let device = dir.and_then(DeviceCounter::for_path);
+    let bytes_before = device.as_ref().and_then(DeviceCounter::bytes_written);
+    let busy_before = rt.metrics().owner_busy_seconds_total;
+    let cpu_before = process_cpu();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let histograms: Vec<anyhow::Result<(Histogram<u64>, u64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|client| {
+                let rt = rt.clone();
+                s.spawn(move || client_loop(&rt, handler, client as i64, deadline))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a client panicked"))
+            .collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = process_cpu() - cpu_before;
+    let busy = rt.metrics().owner_busy_seconds_total - busy_before;
+    let bytes_after = device.as_ref().and_then(DeviceCounter::bytes_written);
+    rt.shutdown();
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&data);
+
+    let mut all = Histogram::<u64>::new(3)?;
+    let mut count = 0;
+    for result in histograms {
+        let (h, n) = result?;
+        all.add(h)?;
+        count += n;
+    }
+    let bytes = match (bytes_before, bytes_after) {
+        (Some(b), Some(a)) => format!("{:.0}", (a - b) as f64 / count.max(1) as f64),
+        _ => "n/a".into(),
+    };
+    let sync_name = if sync == SyncMode::Always {
+        "always"
+    } else {
+        "none"
+    };
+    Ok(format!(
+        "| {handler} | {sync_name} | {clients} | {:.0} | {:.0} | {:.0} | {:.0} | {bytes} | {:.0}% | {:.1} |",
+        count as f64 / elapsed,
+        all.value_at_quantile(0.5) as f64 / 1000.0,
+        all.value_at_quantile(0.99) as f64 / 1000.0,
+        all.value_at_quantile(0.999) as f64 / 1000.0,
+        100.0 * busy / elapsed,
+        cpu.as_secs_f64() * 1e6 / count.max(1) as f64,
+    ))
+}
+
+fn client_loop(
+    rt: &Runtime,
+    handler: &str,
+    client: i64,
+    deadline: Instant,
+) -> anyhow::Result<(Histogram<u64>, u64)> {
+    let mut histogram = Histogram::<u64>::new(3)?;
+    let mut rng = SimRng::new(client as u64 + 1);
+    let mut count = 0u64;
+    while Instant::now() < deadline {
+        let request = match handler {
+            "update" => body(json!({"k": rng.below(COUNTER_ROWS as u64), "v": 3})),
+            _ => body(json!({"id": client * 1_000_000_000 + count as i64, "v": 3})),
+        };
+        let started = Instant::now();
+        answer(rt.write(handler, request))?;
+        histogram.record(started.elapsed().as_nanos() as u64)?;
+        count += 1;
+    }
+    Ok((histogram, count))
+}
+
+fn answer(
+    reply: Result<pure_runtime::WriteReply, pure_runtime::HandlerError>,
+) -> anyhow::Result<serde_json::Value> {
+    let reply = reply.map_err(|e| anyhow::anyhow!("write refused: {e}"))?;
+    let result = reply
+        .blocking_recv()
+        .context("the runtime dropped a write")?;
+    result.map_err(|e| anyhow::anyhow!("write failed: {e}"))
+}
+
+fn body(value: serde_json::Value) -> Request {
+    Request {
+        body: value,
+        ..Request::default()
+    }
+}
+
+fn tempfile_dir(parent: &Path) -> anyhow::Result<PathBuf> {
+    let name = format!("pure-bench-owner-{}-{}", std::process::id(), rand_suffix());
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn rand_suffix() -> u64 {
+    Instant::now().elapsed().as_nanos() as u64 ^ (std::process::id() as u64).rotate_left(17)
+}
+
+/// User + system CPU time of the whole process so far.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage writes only into the struct we pass; all-zero is a valid rusage.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+// ---- part 2: the New-Order-like handler, script against native ----
+
+const TPCC_MANIFEST: &str = r#"{ "name": "neworder-bench", "routes": {},
+  "tables": {
+    "warehouse": ["tax", "ytd", "name"],
+    "district": ["tax", "ytd", "next_o_id", "name"],
+    "customer": ["discount", "credit", "last", "balance"],
+    "item": ["price", "name", "data"],
+    "stock": ["quantity", "ytd", "order_cnt", "remote_cnt", "dist_01", "dist_02", "dist_03",
+              "dist_04", "dist_05", "dist_06", "dist_07", "dist_08", "dist_09", "dist_10", "data"],
+    "orders": ["c_id", "entry_d", "carrier_id", "ol_cnt", "all_local"],
+    "new_orders": [],
+    "order_lines": ["i_id", "supply_w_id", "quantity", "amount", "dist_info", "delivery_d"]
+  } }"#;
+
+const NEW_ORDER_SCRIPT: &str = r#"
+fn new_order(req) {
+    let b = req.body;
+    let w = b.w;
+    let d = b.d;
+    let wh = warehouse.get(w);
+    let dist = district.get(w, d);
+    let o = dist.next_o_id;
+    dist.next_o_id = o + 1;
+    dist.save();
+    let cust = customer.get(w, d, b.c);
+    let ids = b.items;
+    let qtys = b.qtys;
+    let count = ids.len();
+    orders.insert(w, d, o, #{ c_id: b.c, entry_d: b.now, ol_cnt: count, all_local: 1 });
+    new_orders.insert(w, d, o, #{});
+    let total = 0;
+    for n in 0..count {
+        let i = ids[n];
+        let qty = qtys[n];
+        let it = item.get(i);
+        let s = stock.get(w, i);
+        let q = s.quantity;
+        s.quantity = if q >= qty + 10 { q - qty } else { q - qty + 91 };
+        s.ytd += qty;
+        s.order_cnt += 1;
+        s.save();
+        let amount = qty * it.price;
+        total += amount;
+        order_lines.insert(w, d, o, n + 1, #{ i_id: i, supply_w_id: w, quantity: qty,
+            amount: amount, dist_info: s.dist_01 });
+    }
+    total * (10000 - cust.discount) * (10000 + wh.tax + dist.tax) / 100000000
+}
+fn empty(req) { 0 }
+"#;
+
+const ITEMS: i64 = 100_000;
+const DISTRICTS: i64 = 10;
+const CUSTOMERS_PER_DISTRICT: i64 = 3_000;
+const ORDERS_PER_DISTRICT: i64 = 3_000;
+const LINES_PER_ORDER: i64 = 10;
+
+/// Table ids and field slots, in the manifest's (sorted) table order.
+struct Ids {
+    customer: u32,
+    district: u32,
+    item: u32,
+    new_orders: u32,
+    order_lines: u32,
+    orders: u32,
+    stock: u32,
+    warehouse: u32,
+}
+
+fn ids(app: &App) -> Ids {
+    let id = |name: &str| {
+        app.schema()
+            .table_id(name)
+            .expect("declared in TPCC_MANIFEST")
+    };
+    Ids {
+        customer: id("customer"),
+        district: id("district"),
+        item: id("item"),
+        new_orders: id("new_orders"),
+        order_lines: id("order_lines"),
+        orders: id("orders"),
+        stock: id("stock"),
+        warehouse: id("warehouse"),
+    }
+}
+
+fn int(v: i64) -> Dynamic {
+    Dynamic::from_int(v)
+}
+
+fn text(s: &str) -> Dynamic {
+    Dynamic::from(pure_lang::ImmutableString::from(s))
+}
+
+fn key(parts: &[i64]) -> Key {
+    Key::from_parts(parts.iter().map(|p| KeyPart::Int(*p)).collect())
+}
+
+fn load(ids: &Ids, tables: &mut Tables) {
+    let mut ws = WriteSet::default();
+    let mut put = |tables: &mut Tables, table: u32, k: Key, fields: Vec<Dynamic>| {
+        tables
+            .put(&mut ws, table, k, Arc::new(fields), false)
+            .expect("fresh keys");
+        ws.clear();
+    };
+    put(
+        tables,
+        ids.warehouse,
+        key(&[1]),
+        vec![int(1200), int(0), text("warehouse-1")],
+    );
+    for d in 1..=DISTRICTS {
+        let row = vec![
+            int(800),
+            int(0),
+            int(ORDERS_PER_DISTRICT + 1),
+            text("district"),
+        ];
+        put(tables, ids.district, key(&[1, d]), row);
+        for c in 1..=CUSTOMERS_PER_DISTRICT {
+            let row = vec![int(c % 5000), text("GC"), text("BARBARBAR"), int(-10)];
+            put(tables, ids.customer, key(&[1, d, c]), row);
+        }
+        for o in 1..=ORDERS_PER_DISTRICT {
+            let row = vec![
+                int(o % 3000 + 1),
+                int(0),
+                int(5),
+                int(LINES_PER_ORDER),
+                int(1),
+            ];
+            put(tables, ids.orders, key(&[1, d, o]), row);
+            for n in 1..=LINES_PER_ORDER {
+                let row = vec![
+                    int(n * 7),
+                    int(1),
+                    int(5),
+                    int(0),
+                    text("dist-info-0123456789ab"),
+                    int(0),
+                ];
+                put(tables, ids.order_lines, key(&[1, d, o, n]), row);
+            }
+        }
+    }
+    for i in 1..=ITEMS {
+        let row = vec![
+            int(100 + i % 9900),
+            text("item-name-0123456789"),
+            text("item data item data item data"),
+        ];
+        put(tables, ids.item, key(&[i]), row);
+        let mut row = vec![int(50), int(0), int(0), int(0)];
+        row.extend((0..10).map(|_| text("dist-info-0123456789ab")));
+        row.push(text("stock data stock data stock data stock"));
+        put(tables, ids.stock, key(&[1, i]), row);
+    }
+}
+
+/// One New-Order's input.
+struct Order {
+    d: i64,
+    c: i64,
+    items: Vec<i64>,
+    qtys: Vec<i64>,
+}
+
+fn order(rng: &mut SimRng) -> Order {
+    let count = 10;
+    Order {
+        d: 1 + rng.below(DISTRICTS as u64) as i64,
+        c: 1 + rng.below(CUSTOMERS_PER_DISTRICT as u64) as i64,
+        items: (0..count)
+            .map(|_| 1 + rng.below(ITEMS as u64) as i64)
+            .collect(),
+        qtys: (0..count).map(|_| 1 + rng.below(10) as i64).collect(),
+    }
+}
+
+fn order_request(o: &Order) -> Request {
+    body(json!({"w": 1, "d": o.d, "c": o.c, "items": o.items, "qtys": o.qtys, "now": 12345}))
+}
+
+fn field(fields: &Fields, slot: usize) -> i64 {
+    fields[slot].as_int().expect("a numeric field")
+}
+
+/// The same work as `new_order` in the script, through the same table operations.
+fn native_new_order(ids: &Ids, tables: &mut Tables, ws: &mut WriteSet, o: &Order) -> i64 {
+    let w = 1;
+    let tax_w = field(tables.get(ids.warehouse, &key(&[w])).expect("loaded"), 0);
+    let dk = key(&[w, o.d]);
+    let district = tables.get(ids.district, &dk).expect("loaded").clone();
+    let next = field(&district, 2);
+    let mut changed = (*district).clone();
+    changed[2] = int(next + 1);
+    tables
+        .patch(
+            ws,
+            ids.district,
+            &dk,
+            1 << 2,
+            &Arc::new(changed),
+            Some(&district),
+        )
+        .expect("exists");
+    let discount = field(
+        tables
+            .get(ids.customer, &key(&[w, o.d, o.c]))
+            .expect("loaded"),
+        0,
+    );
+    let count = o.items.len() as i64;
+    let order_row = vec![int(o.c), int(12345), Dynamic::UNIT, int(count), int(1)];
+    tables
+        .put(
+            ws,
+            ids.orders,
+            key(&[w, o.d, next]),
+            Arc::new(order_row),
+            true,
+        )
+        .expect("new");
+    tables
+        .put(
+            ws,
+            ids.new_orders,
+            key(&[w, o.d, next]),
+            Arc::new(vec![]),
+            true,
+        )
+        .expect("new");
+    let mut total = 0;
+    for (n, (&i, &qty)) in o.items.iter().zip(&o.qtys).enumerate() {
+        let price = field(tables.get(ids.item, &key(&[i])).expect("loaded"), 0);
+        let sk = key(&[w, i]);
+        let stock = tables.get(ids.stock, &sk).expect("loaded").clone();
+        let mut s = (*stock).clone();
+        let q = field(&stock, 0);
+        s[0] = int(if q >= qty + 10 { q - qty } else { q - qty + 91 });
+        s[1] = int(field(&stock, 1) + qty);
+        s[2] = int(field(&stock, 2) + 1);
+        let dist_info = s[4].clone();
+        tables
+            .patch(ws, ids.stock, &sk, 0b111, &Arc::new(s), Some(&stock))
+            .expect("exists");
+        let amount = qty * price;
+        total += amount;
+        let line = vec![int(i), int(w), int(qty), int(amount), dist_info];
+        let lk = key(&[w, o.d, next, n as i64 + 1]);
+        tables
+            .put(ws, ids.order_lines, lk, Arc::new(line), true)
+            .expect("new");
+    }
+    let tax_d = field(&district, 0);
+    total * (10000 - discount) * (10000 + tax_w + tax_d) / 100_000_000
+}
+
+/// Median µs per call of `batch` calls of `step`, over `batches` batches run by `rounds`.
+struct Timer {
+    samples: Vec<f64>,
+}
+
+impl Timer {
+    fn new() -> Timer {
+        Timer {
+            samples: Vec::new(),
+        }
+    }
+    fn time(&mut self, calls: usize, mut step: impl FnMut()) {
+        let started = Instant::now();
+        for _ in 0..calls {
+            step();
+        }
+        self.samples
+            .push(started.elapsed().as_secs_f64() * 1e6 / calls as f64);
+    }
+    fn median(&self) -> f64 {
+        let mut s = self.samples.clone();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    }
+    fn range(&self) -> (f64, f64) {
+        let min = self.samples.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = self.samples.iter().copied().fold(0.0, f64::max);
+        (min, max)
+    }
+}
+
+fn new_order(args: &Args) -> anyhow::Result<()> {
+    println!("## owner: New-Order-like handler, script against native (µs per call)\n");
+    let files = vec![("neworder.rhai".into(), NEW_ORDER_SCRIPT.into())];
+    let app = App::from_sources(TPCC_MANIFEST, files, Limits::default())?;
+    let ids = ids(&app);
+    let mut base = Tables::new(app.schema().tables.len());
+    let loading = Instant::now();
+    load(&ids, &mut base);
+    eprintln!(
+        "loaded {} rows in {:.1} s",
+        base.row_count(),
+        loading.elapsed().as_secs_f64()
+    );
+
+    let mut rng = SimRng::new(42);
+    let orders: Vec<Order> = (0..args.batch).map(|_| order(&mut rng)).collect();
+    let requests: Vec<Request> = orders.iter().map(order_request).collect();
+    let (mut script_tables, mut native_tables, mut snap_tables) =
+        (base.clone(), base.clone(), base);
+    let mut ws = WriteSet::default();
+    let mut record_bytes = Vec::new();
+    let (mut script, mut native, mut native_snap, mut empty, mut encode) = (
+        Timer::new(),
+        Timer::new(),
+        Timer::new(),
+        Timer::new(),
+        Timer::new(),
+    );
+    let mut encoded_total = 0usize;
+    for round in 0..args.batches + 1 {
+        let mut i = 0;
+        script.time(args.batch, || {
+            app.run_write(
+                "new_order",
+                &requests[i % requests.len()],
+                &mut script_tables,
+                &mut ws,
+            )
+            .expect("the script runs");
+            ws.clear();
+            i += 1;
+        });
+        let mut i = 0;
+        native.time(args.batch, || {
+            native_new_order(&ids, &mut native_tables, &mut ws, &orders[i % orders.len()]);
+            ws.clear();
+            i += 1;
+        });
+        // A snapshot every 64 calls, as the owner takes one per group.
+        let mut i = 0;
+        let mut snapshot = snap_tables.clone();
+        native_snap.time(args.batch, || {
+            if i % 64 == 0 {
+                snapshot = snap_tables.clone();
+            }
+            native_new_order(&ids, &mut snap_tables, &mut ws, &orders[i % orders.len()]);
+            ws.clear();
+            i += 1;
+        });
+        drop(snapshot);
+        // Encoding: the write set of one call, encoded again and again.
+        native_new_order(
+            &ids,
+            &mut native_tables,
+            &mut ws,
+            &orders[round % orders.len()],
+        );
+        encode.time(args.batch, || {
+            record::encode_writes(&mut record_bytes, ws.changes());
+        });
+        encoded_total = record_bytes.len();
+        ws.clear();
+        let mut i = 0;
+        empty.time(args.batch, || {
+            app.run_write(
+                "empty",
+                &requests[i % requests.len()],
+                &mut script_tables,
+                &mut ws,
+            )
+            .expect("the script runs");
+            i += 1;
+        });
+        if round == 0 {
+            // The first round warms caches and allocators: not counted.
+            for t in [
+                &mut script,
+                &mut native,
+                &mut native_snap,
+                &mut empty,
+                &mut encode,
+            ] {
+                t.samples.clear();
+            }
+        }
+    }
+    if script.samples.is_empty() {
+        bail!("no batches measured");
+    }
+    println!("| variant | median µs/call | range (batch medians) |");
+    println!("|---|---:|---|");
+    for (name, t) in [
+        ("script (Pure, Rhai)", &script),
+        ("native Rust, same maps and write set", &native),
+        ("native, a snapshot every 64 calls", &native_snap),
+        ("script `empty` handler, same request", &empty),
+        ("encoding the write set as a record", &encode),
+    ] {
+        let (lo, hi) = t.range();
+        println!("| {name} | {:.1} | {lo:.1}–{hi:.1} |", t.median());
+    }
+    println!();
+    println!(
+        "ratio script / native: {:.2}x; record: {encoded_total} bytes for 23 writes",
+        script.median() / native.median()
+    );
+    println!(
+        "split of the script call: call + request {:.1} µs, interpretation and glue {:.1} µs, map and write-set work {:.1} µs; encoding {:.1} µs; snapshot copying {:+.1} µs per call",
+        empty.median(),
+        script.median() - native.median() - empty.median(),
+        native.median(),
+        encode.median(),
+        native_snap.median() - native.median(),
+    );
+    Ok(())
+}
