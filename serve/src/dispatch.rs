@@ -102,13 +102,13 @@ impl Dispatch {
             return json_reply(StatusCode::BAD_REQUEST, &error);
         };
         let (parts, body) = request.into_parts();
-        let body = match self.read_body(&parts.headers, body).await {
+        let body = match self
+            .read_body(&parts.headers, body)
+            .await
+            .and_then(|b| parse_json(&b))
+        {
             Ok(body) => body,
-            Err(reply) => return reply,
-        };
-        let body = match parse_json(&body) {
-            Ok(body) => body,
-            Err(reply) => return reply,
+            Err(refusal) => return refusal.reply(),
         };
         let route = &self.routes[index];
         let result = self
@@ -145,7 +145,7 @@ impl Dispatch {
 
     /// Reads the whole body, refusing one over the limit: by its Content-Length before reading
     /// a byte, or as soon as a chunked body passes the limit.
-    async fn read_body(&self, headers: &HeaderMap, body: Incoming) -> Result<Bytes, Reply> {
+    async fn read_body(&self, headers: &HeaderMap, body: Incoming) -> Result<Bytes, Refusal> {
         let max = self.limits.max_bytes;
         let declared = headers
             .get(CONTENT_LENGTH)
@@ -160,18 +160,18 @@ impl Dispatch {
             }
             Ok(Err(error)) => {
                 let message = format!("could not read the request body: {error}");
-                Err(closing(json_reply(
+                Err(Refusal::closing(
                     StatusCode::BAD_REQUEST,
-                    &json!({ "error": message }),
-                )))
+                    json!({ "error": message }),
+                ))
             }
             Err(_) => {
                 let ms = self.limits.timeout.as_millis();
                 let message = format!("the request body did not arrive within {ms} ms");
-                Err(closing(json_reply(
+                Err(Refusal::closing(
                     StatusCode::REQUEST_TIMEOUT,
-                    &json!({ "error": message }),
-                )))
+                    json!({ "error": message }),
+                ))
             }
         }
     }
@@ -220,14 +220,46 @@ impl Dispatch {
     }
 }
 
-fn parse_json(body: &[u8]) -> Result<Value, Reply> {
+fn parse_json(body: &[u8]) -> Result<Value, Refusal> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
     serde_json::from_slice(body).map_err(|error| {
         let message = format!("malformed JSON body: {error}");
-        json_reply(StatusCode::BAD_REQUEST, &json!({ "error": message }))
+        Refusal {
+            status: StatusCode::BAD_REQUEST,
+            body: json!({ "error": message }),
+            close: false,
+        }
     })
+}
+
+/// A request refused before its handler ran (kept small: a `Reply` is built only to send it).
+struct Refusal {
+    status: StatusCode,
+    body: Value,
+    /// The rest of the request body was never read, so the stream cannot carry another request.
+    close: bool,
+}
+
+impl Refusal {
+    fn closing(status: StatusCode, body: Value) -> Refusal {
+        Refusal {
+            status,
+            body,
+            close: true,
+        }
+    }
+
+    fn reply(self) -> Reply {
+        let mut reply = json_reply(self.status, &self.body);
+        if self.close {
+            reply
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        reply
+    }
 }
 
 fn handler_error_reply(error: &HandlerError) -> Reply {
@@ -247,19 +279,12 @@ fn method_not_allowed(method: &Method, path: &str, allow: &[String]) -> Reply {
     reply
 }
 
-fn too_large(max: usize) -> Reply {
+fn too_large(max: usize) -> Refusal {
     let message = format!("the request body is larger than the limit of {max} bytes");
-    let body = json!({ "error": message, "limit_bytes": max });
-    closing(json_reply(StatusCode::PAYLOAD_TOO_LARGE, &body))
-}
-
-/// Marks a reply as the last on its connection: the rest of the request body was never read,
-/// so the stream cannot carry another request.
-fn closing(mut reply: Reply) -> Reply {
-    reply
-        .headers_mut()
-        .insert(CONNECTION, HeaderValue::from_static("close"));
-    reply
+    Refusal::closing(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        json!({ "error": message, "limit_bytes": max }),
+    )
 }
 
 pub fn json_reply(status: StatusCode, body: &Value) -> Reply {

@@ -31,21 +31,31 @@ fn concurrent_posts_and_reads() {
         })
         .collect();
     let handles: Vec<_> = (0..writers)
-        .map(|writer| std::thread::spawn(move || write_and_read_back(address, writer, posts_per_writer)))
+        .map(|writer| {
+            std::thread::spawn(move || write_and_read_back(address, writer, posts_per_writer))
+        })
         .collect();
     for handle in handles {
         handle.join().expect("writer");
     }
     stop.store(true, Relaxed);
-    let reads: usize = readers.into_iter().map(|handle| handle.join().expect("reader")).sum();
-    eprintln!("concurrent_posts_and_reads: {} posts, {reads} reads", writers * posts_per_writer);
+    let reads: usize = readers
+        .into_iter()
+        .map(|handle| handle.join().expect("reader"))
+        .sum();
+    eprintln!(
+        "concurrent_posts_and_reads: {} posts, {reads} reads",
+        writers * posts_per_writer
+    );
 
     let mut client = server.client();
     for writer in 0..writers {
         for player in 0..3 {
             let name = format!("w{writer}p{player}");
             let answer = client.get(&format!("/players/{name}")).json();
-            let posts = (0..posts_per_writer).filter(|post| post % 3 == player).count();
+            let posts = (0..posts_per_writer)
+                .filter(|post| post % 3 == player)
+                .count();
             assert_eq!(answer["posts"], posts, "{answer}");
         }
     }
@@ -60,19 +70,28 @@ fn write_and_read_back(address: std::net::SocketAddr, writer: usize, posts: usiz
         assert_eq!(answer.status, 200, "{}", answer.text());
         let answer = answer.json();
         let read = client.get(&format!("/players/{player}")).json();
-        assert!(read["posts"].as_u64() >= answer["posts"].as_u64(), "read {read} after write {answer}");
-        assert_eq!(read["best"], answer["best"], "read {read} after write {answer}");
+        assert!(
+            read["posts"].as_u64() >= answer["posts"].as_u64(),
+            "read {read} after write {answer}"
+        );
+        assert_eq!(
+            read["best"], answer["best"],
+            "read {read} after write {answer}"
+        );
     }
 }
 
 fn read_while_writing(address: std::net::SocketAddr, reader: usize, stop: &AtomicBool) -> usize {
     let mut client = crate::harness::Client::connect(address);
-    let mut last_posts = vec![0u64; 8];
+    let mut last_posts = [0u64; 8];
     let mut reads = 0;
     while !stop.load(Relaxed) {
         let top = client.get("/top?n=100").json();
         let entries = top.as_array().expect("array");
-        let mut names: Vec<&str> = entries.iter().map(|e| e["player"].as_str().expect("name")).collect();
+        let mut names: Vec<&str> = entries
+            .iter()
+            .map(|e| e["player"].as_str().expect("name"))
+            .collect();
         let ordered = entries.windows(2).all(|pair| {
             let (a, b) = (&pair[0], &pair[1]);
             (b["best"].as_i64(), a["player"].as_str()) < (a["best"].as_i64(), b["player"].as_str())
@@ -80,12 +99,20 @@ fn read_while_writing(address: std::net::SocketAddr, reader: usize, stop: &Atomi
         assert!(ordered, "top is out of order: {top}");
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), entries.len(), "a player appears twice in top: {top}");
+        assert_eq!(
+            names.len(),
+            entries.len(),
+            "a player appears twice in top: {top}"
+        );
         let writer = reads % 8;
         let read = client.get(&format!("/players/w{writer}p{reader}"));
         if read.status == 200 {
             let posts = read.json()["posts"].as_u64().expect("posts");
-            assert!(posts >= last_posts[writer], "posts went backwards: {posts} < {}", last_posts[writer]);
+            assert!(
+                posts >= last_posts[writer],
+                "posts went backwards: {posts} < {}",
+                last_posts[writer]
+            );
             last_posts[writer] = posts;
         }
         reads += 1;
@@ -134,7 +161,10 @@ fn reads_never_see_part_of_a_transaction() {
         writer.join().expect("writer");
     }
     stop.store(true, Relaxed);
-    let reads: usize = readers.into_iter().map(|reader| reader.join().expect("reader")).sum();
+    let reads: usize = readers
+        .into_iter()
+        .map(|reader| reader.join().expect("reader"))
+        .sum();
     eprintln!("reads_never_see_part_of_a_transaction: {reads} reads");
     let total: Value = client.get("/accounts/total").json();
     assert_eq!(total["total"], 1000);

@@ -67,31 +67,57 @@ fn check_recovered(client: &mut Client, model: &HashMap<String, PlayerModel>, co
     for (player, expected) in model {
         let response = client.get(&format!("/players/{player}"));
         if response.status == 404 {
-            assert_eq!(expected.acknowledged_posts, 0, "{context}: acknowledged {player} lost");
+            assert_eq!(
+                expected.acknowledged_posts, 0,
+                "{context}: acknowledged {player} lost"
+            );
             continue;
         }
         let answer = response.json();
         let posts = answer["posts"].as_u64().expect("posts");
         let best = answer["best"].as_i64().expect("best");
-        assert!(posts >= expected.acknowledged_posts, "{context}: {player} {answer} < {expected:?}");
-        assert!(posts <= expected.attempted_posts, "{context}: {player} {answer} > {expected:?}");
-        assert!(Some(best) >= expected.acknowledged_best, "{context}: {player} {answer} {expected:?}");
-        assert!(Some(best) <= expected.attempted_best, "{context}: {player} {answer} {expected:?}");
+        assert!(
+            posts >= expected.acknowledged_posts,
+            "{context}: {player} {answer} < {expected:?}"
+        );
+        assert!(
+            posts <= expected.attempted_posts,
+            "{context}: {player} {answer} > {expected:?}"
+        );
+        assert!(
+            Some(best) >= expected.acknowledged_best,
+            "{context}: {player} {answer} {expected:?}"
+        );
+        assert!(
+            Some(best) <= expected.attempted_best,
+            "{context}: {player} {answer} {expected:?}"
+        );
     }
 }
 
 /// Runs clients against the server until `stop` is set by the caller's closure.
-fn under_load(address: SocketAddr, model: &Model, clients: usize, seed: u64, during: impl FnOnce()) -> u64 {
+fn under_load(
+    address: SocketAddr,
+    model: &Model,
+    clients: usize,
+    seed: u64,
+    during: impl FnOnce(),
+) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..clients)
         .map(|index| {
             let (model, stop) = (model.clone(), stop.clone());
-            std::thread::spawn(move || post_until_stopped(address, model, stop, seed ^ index as u64))
+            std::thread::spawn(move || {
+                post_until_stopped(address, model, stop, seed ^ index as u64)
+            })
         })
         .collect();
     during();
     stop.store(true, Relaxed);
-    handles.into_iter().map(|handle| handle.join().expect("client")).sum()
+    handles
+        .into_iter()
+        .map(|handle| handle.join().expect("client"))
+        .sum()
 }
 
 #[test]
@@ -107,7 +133,11 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
     for cycle in 0..cycles {
         let mut server = launch.start();
         let context = format!("cycle {cycle} (seed {seed})");
-        check_recovered(&mut server.client(), &model.lock().expect("model"), &context);
+        check_recovered(
+            &mut server.client(),
+            &model.lock().expect("model"),
+            &context,
+        );
         let load = Duration::from_millis(rng.random_range(50..350));
         acknowledged_total += under_load(server.address, &model, 16, rng.random(), || {
             std::thread::sleep(load);
@@ -116,9 +146,16 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
         });
     }
     let server = launch.start();
-    check_recovered(&mut server.client(), &model.lock().expect("model"), "after the last cycle");
+    check_recovered(
+        &mut server.client(),
+        &model.lock().expect("model"),
+        "after the last cycle",
+    );
     eprintln!("kill_9_under_load: {cycles} cycles, {acknowledged_total} acknowledged posts");
-    assert!(acknowledged_total > cycles as u64, "the load must have posted something");
+    assert!(
+        acknowledged_total > cycles as u64,
+        "the load must have posted something"
+    );
     server.stop();
 }
 
@@ -139,13 +176,23 @@ fn sigterm_answers_in_flight_writes_and_exits_0() {
         assert!(acknowledged > 0);
     }
     let server = launch.start();
-    check_recovered(&mut server.client(), &model.lock().expect("model"), "after SIGTERM");
+    check_recovered(
+        &mut server.client(),
+        &model.lock().expect("model"),
+        "after SIGTERM",
+    );
     server.stop();
 }
 
 fn strace_available() -> bool {
     std::process::Command::new("strace")
-        .args(["-f", "-qq", "-e", "inject=fdatasync:error=EIO:when=1000", "true"])
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "inject=fdatasync:error=EIO:when=1000",
+            "true",
+        ])
         .output()
         .is_ok_and(|output| output.status.success())
 }
@@ -170,7 +217,8 @@ fn a_failed_sync_is_never_acknowledged_and_exits_10() {
         let mut acknowledged = Vec::new();
         let mut refused = 0;
         for post in 0..10_000 {
-            let body = serde_json::to_vec(&json!({"player": format!("p{post}"), "score": post})).expect("json");
+            let body = serde_json::to_vec(&json!({"player": format!("p{post}"), "score": post}))
+                .expect("json");
             match client.request("POST", "/scores", Some(&body)) {
                 Ok(response) if response.status == 200 => {
                     assert_eq!(refused, 0, "post {post} acknowledged after a refused one");
@@ -183,7 +231,12 @@ fn a_failed_sync_is_never_acknowledged_and_exits_10() {
                     }
                     if refused == 0 {
                         let health = client.get("/_pure/health");
-                        assert_eq!(health.status, 503, "health once poisoned: {}", health.text());
+                        assert_eq!(
+                            health.status,
+                            503,
+                            "health once poisoned: {}",
+                            health.text()
+                        );
                         assert!(health.json()["poisoned"].is_string());
                     }
                     refused += 1;
@@ -191,16 +244,32 @@ fn a_failed_sync_is_never_acknowledged_and_exits_10() {
                 Err(_) => break, // the process exited after its drain
             }
         }
-        assert!(refused > 0, "sync {failing_sync} failed, yet no write was refused");
+        assert!(
+            refused > 0,
+            "sync {failing_sync} failed, yet no write was refused"
+        );
         let status = server.wait();
-        assert_eq!(status.code(), Some(10), "exit status; stderr:\n{}", server.stderr_text());
-        eprintln!("failed sync {failing_sync}: {} acknowledged, {refused} refused", acknowledged.len());
+        assert_eq!(
+            status.code(),
+            Some(10),
+            "exit status; stderr:\n{}",
+            server.stderr_text()
+        );
+        eprintln!(
+            "failed sync {failing_sync}: {} acknowledged, {refused} refused",
+            acknowledged.len()
+        );
 
         let server = Launch::new(&scoreboard_dir(), data.path()).start();
         let mut client = server.client();
         for post in &acknowledged {
             let response = client.get(&format!("/players/p{post}"));
-            assert_eq!(response.status, 200, "acknowledged post {post} lost: {}", response.text());
+            assert_eq!(
+                response.status,
+                200,
+                "acknowledged post {post} lost: {}",
+                response.text()
+            );
         }
         server.stop();
     }

@@ -5,7 +5,9 @@ use std::net::TcpStream;
 
 use serde_json::json;
 
-use crate::harness::{read_response, scoreboard_dir, test_app_dir, Launch, Response, Server, WAIT_MAX};
+use crate::harness::{
+    read_response, scoreboard_dir, test_app_dir, Launch, Response, Server, WAIT_MAX,
+};
 
 fn start_scoreboard(flags: &[(&str, &str)]) -> (tempfile::TempDir, Server) {
     let data = tempfile::tempdir().expect("tempdir");
@@ -19,7 +21,10 @@ fn start_scoreboard(flags: &[(&str, &str)]) -> (tempfile::TempDir, Server) {
 fn assert_error(response: &Response, status: u16) -> String {
     assert_eq!(response.status, status, "{}", response.text());
     assert_eq!(response.header("content-type"), Some("application/json"));
-    let message = response.json()["error"].as_str().expect("an error string").to_string();
+    let message = response.json()["error"]
+        .as_str()
+        .expect("an error string")
+        .to_string();
     assert!(!message.is_empty());
     message
 }
@@ -44,18 +49,38 @@ fn unknown_routes_wrong_methods_and_bad_json() {
     let response = client.get("/scores");
     assert_error(&response, 405);
     assert_eq!(response.header("allow"), Some("POST"));
-    let response = client.request("DELETE", "/players/x", None).expect("answered");
+    let response = client
+        .request("DELETE", "/players/x", None)
+        .expect("answered");
     assert_error(&response, 405);
     assert_eq!(response.header("allow"), Some("GET"));
-    assert_error(&client.request("POST", "/_pure/health", Some(b"{}")).expect("answered"), 405);
+    assert_error(
+        &client
+            .request("POST", "/_pure/health", Some(b"{}"))
+            .expect("answered"),
+        405,
+    );
 
-    for body in [&b"{"[..], b"{\"player\": \"x\", \"score\": 1", b"nope", b"{\"a\":1}}", b"\xff\xfe"] {
-        let response = client.request("POST", "/scores", Some(body)).expect("answered");
+    for body in [
+        &b"{"[..],
+        b"{\"player\": \"x\", \"score\": 1",
+        b"nope",
+        b"{\"a\":1}}",
+        b"\xff\xfe",
+    ] {
+        let response = client
+            .request("POST", "/scores", Some(body))
+            .expect("answered");
         let message = assert_error(&response, 400);
         assert!(message.contains("JSON"), "{message}");
     }
     let deep = format!("{}1{}", "[".repeat(1000), "]".repeat(1000));
-    assert_error(&client.request("POST", "/scores", Some(deep.as_bytes())).expect("answered"), 400);
+    assert_error(
+        &client
+            .request("POST", "/scores", Some(deep.as_bytes()))
+            .expect("answered"),
+        400,
+    );
     assert_error(&client.get("/players/%zz"), 400);
     assert_error(&client.get("/top?n=%zz"), 400);
     // The connection survived every error above.
@@ -67,13 +92,17 @@ fn unknown_routes_wrong_methods_and_bad_json() {
 fn bodies_over_the_limit_get_413_before_being_read() {
     let (_data, server) = start_scoreboard(&[("--max-body", "1000")]);
     // The head alone announces 10 MB; the answer comes without a byte of body sent.
-    let response = raw(&server, b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n");
+    let response = raw(
+        &server,
+        b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n",
+    );
     let message = assert_error(&response, 413);
     assert!(message.contains("1000"), "{message}");
     assert_eq!(response.header("connection"), Some("close"));
 
     // A chunked body has no length up front: refused once it passes the limit.
-    let mut chunked = b"POST /scores HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut chunked =
+        b"POST /scores HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     for _ in 0..3 {
         chunked.extend_from_slice(b"200\r\n");
         chunked.extend_from_slice(&[b' '; 0x200]);
@@ -84,7 +113,9 @@ fn bodies_over_the_limit_get_413_before_being_read() {
     // Just under the limit is fine (and still validated by the app).
     let mut client = server.client();
     let padded = format!("{{\"player\": \"x\", \"score\": 1{}}}", " ".repeat(900));
-    let response = client.request("POST", "/scores", Some(padded.as_bytes())).expect("answered");
+    let response = client
+        .request("POST", "/scores", Some(padded.as_bytes()))
+        .expect("answered");
     assert_eq!(response.status, 200, "{}", response.text());
     server.stop();
 }
@@ -112,13 +143,22 @@ fn script_bugs_get_500_with_handler_file_line_and_column() {
     assert_error(&response, 500);
     let body = response.json();
     assert_eq!(body["handler"], "bug", "{body}");
-    assert!(body["file"].as_str().expect("file").ends_with("faulty.rhai"), "{body}");
+    assert!(
+        body["file"]
+            .as_str()
+            .expect("file")
+            .ends_with("faulty.rhai"),
+        "{body}"
+    );
     assert!(body["line"].as_u64().expect("line") > 0, "{body}");
     assert!(body["column"].as_u64().expect("column") > 0, "{body}");
 
     let response = client.get("/write-in-read");
     assert_error(&response, 500);
-    assert_eq!(client.get("/count/w").json(), json!({"name": "w", "value": 0}));
+    assert_eq!(
+        client.get("/count/w").json(),
+        json!({"name": "w", "value": 0})
+    );
 
     let response = client.post("/throw-status", &json!({}));
     assert_eq!(response.status, 409, "{}", response.text());
@@ -133,7 +173,10 @@ fn an_app_that_does_not_load_exits_with_status_3() {
     let output = launch.command().output().expect("run pure-serve");
     assert_eq!(output.status.code(), Some(3), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("broken.rhai"), "the error names the file: {stderr}");
+    assert!(
+        stderr.contains("broken.rhai"),
+        "the error names the file: {stderr}"
+    );
 }
 
 #[test]

@@ -20,7 +20,9 @@ pub fn binary() -> &'static str {
 }
 
 pub fn repo_path(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(relative)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative)
 }
 
 pub fn scoreboard_dir() -> PathBuf {
@@ -28,7 +30,9 @@ pub fn scoreboard_dir() -> PathBuf {
 }
 
 pub fn test_app_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps")
+        .join(name)
 }
 
 /// A running pure-serve process.
@@ -86,7 +90,10 @@ impl Launch {
 
 impl Server {
     pub fn start(mut command: Command) -> Server {
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = command.spawn().expect("spawn pure-serve");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
@@ -104,10 +111,17 @@ impl Server {
         let Ok(address) = ready.recv_timeout(WAIT_MAX) else {
             let _ = child.kill();
             let errors: Vec<String> = stderr_lines.try_iter().collect();
-            panic!("pure-serve did not print its ready line; stderr:\n{}", errors.join("\n"));
+            panic!(
+                "pure-serve did not print its ready line; stderr:\n{}",
+                errors.join("\n")
+            );
         };
         let address = address.parse().expect("the ready line holds host:port");
-        Server { child, address, stderr: stderr_lines }
+        Server {
+            child,
+            address,
+            stderr: stderr_lines,
+        }
     }
 
     pub fn client(&self) -> Client {
@@ -128,7 +142,10 @@ impl Server {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 return status;
             }
-            assert!(Instant::now() < deadline, "pure-serve did not exit within {WAIT_MAX:?}");
+            assert!(
+                Instant::now() < deadline,
+                "pure-serve did not exit within {WAIT_MAX:?}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -137,7 +154,12 @@ impl Server {
     pub fn stop(mut self) {
         self.signal(libc::SIGTERM);
         let status = self.wait();
-        assert_eq!(status.code(), Some(0), "clean shutdown; stderr:\n{}", self.stderr_text());
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "clean shutdown; stderr:\n{}",
+            self.stderr_text()
+        );
     }
 
     /// What the server wrote to stderr so far.
@@ -173,7 +195,11 @@ pub struct Response {
 impl Response {
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|error| {
-            panic!("status {} body is not JSON ({error}): {:?}", self.status, self.text())
+            panic!(
+                "status {} body is not JSON ({error}): {:?}",
+                self.status,
+                self.text()
+            )
         })
     }
 
@@ -182,7 +208,10 @@ impl Response {
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -194,7 +223,10 @@ pub struct Client {
 
 impl Client {
     pub fn connect(address: SocketAddr) -> Client {
-        Client { address, stream: None }
+        Client {
+            address,
+            stream: None,
+        }
     }
 
     pub fn get(&mut self, path: &str) -> Response {
@@ -203,15 +235,24 @@ impl Client {
 
     pub fn post(&mut self, path: &str, body: &Value) -> Response {
         let body = serde_json::to_vec(body).expect("serialize");
-        self.request("POST", path, Some(&body)).expect("POST answered")
+        self.request("POST", path, Some(&body))
+            .expect("POST answered")
     }
 
     /// Sends one request and reads its response. An I/O error (the server died) is returned,
     /// and the next request opens a new connection.
-    pub fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> std::io::Result<Response> {
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> std::io::Result<Response> {
         let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
         if let Some(body) = body {
-            head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+            head.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
         }
         head.push_str("\r\n");
         let mut bytes = head.into_bytes();
@@ -249,7 +290,10 @@ impl Client {
 pub fn read_response(stream: &mut impl BufRead) -> std::io::Result<Response> {
     let mut line = String::new();
     if stream.read_line(&mut line)? == 0 {
-        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed",
+        ));
     }
     let status = line
         .split_whitespace()
@@ -275,7 +319,11 @@ pub fn read_response(stream: &mut impl BufRead) -> std::io::Result<Response> {
         .unwrap_or(0);
     let mut body = vec![0; length];
     stream.read_exact(&mut body)?;
-    Ok(Response { status, headers, body })
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// The seed of a randomized test: `PURE_TEST_SEED` to replay, otherwise fresh; printed either way.
@@ -290,7 +338,11 @@ pub fn seed(test: &str) -> u64 {
 
 /// How much work the heavier tests do: 1 in CI, more with `PURE_TEST_SCALE`.
 pub fn scale() -> usize {
-    std::env::var("PURE_TEST_SCALE").ok().and_then(|text| text.parse().ok()).unwrap_or(1).max(1)
+    std::env::var("PURE_TEST_SCALE")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// Polls `condition` until it holds, failing the test after `WAIT_MAX`.

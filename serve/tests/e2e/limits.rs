@@ -56,7 +56,9 @@ fn mutated_bodies_get_4xx_and_change_nothing_else() {
     let (mut accepted, mut refused) = (0, 0);
     for round in 0..2_000 * scale() {
         let body = mutate(&mut rng, valid);
-        let response = client.request("POST", "/scores", Some(&body)).expect("answered");
+        let response = client
+            .request("POST", "/scores", Some(&body))
+            .expect("answered");
         match response.status {
             // A mutation can still be a valid post ("p1" -> "p3", 42 -> 49): then it counts.
             200 => {
@@ -71,7 +73,10 @@ fn mutated_bodies_get_4xx_and_change_nothing_else() {
                 accepted += 1;
             }
             400..=499 => refused += 1,
-            status => panic!("round {round} (seed {seed}): {status} for {:?}", String::from_utf8_lossy(&body)),
+            status => panic!(
+                "round {round} (seed {seed}): {status} for {:?}",
+                String::from_utf8_lossy(&body)
+            ),
         }
     }
     eprintln!("mutated_bodies: {accepted} accepted, {refused} refused");
@@ -79,26 +84,42 @@ fn mutated_bodies_get_4xx_and_change_nothing_else() {
     for (player, (best, posts)) in &model {
         let path = format!("/players/{}", percent_encode(player));
         let answer = client.get(&path).json();
-        assert_eq!(answer, json!({"player": player, "best": best, "posts": posts}));
+        assert_eq!(
+            answer,
+            json!({"player": player, "best": best, "posts": posts})
+        );
     }
     let top = client.get("/top?n=100").json();
-    assert_eq!(top.as_array().expect("array").len(), model.len().min(100), "no other players: {top}");
+    assert_eq!(
+        top.as_array().expect("array").len(),
+        model.len().min(100),
+        "no other players: {top}"
+    );
     server.stop();
 }
 
 pub fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (byte as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                (byte as char).to_string()
+            }
             _ => format!("%{byte:02X}"),
         })
         .collect()
 }
 
 fn resident_kib(server: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).expect("status");
-    let line = status.lines().find(|line| line.starts_with("VmRSS:")).expect("VmRSS");
-    line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("kB")
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).expect("status");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .expect("kB")
 }
 
 #[test]
@@ -114,17 +135,30 @@ fn oversized_bodies_are_refused_and_memory_stays_flat() {
             .expect("answered");
         assert_eq!(response.status, 413, "{}", response.text());
         // ...and so is a whole megabyte actually sent, whatever the server read of it.
-        let mut request = format!("POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", big.len()).into_bytes();
+        let mut request = format!(
+            "POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            big.len()
+        )
+        .into_bytes();
         request.extend_from_slice(&big);
         match client.exchange(&request) {
             Ok(response) => assert_eq!(response.status, 413, "{}", response.text()),
             // The server may close after answering 413 before the client finished sending.
-            Err(error) => assert!(matches!(error.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset), "{error}"),
+            Err(error) => assert!(
+                matches!(
+                    error.kind(),
+                    ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                ),
+                "{error}"
+            ),
         }
     }
     let after = resident_kib(&server);
     eprintln!("oversized_bodies: resident {before} KiB before, {after} KiB after");
-    assert!(after < before + 64 * 1024, "resident memory grew from {before} to {after} KiB");
+    assert!(
+        after < before + 64 * 1024,
+        "resident memory grew from {before} to {after} KiB"
+    );
     assert_eq!(client.get("/top").json(), json!([]));
     server.stop();
 }
@@ -165,7 +199,11 @@ fn slow_clients_are_cut_off_and_others_are_served() {
     wait_until("every slow client to be closed", || {
         for &index in &open {
             let at = sent % head.len();
-            let byte = if index % 2 == 0 { &head[at..at + 1] } else { b" " };
+            let byte = if index % 2 == 0 {
+                &head[at..at + 1]
+            } else {
+                b" "
+            };
             let _ = sockets[index].write(byte);
         }
         sent += 1;
@@ -176,7 +214,9 @@ fn slow_clients_are_cut_off_and_others_are_served() {
         served += 1;
         open.is_empty()
     });
-    eprintln!("slow_clients: {count} closed after {sent} rounds; {served} requests served meanwhile");
+    eprintln!(
+        "slow_clients: {count} closed after {sent} rounds; {served} requests served meanwhile"
+    );
     server.stop();
 }
 
@@ -187,9 +227,16 @@ fn idle_keep_alive_connections_are_closed() {
     assert_eq!(client.get("/top").status, 200);
     let mut stream = TcpStream::connect(server.address).expect("connect");
     stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-    stream.write_all(b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n").expect("write");
+    stream
+        .write_all(b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n")
+        .expect("write");
     let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
-    assert_eq!(crate::harness::read_response(&mut reader).expect("answer").status, 200);
+    assert_eq!(
+        crate::harness::read_response(&mut reader)
+            .expect("answer")
+            .status,
+        200
+    );
     let mut rest = Vec::new();
     // EOF: the server closed the idle connection (the read timeout would fail the test).
     reader.read_to_end(&mut rest).expect("closed by the server");
@@ -200,7 +247,9 @@ fn idle_keep_alive_connections_are_closed() {
 fn connections_past_the_cap_wait_and_are_served() {
     let (_data, server) = start(&[("--max-connections", "16"), ("--header-timeout-ms", "1000")]);
     // 48 idle connections: 16 hold every slot, the rest wait in the listen backlog.
-    let idle: Vec<TcpStream> = (0..48).map(|_| TcpStream::connect(server.address).expect("connect")).collect();
+    let idle: Vec<TcpStream> = (0..48)
+        .map(|_| TcpStream::connect(server.address).expect("connect"))
+        .collect();
     // A new client is served once the idle ones time out and free their slots.
     let mut client = server.client();
     assert_eq!(client.get("/top").status, 200);
@@ -219,7 +268,10 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
     // SAFETY: setrlimit is async-signal-safe; the child runs it alone before exec.
     unsafe {
         command.pre_exec(|| {
-            let limit = libc::rlimit { rlim_cur: 128, rlim_max: 128 };
+            let limit = libc::rlimit {
+                rlim_cur: 128,
+                rlim_max: 128,
+            };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -227,7 +279,9 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
         });
     }
     let server = Server::start(command);
-    let idle: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(server.address).expect("connect")).collect();
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(server.address).expect("connect"))
+        .collect();
     let mut probe = server.client();
     wait_until("accept to fail with EMFILE", || {
         let metrics = probe.get("/_pure/metrics").text();
@@ -235,7 +289,12 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
     });
     drop(idle);
     let mut client = server.client();
-    assert_eq!(client.post("/scores", &json!({"player": "a", "score": 1})).status, 200);
+    assert_eq!(
+        client
+            .post("/scores", &json!({"player": "a", "score": 1}))
+            .status,
+        200
+    );
     assert_eq!(client.get("/players/a").status, 200);
     server.stop();
 }

@@ -9,7 +9,13 @@ use serde_json::json;
 
 use crate::harness::{scale, seed, test_app_dir, Client, Launch};
 
-const RUNAWAYS: [&str; 5] = ["/loop", "/recurse", "/grow-string", "/grow-array", "/count-then-loop/c"];
+const RUNAWAYS: [&str; 5] = [
+    "/loop",
+    "/recurse",
+    "/grow-string",
+    "/grow-array",
+    "/count-then-loop/c",
+];
 
 /// Sends a random mix; returns how many counts of "c" were acknowledged.
 fn mixed_traffic(address: SocketAddr, seed: u64, requests: usize) -> u64 {
@@ -37,7 +43,10 @@ fn mixed_traffic(address: SocketAddr, seed: u64, requests: usize) -> u64 {
                 assert_eq!(response.status, 500, "{path}: {}", response.text());
                 let body = response.json();
                 assert!(body["error"].is_string(), "{path}: {body}");
-                assert!(body["line"].as_u64().is_some_and(|line| line > 0), "{path}: {body}");
+                assert!(
+                    body["line"].as_u64().is_some_and(|line| line > 0),
+                    "{path}: {body}"
+                );
             }
         }
     }
@@ -51,12 +60,20 @@ fn runaway_scripts_fail_alone_and_change_nothing() {
     let server = Launch::new(&test_app_dir("faulty"), data.path()).start();
     let address = server.address;
     let clients: Vec<_> = (0..4u64)
-        .map(|index| std::thread::spawn(move || mixed_traffic(address, seed + index, 150 * scale())))
+        .map(|index| {
+            std::thread::spawn(move || mixed_traffic(address, seed + index, 150 * scale()))
+        })
         .collect();
-    let counted: u64 = clients.into_iter().map(|client| client.join().expect("client")).sum();
+    let counted: u64 = clients
+        .into_iter()
+        .map(|client| client.join().expect("client"))
+        .sum();
     let mut client = server.client();
     // Every acknowledged count is there, and not one increment of count-then-loop survived.
-    assert_eq!(client.get("/count/c").json(), json!({"name": "c", "value": counted}));
+    assert_eq!(
+        client.get("/count/c").json(),
+        json!({"name": "c", "value": counted})
+    );
     assert_eq!(client.get("/_pure/health").status, 200);
     eprintln!("runaway_scripts: {counted} counts among the runaways");
     server.stop();

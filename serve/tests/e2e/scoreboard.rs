@@ -12,7 +12,12 @@ fn start() -> (tempfile::TempDir, Server) {
 
 fn post(client: &mut Client, player: &str, score: i64) -> Value {
     let response = client.post("/scores", &json!({ "player": player, "score": score }));
-    assert_eq!(response.status, 200, "post {player} {score}: {}", response.text());
+    assert_eq!(
+        response.status,
+        200,
+        "post {player} {score}: {}",
+        response.text()
+    );
     response.json()
 }
 
@@ -20,13 +25,28 @@ fn post(client: &mut Client, player: &str, score: i64) -> Value {
 fn posts_keep_the_best_score_and_count_posts() {
     let (_data, server) = start();
     let mut client = server.client();
-    assert_eq!(post(&mut client, "ann", 10), json!({"player": "ann", "best": 10, "posts": 1}));
-    assert_eq!(post(&mut client, "ann", 7), json!({"player": "ann", "best": 10, "posts": 2}));
-    assert_eq!(post(&mut client, "ann", 12), json!({"player": "ann", "best": 12, "posts": 3}));
-    assert_eq!(post(&mut client, "bob", -5), json!({"player": "bob", "best": -5, "posts": 1}));
+    assert_eq!(
+        post(&mut client, "ann", 10),
+        json!({"player": "ann", "best": 10, "posts": 1})
+    );
+    assert_eq!(
+        post(&mut client, "ann", 7),
+        json!({"player": "ann", "best": 10, "posts": 2})
+    );
+    assert_eq!(
+        post(&mut client, "ann", 12),
+        json!({"player": "ann", "best": 12, "posts": 3})
+    );
+    assert_eq!(
+        post(&mut client, "bob", -5),
+        json!({"player": "bob", "best": -5, "posts": 1})
+    );
     let response = client.get("/players/ann");
     assert_eq!(response.status, 200);
-    assert_eq!(response.json(), json!({"player": "ann", "best": 12, "posts": 3}));
+    assert_eq!(
+        response.json(),
+        json!({"player": "ann", "best": 12, "posts": 3})
+    );
     let response = client.get("/players/nobody");
     assert_eq!(response.status, 404);
     assert!(response.json()["error"].is_string(), "{}", response.text());
@@ -40,7 +60,10 @@ fn player_names_are_percent_decoded_and_measured_in_characters() {
     let name = "anne marie/ü?&";
     post(&mut client, name, 3);
     let response = client.get("/players/anne%20marie%2F%C3%BC%3F%26");
-    assert_eq!(response.json(), json!({"player": name, "best": 3, "posts": 1}));
+    assert_eq!(
+        response.json(),
+        json!({"player": name, "best": 3, "posts": 1})
+    );
     // 64 characters is the limit, not 64 bytes.
     let long: String = "é".repeat(64);
     post(&mut client, &long, 1);
@@ -54,7 +77,15 @@ fn player_names_are_percent_decoded_and_measured_in_characters() {
 fn top_orders_by_best_then_name_and_checks_n() {
     let (_data, server) = start();
     let mut client = server.client();
-    let posts = [("dan", 5), ("cat", 9), ("bea", 5), ("al", 1), ("eve", 9), ("cat", 2), ("al", 7)];
+    let posts = [
+        ("dan", 5),
+        ("cat", 9),
+        ("bea", 5),
+        ("al", 1),
+        ("eve", 9),
+        ("cat", 2),
+        ("al", 7),
+    ];
     for (player, score) in posts {
         post(&mut client, player, score);
     }
@@ -63,7 +94,10 @@ fn top_orders_by_best_then_name_and_checks_n() {
         {"player": "bea", "best": 5}, {"player": "dan", "best": 5},
     ]);
     assert_eq!(client.get("/top").json(), expected);
-    assert_eq!(client.get("/top?n=2").json(), json!(expected.as_array().expect("array")[..2]));
+    assert_eq!(
+        client.get("/top?n=2").json(),
+        json!(expected.as_array().expect("array")[..2])
+    );
     assert_eq!(client.get("/top?n=100").json(), expected);
     for bad in ["0", "101", "-1", "abc", "1.5", "", "99999999999999999999"] {
         let response = client.get(&format!("/top?n={bad}"));
@@ -81,7 +115,12 @@ fn top_holds_ten_by_default() {
         post(&mut client, &format!("p{index:02}"), index);
     }
     let top = client.get("/top").json();
-    let names: Vec<&str> = top.as_array().expect("array").iter().map(|e| e["player"].as_str().expect("name")).collect();
+    let names: Vec<&str> = top
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|e| e["player"].as_str().expect("name"))
+        .collect();
     let expected: Vec<String> = (5..15).rev().map(|index| format!("p{index:02}")).collect();
     assert_eq!(names, expected);
     server.stop();
@@ -138,8 +177,14 @@ fn malformed_posts_get_400_and_write_nothing() {
     }
     let response = client.request("POST", "/scores", None).expect("answered");
     assert_eq!(response.status, 400, "no body: {}", response.text());
-    assert_eq!(client.get("/players/x").json(), json!({"player": "x", "best": 5, "posts": 1}));
-    assert_eq!(client.get("/top?n=100").json(), json!([{"player": "x", "best": 5}]));
+    assert_eq!(
+        client.get("/players/x").json(),
+        json!({"player": "x", "best": 5, "posts": 1})
+    );
+    assert_eq!(
+        client.get("/top?n=100").json(),
+        json!([{"player": "x", "best": 5}])
+    );
     server.stop();
 }
 
@@ -154,8 +199,14 @@ fn state_survives_a_restart() {
     server.stop();
     let server = launch.start();
     let mut client = server.client();
-    assert_eq!(client.get("/players/ann").json(), json!({"player": "ann", "best": 10, "posts": 1}));
-    assert_eq!(post(&mut client, "ann", 30), json!({"player": "ann", "best": 30, "posts": 2}));
+    assert_eq!(
+        client.get("/players/ann").json(),
+        json!({"player": "ann", "best": 10, "posts": 1})
+    );
+    assert_eq!(
+        post(&mut client, "ann", 30),
+        json!({"player": "ann", "best": 30, "posts": 2})
+    );
     let top = json!([{"player": "ann", "best": 30}, {"player": "bob", "best": 20}]);
     assert_eq!(client.get("/top").json(), top);
     server.stop();
