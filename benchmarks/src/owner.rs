@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
-use pure_lang::{App, Dynamic, Fields, Key, KeyPart, Limits, Request, Tables, WriteSet};
+use pure_lang::{App, Dynamic, Fields, Key, Limits, Request, Tables, WriteSet};
 use pure_runtime::{record, Runtime, RuntimeOptions, SyncMode};
 use pure_store::sim::SimRng;
 use serde_json::json;
@@ -45,15 +45,71 @@ pub struct Args {
     /// Run only one part: "writes" or "neworder".
     #[arg(long)]
     only: Option<String>,
+    /// In the handler-cost part, run only the script or only the native variant (for counting
+    /// instructions with `perf stat`, which a shared machine's noise does not disturb).
+    #[arg(long)]
+    variant: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.only.as_deref() != Some("neworder") {
+    if args.only.is_none() || args.only.as_deref() == Some("limits") {
+        limits()?;
+    }
+    if args.only.is_none() || args.only.as_deref() == Some("writes") {
         writes(&args)?;
     }
-    if args.only.as_deref() != Some("writes") {
+    if args.only.is_none() || args.only.as_deref() == Some("neworder") {
         new_order(&args)?;
     }
+    Ok(())
+}
+
+// ---- part 0: how fast the default limits stop a runaway handler ----
+
+const RUNAWAY_SCRIPT: &str = r#"
+fn spin(req) { let n = 0; loop { n += 1; } }
+fn recurse(req) { recurse(req) }
+fn grow(req) { let s = "x"; loop { s += s; } }
+fn big_array(req) { let a = []; loop { a.push(1); } }
+fn slow_native(req) { loop { counters.scan((), (), 10000); } }
+"#;
+
+fn limits() -> anyhow::Result<()> {
+    println!("## owner: how soon the default limits stop a runaway handler\n");
+    println!("| handler | stopped by | after ms |");
+    println!("|---|---|---:|");
+    let files = vec![("runaway.rhai".into(), RUNAWAY_SCRIPT.into())];
+    let app = App::from_sources(WRITES_MANIFEST, files, Limits::default())?;
+    let mut tables = Tables::new(app.schema().tables.len());
+    let mut ws = WriteSet::default();
+    let counters = app.schema().table_id("counters").expect("declared");
+    for k in 0..10_000 {
+        tables
+            .put(
+                &mut ws,
+                counters,
+                Key::int(k),
+                Arc::new(vec![int(0), int(0)]),
+                true,
+            )
+            .map_err(anyhow::Error::msg)?;
+        ws.clear();
+    }
+    for handler in ["spin", "recurse", "grow", "big_array", "slow_native"] {
+        let started = Instant::now();
+        let error = app
+            .run_write(handler, &Request::default(), &mut tables, &mut ws)
+            .expect_err("a runaway handler is stopped");
+        let stopped = match &error {
+            pure_lang::HandlerError::Limit { limit, .. } => limit.clone(),
+            other => format!("{other}"),
+        };
+        println!(
+            "| {handler} | {stopped} | {:.1} |",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    println!();
     Ok(())
 }
 
@@ -331,7 +387,7 @@ fn text(s: &str) -> Dynamic {
 }
 
 fn key(parts: &[i64]) -> Key {
-    Key::from_parts(parts.iter().map(|p| KeyPart::Int(*p)).collect())
+    Key::ints(parts)
 }
 
 fn load(ids: &Ids, tables: &mut Tables) {
@@ -555,6 +611,29 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         Timer::new(),
     );
     let mut encoded_total = 0usize;
+    if let Some(variant) = &args.variant {
+        for _ in 0..args.batches {
+            for (i, (request, order)) in requests.iter().zip(&orders).enumerate() {
+                match variant.as_str() {
+                    "script" => {
+                        app.run_write("new_order", request, &mut script_tables, &mut ws)
+                            .expect("the script runs");
+                    }
+                    "native" => {
+                        native_new_order(&ids, &mut native_tables, &mut ws, order);
+                    }
+                    _ => bail!("--variant is script or native"),
+                }
+                ws.clear();
+                let _ = i;
+            }
+        }
+        println!(
+            "ran {} calls of the {variant} variant",
+            args.batches * requests.len()
+        );
+        return Ok(());
+    }
     for round in 0..args.batches + 1 {
         let mut i = 0;
         script.time(args.batch, || {

@@ -92,10 +92,14 @@ fn api_error(message: impl Into<String>) -> Box<EvalAltResult> {
 }
 
 fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
-    if let [one] = parts {
-        if let Ok(i) = one.as_int() {
-            return Ok(Key::int(i));
-        }
+    // Integer keys (the common case) are built inline, without allocating.
+    let mut ints = [0i64; 4];
+    if parts
+        .iter()
+        .zip(ints.iter_mut())
+        .all(|(p, slot)| p.as_int().map(|i| *slot = i).is_ok())
+    {
+        return Ok(Key::ints(&ints[..parts.len()]));
     }
     let parts = parts
         .iter()
@@ -156,8 +160,44 @@ fn fields_from_map(schema: &Schema, table: TableId, map: Map) -> Result<Fields, 
     Ok(Arc::new(fields))
 }
 
-fn put(schema: &Schema, table: Table, key: Key, map: Map, must_be_new: bool) -> Fallible<()> {
-    let fields = fields_from_map(schema, table.id, map).map_err(api_error)?;
+/// Fields in declared order (`[a, b]` for fields `a`, `b`): no names to look up.
+fn fields_from_array(
+    schema: &Schema,
+    table: TableId,
+    values: rhai::Array,
+) -> Result<Fields, String> {
+    let declared = &schema.table(table).fields;
+    if values.len() > declared.len() {
+        return Err(format!(
+            "table {} has {} fields, not {} (declared: {})",
+            schema.table(table).name,
+            declared.len(),
+            values.len(),
+            declared.join(", ")
+        ));
+    }
+    values.iter().try_for_each(check_storable)?;
+    let mut fields = values;
+    fields.resize(declared.len(), Dynamic::UNIT);
+    Ok(Arc::new(fields.into_iter().collect()))
+}
+
+/// The fields of a new row: a map of field names, or an array in declared order.
+fn fields_from(schema: &Schema, table: TableId, value: Dynamic) -> Result<Fields, String> {
+    if value.is_map() {
+        return fields_from_map(schema, table, value.cast::<Map>());
+    }
+    if value.is_array() {
+        return fields_from_array(schema, table, value.cast::<rhai::Array>());
+    }
+    Err(format!(
+        "a row is given as a map or an array, not {}",
+        value.type_name()
+    ))
+}
+
+fn put(schema: &Schema, table: Table, key: Key, row: Dynamic, must_be_new: bool) -> Fallible<()> {
+    let fields = fields_from(schema, table.id, row).map_err(api_error)?;
     with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
 }
 
@@ -214,6 +254,7 @@ pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>) {
     engine.register_fn("to_string", |e: &mut ApiError| e.0.clone());
     register_table_reads(engine);
     register_table_writes(engine, schema);
+    register_int_keys(engine, schema);
     register_row(engine, schema);
 
     let mut constants = Module::new();
@@ -266,24 +307,21 @@ fn register_table_writes(engine: &mut Engine, schema: &Arc<Schema>) {
     type D = Dynamic;
     for (name, must_be_new) in [("insert", true), ("put", false)] {
         let s = schema.clone();
-        engine.register_fn(name, move |t: &mut Table, a: D, m: Map| {
+        engine.register_fn(name, move |t: &mut Table, a: D, m: D| {
             put(&s, *t, key_of(&[&a])?, m, must_be_new)
         });
         let s = schema.clone();
-        engine.register_fn(name, move |t: &mut Table, a: D, b: D, m: Map| {
+        engine.register_fn(name, move |t: &mut Table, a: D, b: D, m: D| {
             put(&s, *t, key_of(&[&a, &b])?, m, must_be_new)
         });
         let s = schema.clone();
-        engine.register_fn(name, move |t: &mut Table, a: D, b: D, c: D, m: Map| {
+        engine.register_fn(name, move |t: &mut Table, a: D, b: D, c: D, m: D| {
             put(&s, *t, key_of(&[&a, &b, &c])?, m, must_be_new)
         });
         let s = schema.clone();
-        engine.register_fn(
-            name,
-            move |t: &mut Table, a: D, b: D, c: D, d: D, m: Map| {
-                put(&s, *t, key_of(&[&a, &b, &c, &d])?, m, must_be_new)
-            },
-        );
+        engine.register_fn(name, move |t: &mut Table, a: D, b: D, c: D, d: D, m: D| {
+            put(&s, *t, key_of(&[&a, &b, &c, &d])?, m, must_be_new)
+        });
     }
     engine.register_fn("update", |t: &mut Table, mut row: Row| -> Fallible<()> {
         if row.table != t.id {
@@ -301,6 +339,52 @@ fn register_table_writes(engine: &mut Engine, schema: &Arc<Schema>) {
     engine.register_fn("delete", |t: &mut Table, a: D, b: D, c: D, d: D| {
         delete(*t, key_of(&[&a, &b, &c, &d])?)
     });
+}
+
+/// Overloads with `i64` key parts (and a map or array row) for the common case. Rhai resolves a
+/// call by the hash of its argument types, and its resolution cache lives for one handler call:
+/// an exact match is one lookup, a match through `Dynamic` parameters tries combinations first.
+fn register_int_keys(engine: &mut Engine, schema: &Arc<Schema>) {
+    type I = i64;
+    engine.register_fn("get", |t: &mut Table, a: I| get(*t, Key::ints(&[a])));
+    engine.register_fn("get", |t: &mut Table, a: I, b: I| {
+        get(*t, Key::ints(&[a, b]))
+    });
+    engine.register_fn("get", |t: &mut Table, a: I, b: I, c: I| {
+        get(*t, Key::ints(&[a, b, c]))
+    });
+    engine.register_fn("get", |t: &mut Table, a: I, b: I, c: I, d: I| {
+        get(*t, Key::ints(&[a, b, c, d]))
+    });
+    engine.register_fn("exists", |t: &mut Table, a: I| exists(*t, Key::ints(&[a])));
+    engine.register_fn("exists", |t: &mut Table, a: I, b: I| {
+        exists(*t, Key::ints(&[a, b]))
+    });
+    engine.register_fn("delete", |t: &mut Table, a: I| delete(*t, Key::ints(&[a])));
+    engine.register_fn("delete", |t: &mut Table, a: I, b: I| {
+        delete(*t, Key::ints(&[a, b]))
+    });
+    engine.register_fn("delete", |t: &mut Table, a: I, b: I, c: I| {
+        delete(*t, Key::ints(&[a, b, c]))
+    });
+    for (name, must_be_new) in [("insert", true), ("put", false)] {
+        macro_rules! overload {
+            ($row:ty, $($k:ident),+) => {{
+                let s = schema.clone();
+                engine.register_fn(name, move |t: &mut Table, $($k: I,)+ row: $row| {
+                    put(&s, *t, Key::ints(&[$($k),+]), Dynamic::from(row), must_be_new)
+                });
+            }};
+        }
+        overload!(Map, a);
+        overload!(Map, a, b);
+        overload!(Map, a, b, c);
+        overload!(Map, a, b, c, d);
+        overload!(rhai::Array, a);
+        overload!(rhai::Array, a, b);
+        overload!(rhai::Array, a, b, c);
+        overload!(rhai::Array, a, b, c, d);
+    }
 }
 
 fn register_row(engine: &mut Engine, schema: &Arc<Schema>) {

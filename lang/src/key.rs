@@ -21,10 +21,15 @@ pub enum KeyPart {
     Str(ImmutableString),
 }
 
+/// Fills the unused parts of an inline key. With it, comparing two inline keys is comparing
+/// their four slots in order and then their lengths: a missing part sorts before every real
+/// part, and where a real part equals the filler the lengths still decide.
+const UNUSED: i64 = i64::MIN;
+
 /// A row's key. Construct with [`Key::from_parts`] so that equal keys have equal representations.
 #[derive(Clone, Debug)]
 pub enum Key {
-    /// One to four integer parts; `len` says how many of `ints` are used.
+    /// One to four integer parts; `len` says how many of `ints` are used, the rest are `UNUSED`.
     Ints {
         len: u8,
         ints: [i64; INLINE_INTS_MAX],
@@ -37,7 +42,21 @@ impl Key {
     pub fn int(value: i64) -> Key {
         Key::Ints {
             len: 1,
-            ints: [value, 0, 0, 0],
+            ints: [value, UNUSED, UNUSED, UNUSED],
+        }
+    }
+
+    /// The key of one to four integer parts, without an allocation.
+    pub fn ints(parts: &[i64]) -> Key {
+        assert!(
+            (1..=INLINE_INTS_MAX).contains(&parts.len()),
+            "1 to 4 parts inline"
+        );
+        let mut ints = [UNUSED; INLINE_INTS_MAX];
+        ints[..parts.len()].copy_from_slice(parts);
+        Key::Ints {
+            len: parts.len() as u8,
+            ints,
         }
     }
 
@@ -47,7 +66,7 @@ impl Key {
             && parts.len() <= INLINE_INTS_MAX
             && parts.iter().all(|p| matches!(p, KeyPart::Int(_)))
         {
-            let mut ints = [0; INLINE_INTS_MAX];
+            let mut ints = [UNUSED; INLINE_INTS_MAX];
             for (slot, part) in ints.iter_mut().zip(&parts) {
                 if let KeyPart::Int(i) = part {
                     *slot = *i;
@@ -138,8 +157,7 @@ impl Ord for Key {
             },
         ) = (self, other)
         {
-            let common = (*a_len).min(*b_len) as usize;
-            return a[..common].cmp(&b[..common]).then(a_len.cmp(b_len));
+            return a.cmp(b).then(a_len.cmp(b_len));
         }
         let common = self.len().min(other.len());
         for i in 0..common {

@@ -40,6 +40,12 @@ fn lines_add(req) {
     for o in 1..=3 { for n in 1..=2 { lines.insert(7, o, n, #{ qty: o * 10 + n }); } }
     lines.scan([7, 2], [7, 3], 10).map(|r| r.qty)
 }
+fn positional(req) {
+    players.insert(50, [1, 2, "fifty"]);
+    players.put("s", 2, [3]);
+    [players.get(50).name, players.get("s", 2).best, players.get("s", 2).name]
+}
+fn too_many(req) { players.insert(51, [1, 2, 3, 4]); }
 fn lines_last(req) { lines.last([7], [8]).qty }
 fn sum_lines(req) { let s = 0; for r in lines.scan((), (), 100) { s += r.qty; } s }
 fn spin(req) { loop { } }
@@ -165,6 +171,8 @@ fn get_insert_update_delete_scan_count() {
         ("lines_add", Value::Null, Ok(json!([21, 22]))),
         ("lines_last", Value::Null, Ok(json!(32))),
         ("returns_table", Value::Null, Err(500)),
+        ("positional", Value::Null, Ok(json!(["fifty", 3, null]))),
+        ("too_many", Value::Null, Err(500)),
     ]);
     assert_eq!(
         h.read("bump", json!({"id": 1, "best": 1}))
@@ -264,7 +272,7 @@ fn script_errors_name_handler_file_line_and_column() {
             message,
             ..
         } => {
-            assert_eq!((file.as_str(), line), ("a.rhai", 35), "{message}");
+            assert_eq!((file.as_str(), line), ("a.rhai", 41), "{message}");
         }
         other => panic!("expected a script error, got {other:?}"),
     }
