@@ -44,6 +44,12 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// Run read handlers with tokio's block_in_place, so that a slow read never delays the other
+    /// connections of its worker thread. Off by default: reads are short and bounded by the
+    /// script limits, and handing them off halved read throughput when measured.
+    #[arg(long)]
+    pub offload_reads: bool,
+
     /// Largest request body accepted; a larger one gets 413 without being read.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_body: usize,

@@ -16,7 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cli::Options;
-use crate::dispatch::{BodyLimits, Dispatch};
+use crate::dispatch::{Dispatch, RequestLimits};
 use crate::exit;
 use crate::listener::Listener;
 
@@ -36,9 +36,10 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
         .map_err(|error| exit::Failure::new(exit::LISTEN, error))?;
     let mut terminate = signal(SignalKind::terminate()).map_err(exit::Failure::internal)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(exit::Failure::internal)?;
-    let limits = BodyLimits {
-        max_bytes: options.max_body,
-        timeout: options.body_timeout(),
+    let limits = RequestLimits {
+        max_body_bytes: options.max_body,
+        body_timeout: options.body_timeout(),
+        offload_reads: options.offload_reads,
     };
     let (stop_sender, stop) = watch::channel(false);
     let max_connections = options.max_connections.clamp(1, u32::MAX as usize);
