@@ -1,23 +1,24 @@
 //! `pure-bench log`: what a durable commit costs on a directory's device.
 //!
-//! In one run, on the same file system: (a) the raw device limit — 4 KiB `pwrite` + `fdatasync`
-//! in a loop, once over a preallocated, already-written file (cycling over it), once appending to
-//! a growing file; (b) the store (`pure_store::Store`) committing groups of records, at several
-//! group sizes, with checkpoints written in the background so that its ring of log space is
-//! reused the way it is in steady state.
+//! In one run, on the same file system, side by side: (a) the raw device limit — a 4 KiB
+//! `pwrite` and an `fdatasync` in a loop, once over a preallocated, already-written file
+//! (cycling over it), once appending to a growing file; (b) the store (`pure_store::Store`)
+//! committing groups of records, at several group sizes, in steady state (its ring of log space
+//! already lapped, and reused behind background checkpoints). The measurements take turns in
+//! short slices so that the bursts of a shared machine's noise fall on all of them alike.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+mod committer;
+mod raw;
+
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use pure_store::{CheckpointDone, Store, StoreOptions, SyncMode};
 
 use crate::device::DeviceCounter;
-use crate::measure::{self, Measured, Window};
+use crate::measure::{self, Measured, Subject, Window};
+use committer::Committer;
 
 /// Measure the raw sync rate of a directory's device and the store's group commit on it.
 ///
@@ -34,18 +35,23 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 100)]
     pub record_bytes: usize,
 
-    /// Duration of each measurement, in seconds; fractions allowed (0.2). A run makes two raw
-    /// measurements plus one per group size, and spends extra time preparing files.
+    /// Measured time of each measurement, in seconds; fractions allowed (0.2). A run makes two
+    /// raw measurements plus one per group size, and spends extra time preparing files.
     #[arg(long, value_name = "SECONDS", default_value_t = 3.0, value_parser = parse_seconds)]
     pub seconds: f64,
+
+    /// The measurements take turns in slices of this many seconds until each has had --seconds,
+    /// so that bursts of other processes' I/O on a shared machine hit all of them alike.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.25, value_parser = parse_seconds)]
+    pub slice_seconds: f64,
 
     /// Group sizes for the store: records appended before each commit, comma-separated.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_values_t = [1, 16, 64, 256])]
     pub groups: Vec<usize>,
 
-    /// Log capacity given to the store, in MiB. A checkpoint is started in the background when
-    /// the log is half full, so a run that writes more than this laps the ring and measures
-    /// commits overwriting reused space (the steady state).
+    /// Log capacity given to each store, in MiB. Before measuring, the ring is lapped once with
+    /// large untimed commits, and while measuring a checkpoint is started in the background
+    /// whenever the log is half full: measured commits overwrite reused space (steady state).
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub log_mib: u64,
 
@@ -69,14 +75,6 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
-/// The raw loop writes blocks of this size, the size of a page and of most devices' blocks.
-const BLOCK: usize = 4096;
-/// Groups that lap the ring before a measurement: 16 records of 16 KiB, 256 KiB a commit.
-const LAP_GROUP_RECORDS: usize = 16;
-const LAP_RECORD_BYTES: u64 = 16 << 10;
-/// The checkpoint image the store is given: the benchmark has no state, only the log matters.
-const TINY_IMAGE: &[u8] = b"pure-bench log: no state";
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.groups.is_empty() || args.groups.contains(&0) {
         bail!("--groups needs group sizes of at least 1 record");
@@ -85,38 +83,62 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let counter = DeviceCounter::for_path(&work.path);
     let window = Window {
         duration: Duration::from_secs_f64(args.seconds),
+        slice: Duration::from_secs_f64(args.slice_seconds),
         dir: work.path.clone(),
         counter: counter.clone(),
     };
-    print_header(&args, counter.as_ref());
-    // Rows print as they are measured: a store failure still leaves the raw figures on screen.
-    let raw_prealloc = raw_prealloc(&work.path, args.raw_file_mib, &window)?;
-    row("raw 4K in place", &raw_prealloc, None);
-    let raw_append = raw_append(&work.path, &window)?;
-    row("raw 4K appending", &raw_append, None);
-    let mut groups = Vec::new();
+    let mut in_place = raw::InPlace::create(&work.path, args.raw_file_mib)?;
+    let mut append = raw::Append::create(&work.path)?;
+    let mut committers = Vec::new();
     for &group in &args.groups {
-        let run = store_group(&work.path, group, &args, &window)?;
-        row(
-            &format!("store, group {group}"),
-            &run.measured,
-            Some((run.checkpoints, run.laps)),
-        );
-        groups.push(run);
+        let dir = work.path.join(format!("store-g{group}"));
+        committers.push(Committer::create(
+            dir,
+            group,
+            args.record_bytes,
+            args.log_mib,
+        )?);
     }
+    let mut subjects: Vec<&mut dyn Subject> = vec![&mut in_place, &mut append];
+    subjects.extend(committers.iter_mut().map(|c| c as &mut dyn Subject));
+    let mut measured = measure::round_robin(&window, &mut subjects)?.into_iter();
+    let raw_prealloc = measured.next().expect("one figure per subject");
+    let raw_append = measured.next().expect("one figure per subject");
+    let groups = committers
+        .iter()
+        .zip(measured)
+        .map(|(c, measured)| GroupRun {
+            group: c.group(),
+            measured,
+            checkpoints: c.checkpoints_installed(),
+            laps: c.laps(),
+        })
+        .collect();
     let report = Report {
         args: &args,
+        counter,
         raw_prealloc,
         raw_append,
         groups,
     };
-    report.print_ratios();
-    report.print_notes();
+    report.print();
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report.json()).expect("a JSON value serializes");
         fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(())
+    in_place.remove()?;
+    append.remove()?;
+    committers.into_iter().try_for_each(Committer::remove)
+}
+
+/// The store at one group size.
+struct GroupRun {
+    group: usize,
+    measured: Measured,
+    /// Checkpoints installed while measuring.
+    checkpoints: u64,
+    /// How many times the log's end went round the ring, by the end.
+    laps: f64,
 }
 
 /// The run's own subdirectory of `--dir`, removed when the run ends, also on error.
@@ -156,270 +178,28 @@ impl Drop for WorkDir {
     }
 }
 
-/// A 4 KiB block whose first bytes change with every write, so no layer can skip it as unchanged.
-fn stamp(block: &mut [u8], n: u64) {
-    block[..8].copy_from_slice(&n.to_le_bytes());
-}
-
-fn raw_prealloc(dir: &Path, mib: u64, window: &Window) -> anyhow::Result<Measured> {
-    let path = dir.join("raw-prealloc");
-    let blocks = (mib.max(1) << 20) / BLOCK as u64;
-    let file = prealloc_file(&path, blocks)?;
-    let mut block = vec![0xA5u8; BLOCK];
-    let mut n = 0u64;
-    let measured = measure::measure("raw 4K in place", window, || {
-        stamp(&mut block, n);
-        file.write_all_at(&block, (n % blocks) * BLOCK as u64)
-            .context("raw pwrite")?;
-        file.sync_data().context("raw fdatasync")?;
-        n += 1;
-        Ok(1)
-    })?;
-    drop(file);
-    fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-    Ok(measured)
-}
-
-/// Writes `blocks` zero blocks (real writes, not fallocate) and syncs them, file and directory.
-fn prealloc_file(path: &Path, blocks: u64) -> anyhow::Result<File> {
-    let spinner = measure::spinner(&format!(
-        "zero-filling {} MiB",
-        (blocks * BLOCK as u64) >> 20
-    ));
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    let chunk = vec![0u8; 1 << 20];
-    let mut left = blocks * BLOCK as u64;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64) as usize;
-        file.write_all(&chunk[..n])
-            .with_context(|| format!("writing {}", path.display()))?;
-        left -= n as u64;
-    }
-    file.sync_all()
-        .with_context(|| format!("syncing {}", path.display()))?;
-    let parent = path.parent().expect("the file lives in the work directory");
-    File::open(parent)
-        .and_then(|d| d.sync_all())
-        .context("syncing the work directory")?;
-    spinner.finish_and_clear();
-    Ok(file)
-}
-
-fn raw_append(dir: &Path, window: &Window) -> anyhow::Result<Measured> {
-    let path = dir.join("raw-append");
-    let file = File::create_new(&path).with_context(|| format!("creating {}", path.display()))?;
-    let mut block = vec![0xA5u8; BLOCK];
-    let mut n = 0u64;
-    let measured = measure::measure("raw 4K appending", window, || {
-        stamp(&mut block, n);
-        file.write_all_at(&block, n * BLOCK as u64)
-            .context("raw append write")?;
-        file.sync_data().context("raw append fdatasync")?;
-        n += 1;
-        Ok(1)
-    })?;
-    drop(file);
-    fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-    Ok(measured)
-}
-
-/// The store at one group size, and how many checkpoints it installed meanwhile.
-struct GroupRun {
-    group: usize,
-    measured: Measured,
-    /// Checkpoints installed during the window.
-    checkpoints: u64,
-    /// How many times the log's end went round the ring, by the end of the window.
-    laps: f64,
-}
-
-fn store_group(dir: &Path, group: usize, args: &Args, window: &Window) -> anyhow::Result<GroupRun> {
-    let store_dir = dir.join(format!("store-g{group}"));
-    fs::create_dir(&store_dir).with_context(|| format!("creating {}", store_dir.display()))?;
-    let run = commit_groups(&store_dir, group, args, window)?;
-    fs::remove_dir_all(&store_dir).with_context(|| format!("removing {}", store_dir.display()))?;
-    Ok(run)
-}
-
-/// Opens a fresh store in `store_dir` and commits groups of `group` records for the window; the
-/// store is closed when this returns.
-fn commit_groups(
-    store_dir: &Path,
-    group: usize,
-    args: &Args,
-    window: &Window,
-) -> anyhow::Result<GroupRun> {
-    let options = StoreOptions {
-        sync: SyncMode::Always,
-        log_capacity_bytes: args.log_mib << 20,
-    };
-    let spinner = measure::spinner(&format!("opening the store ({} MiB log)", args.log_mib));
-    let mut store = Store::open(store_dir, options)
-        .map_err(store_error("opening the store"))?
-        .store;
-    let mut checkpoints = Checkpoints::default();
-    spinner.set_message("lapping the ring once before measuring");
-    lap_once(&mut store, &mut checkpoints)?;
-    spinner.finish_and_clear();
-    checkpoints.installed = 0;
-    let mut record = vec![0u8; args.record_bytes];
-    let mut n = 0u64;
-    let label = format!("store, group {group}");
-    let measured = measure::measure(&label, window, || {
-        checkpoints.tend(&mut store)?;
-        for _ in 0..group {
-            stamp_record(&mut record, n);
-            n += 1;
-            append(&mut store, &mut checkpoints, &record)?;
-        }
-        commit(&mut store, &mut checkpoints)?;
-        Ok(group as u64)
-    })?;
-    let laps = store.log_end_position() as f64 / store.log_capacity_bytes() as f64;
-    checkpoints.wait(&mut store)?;
-    Ok(GroupRun {
-        group,
-        measured,
-        checkpoints: checkpoints.installed,
-        laps,
-    })
-}
-
-/// Commits large groups, untimed, until the log's end has gone once round the ring: the
-/// measured commits then overwrite log space that the store used before and a checkpoint freed,
-/// which is the steady state of a long-running store, not a fresh log's first pass.
-fn lap_once(store: &mut Store, checkpoints: &mut Checkpoints) -> anyhow::Result<()> {
-    let capacity = store.log_capacity_bytes();
-    let record = vec![0x5Au8; (capacity / 64).clamp(1, LAP_RECORD_BYTES) as usize];
-    while store.log_end_position() < capacity {
-        checkpoints.tend(store)?;
-        for _ in 0..LAP_GROUP_RECORDS {
-            append(store, checkpoints, &record)?;
-        }
-        commit(store, checkpoints)?;
-    }
-    Ok(())
-}
-
-/// Records vary in content so that nothing below can compress or deduplicate them away.
-fn stamp_record(record: &mut [u8], n: u64) {
-    let bytes = n.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes();
-    for (i, b) in record.iter_mut().enumerate() {
-        *b = bytes[i % 8] ^ (i as u8);
-    }
-}
-
-/// Appends one record. `LogFull` here means the pending group reached the largest frame: commit
-/// it and go on (the benchmark's groups are far smaller, so this does not happen in a window).
-fn append(store: &mut Store, ckpt: &mut Checkpoints, record: &[u8]) -> anyhow::Result<()> {
-    loop {
-        match store.append(record) {
-            Ok(_) => return Ok(()),
-            Err(pure_store::Error::LogFull { .. }) => commit(store, ckpt)?,
-            Err(e) => return Err(store_error("append")(e)),
-        }
-    }
-}
-
-/// Commits, waiting for a checkpoint when the log is full (backpressure, as the runtime would).
-fn commit(store: &mut Store, ckpt: &mut Checkpoints) -> anyhow::Result<()> {
-    loop {
-        match store.commit() {
-            Ok(_) => return Ok(()),
-            Err(pure_store::Error::LogFull { .. }) => ckpt.free_space(store)?,
-            Err(e) => return Err(store_error("commit")(e)),
-        }
-    }
-}
-
-type CheckpointThread = JoinHandle<Result<CheckpointDone, pure_store::Error>>;
-
-/// Background checkpoints of a tiny image, so that the store may reuse its log space.
-#[derive(Default)]
-struct Checkpoints {
-    in_flight: Option<CheckpointThread>,
-    installed: u64,
-}
-
-impl Checkpoints {
-    /// Installs a finished checkpoint; starts one once the log is half full.
-    fn tend(&mut self, store: &mut Store) -> anyhow::Result<()> {
-        if self.in_flight.as_ref().is_some_and(|t| t.is_finished()) {
-            self.install(store)?;
-        }
-        if self.in_flight.is_none() && store.log_used_bytes() * 2 >= store.log_capacity_bytes() {
-            self.start(store)?;
-        }
-        Ok(())
-    }
-
-    /// The log is full: wait for a checkpoint (starting one if none runs) and install it.
-    fn free_space(&mut self, store: &mut Store) -> anyhow::Result<()> {
-        if self.in_flight.is_none() {
-            self.start(store)?;
-        }
-        self.install(store)
-    }
-
-    fn wait(&mut self, store: &mut Store) -> anyhow::Result<()> {
-        if self.in_flight.is_some() {
-            self.install(store)?;
-        }
-        Ok(())
-    }
-
-    fn start(&mut self, store: &Store) -> anyhow::Result<()> {
-        let mut writer = store
-            .checkpoint_writer(store.durable_lsn())
-            .map_err(store_error("checkpoint"))?;
-        self.in_flight = Some(std::thread::spawn(move || {
-            writer
-                .write_all(TINY_IMAGE)
-                .map_err(|source| pure_store::Error::Io {
-                    op: "writing the checkpoint image",
-                    path: PathBuf::new(),
-                    source,
-                })?;
-            writer.finish()
-        }));
-        Ok(())
-    }
-
-    fn install(&mut self, store: &mut Store) -> anyhow::Result<()> {
-        let thread = self
-            .in_flight
-            .take()
-            .expect("install is called with a checkpoint running");
-        let done = thread
-            .join()
-            .map_err(|_| anyhow!("the checkpoint thread panicked"))?
-            .map_err(store_error("checkpoint"))?;
-        store
-            .install_checkpoint(done)
-            .map_err(store_error("installing a checkpoint"))?;
-        self.installed += 1;
-        Ok(())
-    }
-}
-
-fn store_error(op: &'static str) -> impl FnOnce(pure_store::Error) -> anyhow::Error {
-    move |e| anyhow::Error::new(e).context(format!("store: {op}"))
-}
-
 /// Every figure of a run, for the table and the JSON.
 struct Report<'a> {
     args: &'a Args,
+    counter: Option<DeviceCounter>,
     raw_prealloc: Measured,
     raw_append: Measured,
     groups: Vec<GroupRun>,
 }
 
 impl Report<'_> {
+    fn print(&self) {
+        print_header(self.args, self.counter.as_ref());
+        row("raw 4K in place", &self.raw_prealloc, None);
+        row("raw 4K appending", &self.raw_append, None);
+        for g in &self.groups {
+            let label = format!("store, group {}", g.group);
+            row(&label, &g.measured, Some((g.checkpoints, g.laps)));
+        }
+        self.print_ratios();
+        self.print_notes();
+    }
+
     fn print_ratios(&self) {
         let Some(first) = self.groups.iter().find(|g| g.group == 1) else {
             return;
@@ -434,45 +214,63 @@ impl Report<'_> {
 
     fn print_notes(&self) {
         println!(
-            "What the numbers include: in-process, no network. raw = one 4 KiB pwrite + one \
-             fdatasync per sync (a record there is one 4 KiB block); in place cycles over a \
-             zero-filled, synced {} MiB file, appending grows a new file. store = appending the \
-             group's records + Store::commit (one group = one sync), latency per group, including \
-             any wait for log space. dev B/rec = growth of the device's sectors-written counter \
-             across the window and a syncfs after it, divided by records: it includes file-system \
-             metadata and journal, and whatever other processes wrote to the device meanwhile. \
-             CPU = user + system of the whole process, per sync. Before each store window the \
-             ring is lapped once with large untimed commits, so the window overwrites reused log \
-             space; laps = where the log ended / the {} MiB capacity; ckpts = checkpoints \
-             installed during the window (one starts in the background when the log is half \
-             full).",
-            self.args.raw_file_mib, self.args.log_mib
+            "What the numbers include: in-process, no network; each row was measured for {} s \
+             in turns of {} s, side by side. raw = one 4 KiB pwrite + one fdatasync per sync (a \
+             record there is one 4 KiB block); in place cycles over a zero-filled, synced {} MiB \
+             file, appending grows a new file. store = the group's appends + Store::commit (one \
+             group = one sync); latency per group, including any wait for log space and the \
+             checkpoint bookkeeping. dev B/rec = growth of the device's sectors-written counter \
+             over a turn and a syncfs after it, divided by the turn's records, median over the \
+             turns; (mean) = the same over all turns: file-system metadata and journal included, \
+             and also whatever other processes wrote to the device meanwhile. \
+             CPU = user + system of the whole process, per sync. Each store lapped its {} MiB \
+             ring once, untimed, before measuring, so measured commits overwrite reused log \
+             space; laps = where its log ended / capacity; ckpts = checkpoints installed while \
+             measuring (one starts in the background when the log is half full).",
+            self.args.seconds, self.args.slice_seconds, self.args.raw_file_mib, self.args.log_mib
         );
     }
 
-    fn json(&self) -> serde_json::Value {
-        let groups: Vec<serde_json::Value> = self
+    fn json(&self) -> LogJson {
+        let groups = self
             .groups
             .iter()
-            .map(|g| {
-                let m = &g.measured;
-                serde_json::json!({
-                    "group_records": g.group,
-                    "syncs_per_s": m.steps_per_s(),
-                    "records_per_s": m.records_per_s(),
-                    "p50_us": m.latency_us(0.5),
-                    "p99_us": m.latency_us(0.99),
-                    "p999_us": m.latency_us(0.999),
-                    "device_bytes_per_record": m.device_bytes_per_record(),
-                })
+            .map(|g| GroupJson {
+                group_records: g.group,
+                syncs_per_s: g.measured.steps_per_s(),
+                records_per_s: g.measured.records_per_s(),
+                p50_us: g.measured.latency_us(0.5),
+                p99_us: g.measured.latency_us(0.99),
+                p999_us: g.measured.latency_us(0.999),
+                device_bytes_per_record: g.measured.device_bytes_per_record(),
             })
             .collect();
-        serde_json::json!({
-            "raw_prealloc_syncs_per_s": self.raw_prealloc.steps_per_s(),
-            "raw_append_syncs_per_s": self.raw_append.steps_per_s(),
-            "groups": groups,
-        })
+        LogJson {
+            raw_prealloc_syncs_per_s: self.raw_prealloc.steps_per_s(),
+            raw_append_syncs_per_s: self.raw_append.steps_per_s(),
+            groups,
+        }
     }
+}
+
+/// The `--json` file, fields in this order (the issue's format).
+#[derive(serde::Serialize)]
+struct LogJson {
+    raw_prealloc_syncs_per_s: f64,
+    raw_append_syncs_per_s: f64,
+    groups: Vec<GroupJson>,
+}
+
+#[derive(serde::Serialize)]
+struct GroupJson {
+    group_records: usize,
+    syncs_per_s: f64,
+    records_per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    /// `null` when the file system has no block device counter.
+    device_bytes_per_record: Option<f64>,
 }
 
 fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
@@ -487,7 +285,7 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
         args.record_bytes
     );
     println!(
-        "{:<18} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9} {:>6} {:>6}",
+        "{:<18} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>6} {:>6}",
         "",
         "syncs/s",
         "records/s",
@@ -496,6 +294,7 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
         "p99.9 µs",
         "max µs",
         "dev B/rec",
+        "(mean)",
         "CPU µs/sy",
         "ckpts",
         "laps"
@@ -503,22 +302,28 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
 }
 
 fn row(label: &str, m: &Measured, ring: Option<(u64, f64)>) {
-    let device = match m.device_bytes_per_record() {
-        Some(v) => format!("{v:.0}"),
-        None => "n/a".to_string(),
-    };
+    let bytes = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
+    let (device, device_mean) = (
+        bytes(m.device_bytes_per_record()),
+        bytes(m.device_bytes_per_record_mean()),
+    );
     let (checkpoints, laps) = match ring {
         Some((c, l)) => (c.to_string(), format!("{l:.2}")),
         None => ("-".to_string(), "-".to_string()),
     };
+    let (rates, latencies) = (
+        format!("{:>9.0} {:>10.0}", m.steps_per_s(), m.records_per_s()),
+        format!(
+            "{:>8.0} {:>8.0} {:>9.0} {:>9.0}",
+            m.latency_us(0.5),
+            m.latency_us(0.99),
+            m.latency_us(0.999),
+            m.max_us()
+        ),
+    );
+    let cpu = m.cpu_us_per_step();
     println!(
-        "{label:<18} {:>9.0} {:>10.0} {:>8.0} {:>8.0} {:>9.0} {:>9.0} {device:>10} {:>9.1} {checkpoints:>6} {laps:>6}",
-        m.steps_per_s(),
-        m.records_per_s(),
-        m.latency_us(0.5),
-        m.latency_us(0.99),
-        m.latency_us(0.999),
-        m.max_us(),
-        m.cpu_us_per_step(),
+        "{label:<18} {rates} {latencies} {device:>9} {device_mean:>10} {cpu:>9.1} \
+         {checkpoints:>6} {laps:>6}"
     );
 }

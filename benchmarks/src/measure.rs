@@ -1,6 +1,8 @@
-//! One timed measurement window: run a step again and again for a fixed duration and collect what
-//! the reports need — the step's latency distribution, the bytes that reached the device, the
-//! CPU the process used — with a progress bar on stderr while it runs.
+//! Timed measurement of several subjects side by side: each runs its step again and again in
+//! short slices taken in turn (round robin) until each has run for the whole duration, so that
+//! the noise of a shared machine (other processes' I/O comes in bursts) falls on all of them
+//! alike and their ratios hold. Per subject it collects the step latency distribution, the bytes
+//! that reached the device and the CPU the process used, with a progress bar on stderr.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -13,31 +15,59 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::device::DeviceCounter;
 
+/// Something to measure: one step is one timed unit (for a sync benchmark, one sync).
+pub trait Subject {
+    fn label(&self) -> String;
+    /// Runs one step; returns how many records it made durable.
+    fn step(&mut self) -> anyhow::Result<u64>;
+}
+
 /// Where and how long to measure.
 pub struct Window {
+    /// Total measured time of each subject.
     pub duration: Duration,
-    /// A directory on the file system under test: flushed before and after each measurement so
-    /// that earlier dirty data does not land in it, and its own deferred writes do.
+    /// Length of one turn of one subject.
+    pub slice: Duration,
+    /// A directory on the file system under test: flushed around every slice so that no slice
+    /// inherits another's dirty data, and each is charged with its own deferred writes.
     pub dir: PathBuf,
     pub counter: Option<DeviceCounter>,
 }
 
-/// What one window measured.
+/// What the slices of one subject measured, summed.
 pub struct Measured {
     /// Steps completed (for a sync benchmark: syncs).
     pub steps: u64,
     /// Records made durable in all.
     pub records: u64,
+    /// Time spent in steps (the slices' wall time, without the flushes between them).
     pub elapsed: Duration,
     /// Step latency in nanoseconds.
     pub latency_ns: Histogram<u64>,
-    /// Bytes the device counter grew by, including the flush after the window.
+    /// Bytes the device counter grew by over the slices, each including the flush after it.
     pub device_bytes: Option<u64>,
-    /// User + system CPU of the whole process during the timed window.
+    /// The same per slice, divided by that slice's records.
+    pub slice_device_bytes_per_record: Vec<f64>,
+    /// User + system CPU of the whole process during the slices.
     pub cpu: Duration,
 }
 
+/// Latencies above this (a minute) are recorded as this.
+const LATENCY_MAX_NS: u64 = 60_000_000_000;
+
 impl Measured {
+    fn new(counted: bool) -> Measured {
+        Measured {
+            steps: 0,
+            records: 0,
+            elapsed: Duration::ZERO,
+            latency_ns: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
+                .expect("the bounds and 3 significant digits are a valid setting"),
+            device_bytes: counted.then_some(0),
+            slice_device_bytes_per_record: Vec::new(),
+            cpu: Duration::ZERO,
+        }
+    }
     pub fn steps_per_s(&self) -> f64 {
         self.steps as f64 / self.elapsed.as_secs_f64()
     }
@@ -50,79 +80,121 @@ impl Measured {
     pub fn max_us(&self) -> f64 {
         self.latency_ns.max() as f64 / 1000.0
     }
-    pub fn device_bytes_per_record(&self) -> Option<f64> {
+    /// Device bytes per record over all slices: the benchmark's own writes plus everything
+    /// else that reached the device meanwhile.
+    pub fn device_bytes_per_record_mean(&self) -> Option<f64> {
         Some(self.device_bytes? as f64 / self.records.max(1) as f64)
+    }
+    /// The median over slices of device bytes per record: a burst of other processes' writes
+    /// inflates a few slices, not the median.
+    pub fn device_bytes_per_record(&self) -> Option<f64> {
+        self.device_bytes?;
+        let mut per_slice = self.slice_device_bytes_per_record.clone();
+        per_slice.sort_by(f64::total_cmp);
+        let n = per_slice.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(per_slice[n / 2]),
+            _ => Some((per_slice[n / 2 - 1] + per_slice[n / 2]) / 2.0),
+        }
     }
     pub fn cpu_us_per_step(&self) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.steps.max(1) as f64
     }
 }
 
-/// Latencies above this (a minute) are recorded as this.
-const LATENCY_MAX_NS: u64 = 60_000_000_000;
-
-/// Runs `step` until the window's duration has passed (at least once). `step` returns how many
-/// records it made durable; its whole duration is one latency sample.
-pub fn measure(
-    label: &str,
+/// Measures every subject for `window.duration` in turns of `window.slice` (every subject runs
+/// at least one step per turn). Returns the figures in the subjects' order.
+pub fn round_robin(
     window: &Window,
-    mut step: impl FnMut() -> anyhow::Result<u64>,
-) -> anyhow::Result<Measured> {
-    let progress = progress_bar(label, window.duration);
+    subjects: &mut [&mut dyn Subject],
+) -> anyhow::Result<Vec<Measured>> {
+    let mut measured: Vec<Measured> = subjects
+        .iter()
+        .map(|_| Measured::new(window.counter.is_some()))
+        .collect();
+    let progress = progress_bar(window.duration * subjects.len() as u32);
+    loop {
+        let mut ran = false;
+        for (subject, m) in subjects.iter_mut().zip(&mut measured) {
+            let Some(left) = window
+                .duration
+                .checked_sub(m.elapsed)
+                .filter(|d| !d.is_zero())
+            else {
+                continue;
+            };
+            progress.set_message(subject.label());
+            run_slice(window, &mut **subject, m, left.min(window.slice))?;
+            ran = true;
+        }
+        if !ran {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    Ok(measured)
+}
+
+/// One turn: flush, run steps for `length` (at least one), flush, add to `m`.
+fn run_slice(
+    window: &Window,
+    subject: &mut dyn Subject,
+    m: &mut Measured,
+    length: Duration,
+) -> anyhow::Result<()> {
     flush_file_system(&window.dir)?;
     let device_before = window
         .counter
         .as_ref()
         .and_then(DeviceCounter::bytes_written);
     let cpu_before = process_cpu();
-    let mut latency_ns = Histogram::<u64>::new_with_bounds(1, LATENCY_MAX_NS, 3)
-        .expect("the bounds and 3 significant digits are a valid setting");
-    let (mut steps, mut records) = (0u64, 0u64);
     let start = Instant::now();
     let mut now = start;
-    while steps == 0 || now - start < window.duration {
+    let records_before = m.records;
+    let mut first = true;
+    while first || now - start < length {
+        first = false;
         let before = now;
-        records += step()?;
+        m.records += subject.step()?;
         now = Instant::now();
-        latency_ns.saturating_record((now - before).as_nanos() as u64);
-        steps += 1;
-        if steps % 64 == 0 {
-            progress.set_position((now - start).as_millis() as u64);
-        }
+        m.latency_ns
+            .saturating_record((now - before).as_nanos() as u64);
+        m.steps += 1;
     }
-    let elapsed = now - start;
-    let cpu = process_cpu().saturating_sub(cpu_before);
+    m.elapsed += now - start;
+    m.cpu += process_cpu().saturating_sub(cpu_before);
     flush_file_system(&window.dir)?;
     let device_after = window
         .counter
         .as_ref()
         .and_then(DeviceCounter::bytes_written);
-    let device_bytes = device_before
-        .zip(device_after)
-        .map(|(a, b)| b.saturating_sub(a));
-    progress.finish_and_clear();
-    Ok(Measured {
-        steps,
-        records,
-        elapsed,
-        latency_ns,
-        device_bytes,
-        cpu,
-    })
+    m.device_bytes = match (m.device_bytes, device_before, device_after) {
+        (Some(sum), Some(before), Some(after)) => {
+            let bytes = after.saturating_sub(before);
+            let records = (m.records - records_before).max(1);
+            m.slice_device_bytes_per_record
+                .push(bytes as f64 / records as f64);
+            Some(sum + bytes)
+        }
+        _ => None,
+    };
+    Ok(())
 }
 
-fn progress_bar(label: &str, duration: Duration) -> ProgressBar {
-    let bar = ProgressBar::new(duration.as_millis() as u64);
-    let style = ProgressStyle::with_template("{msg:<24} [{bar:30}] {elapsed}")
-        .expect("the template is valid")
-        .progress_chars("=> ");
+/// A spinner naming the subject being measured, with the elapsed and the expected total time.
+fn progress_bar(total: Duration) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    let style =
+        ProgressStyle::with_template("{spinner} measuring {msg:<18} {elapsed} of ~{prefix}")
+            .expect("the template is valid");
     bar.set_style(style);
-    bar.set_message(label.to_string());
+    bar.set_prefix(format!("{}s", total.as_secs_f64().ceil()));
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
 }
 
-/// A spinner for untimed preparation (preallocating files).
+/// A spinner for untimed preparation (preallocating files, lapping a ring).
 pub fn spinner(message: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_message(message.to_string());
@@ -130,8 +202,8 @@ pub fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
-/// `syncfs` on the file system holding `dir`: nothing dirty from before a window is left to be
-/// written during it, and whatever a window left dirty is counted in its bytes.
+/// `syncfs` on the file system holding `dir`: nothing dirty from before a slice is left to be
+/// written during it, and whatever a slice left dirty is counted in its bytes.
 pub fn flush_file_system(dir: &Path) -> anyhow::Result<()> {
     let handle = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     // SAFETY: the descriptor is open for the whole call; syncfs only reads it.
