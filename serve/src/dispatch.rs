@@ -73,7 +73,12 @@ impl Dispatch {
         let method = request.method().clone();
         let path = request.uri().path().to_string();
         if let Some(name) = path.strip_prefix("/_pure/") {
-            return (Label::Builtin, self.builtin(&method, name));
+            let label = if name == "metrics" {
+                Label::Metrics
+            } else {
+                Label::Health
+            };
+            return (label, self.builtin(&method, name));
         }
         match self.router.find(method.as_str(), &path) {
             RouteMatch::Found { index, params } => {

@@ -30,7 +30,8 @@ struct RouteCounters {
 #[derive(Clone, Copy, Debug)]
 pub enum Label {
     Route(usize),
-    Builtin,
+    Health,
+    Metrics,
     Unmatched,
 }
 
@@ -47,7 +48,8 @@ impl ServerMetrics {
             .iter()
             .map(|route| RouteCounters::new(&route.method, &route.path))
             .collect();
-        counters.push(RouteCounters::new("GET", "/_pure"));
+        counters.push(RouteCounters::new("GET", "/_pure/health"));
+        counters.push(RouteCounters::new("GET", "/_pure/metrics"));
         counters.push(RouteCounters::new("", "unmatched"));
         ServerMetrics {
             routes: counters,
@@ -60,7 +62,8 @@ impl ServerMetrics {
     pub fn record(&self, label: Label, status: u16, elapsed: Duration) {
         let index = match label {
             Label::Route(index) => index,
-            Label::Builtin => self.routes.len() - 2,
+            Label::Health => self.routes.len() - 3,
+            Label::Metrics => self.routes.len() - 2,
             Label::Unmatched => self.routes.len() - 1,
         };
         self.routes[index].record(status, elapsed);
@@ -71,25 +74,28 @@ impl ServerMetrics {
         let mut out = String::with_capacity(8 * 1024);
         self.render_requests(&mut out);
         render_runtime(&mut out, runtime);
-        let gauges = [
+        let figures = [
             (
                 "pure_http_connections_open",
                 "Connections open now.",
+                "gauge",
                 &self.connections_open,
             ),
             (
                 "pure_http_connections_total",
                 "Connections accepted.",
+                "counter",
                 &self.connections_total,
             ),
             (
                 "pure_http_accept_errors_total",
                 "Failed accepts (EMFILE...).",
+                "counter",
                 &self.accept_errors_total,
             ),
         ];
-        for (name, help, value) in gauges {
-            metric(&mut out, name, help, "gauge", value.load(Relaxed) as f64);
+        for (name, help, kind, value) in figures {
+            metric(&mut out, name, help, kind, value.load(Relaxed) as f64);
         }
         out
     }
