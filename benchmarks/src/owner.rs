@@ -587,20 +587,30 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     let files = vec![("neworder.rhai".into(), NEW_ORDER_SCRIPT.into())];
     let app = App::from_sources(TPCC_MANIFEST, files, Limits::default())?;
     let ids = ids(&app);
-    let mut base = Tables::new(app.schema().tables.len());
+    // Each variant gets its own tables, loaded separately: clones would share their nodes, and
+    // every first write would copy them, which is the cost of a snapshot, not of the handler.
+    let fresh = || {
+        let mut tables = Tables::new(app.schema().tables.len());
+        load(&ids, &mut tables);
+        tables
+    };
     let loading = Instant::now();
-    load(&ids, &mut base);
+    let mut script_tables = fresh();
     eprintln!(
         "loaded {} rows in {:.1} s",
-        base.row_count(),
+        script_tables.row_count(),
         loading.elapsed().as_secs_f64()
     );
+    let mut native_tables = fresh();
+    let mut snap_tables = if args.variant.is_none() {
+        fresh()
+    } else {
+        Tables::default()
+    };
 
     let mut rng = SimRng::new(42);
     let orders: Vec<Order> = (0..args.batch).map(|_| order(&mut rng)).collect();
     let requests: Vec<Request> = orders.iter().map(order_request).collect();
-    let (mut script_tables, mut native_tables, mut snap_tables) =
-        (base.clone(), base.clone(), base);
     let mut ws = WriteSet::default();
     let mut record_bytes = Vec::new();
     let (mut script, mut native, mut native_snap, mut empty, mut encode) = (

@@ -165,3 +165,27 @@ fn recovery_after_checkpoints_and_a_redeploy_keeps_the_data() {
     assert_eq!(state(&rt), after);
     rt.shutdown();
 }
+
+#[test]
+fn a_full_log_is_freed_by_a_checkpoint_and_writes_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // Background checkpoints never start (the interval is past the capacity): only the full log
+    // triggers one, on the syncer, before the group that did not fit is committed.
+    let options = RuntimeOptions {
+        sync: SyncMode::None,
+        log_capacity_bytes: 64 << 10,
+        checkpoint_interval_bytes: 1 << 30,
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app("ledger"), dir.path(), options.clone()).unwrap();
+    for i in 0..2000 {
+        transfer(&rt, i % 5, (i + 1) % 5, i, "").unwrap();
+    }
+    let before = state(&rt);
+    assert_eq!(check_ledger(&before), 2000);
+    assert!(rt.metrics().checkpoints_total >= 1, "{:?}", rt.metrics());
+    rt.shutdown();
+    let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+    assert_eq!(state(&rt), before);
+    rt.shutdown();
+}
