@@ -4,8 +4,8 @@
 //!
 //! Recovery only reads, except for idempotent steps: removing leftover temporary files,
 //! syncing the directory (so that the checkpoint chosen cannot vanish later), rewriting the
-//! recovered frames that no later frame acknowledged with the bytes they already have, and
-//! one `fdatasync` of the log. The rewrite and the sync make sure that everything recovered
+//! recovered frames that no later frame acknowledged with the bytes they already have,
+//! zeroing the header of a cut frame, and one `fdatasync` of the log. The rewrite and the sync make sure that everything recovered
 //! (and so possibly shown to clients) is on stable storage before new frames claim it
 //! acknowledged: the page cache may hold frames whose sync failed in the previous process,
 //! their pages "marked clean", so that a sync alone would not write them.
@@ -73,7 +73,7 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
     };
     let ring_bytes = read_ring(&*log, &log_path, &header)?;
     let replay = replay_log(&ring_bytes, &log_path, &header, start, covered)?;
-    harden(&*log, &log_path, &header, &ring_bytes, &replay)?;
+    harden(&*log, &log_path, &header, &ring_bytes, &replay, start)?;
     drop(ring_bytes);
     let store = build(io, dir, log, header, options, &replay, start, covered);
     Ok(Recovered {
@@ -155,14 +155,15 @@ fn replay_log(
 
 /// Makes what was recovered durable (see the module doc): rewrites, with the bytes they
 /// already have, the recovered frames that no later frame acknowledged (only the last one
-/// after a process that synced every group; all of them after one that never synced), then
-/// syncs once.
+/// after a process that synced every group; all of them after one that never synced), zeroes
+/// the header of a cut frame (see `recovery::torn_headers`), then syncs once.
 fn harden(
     log: &dyn IoFile,
     log_path: &Path,
     header: &LogHeader,
     ring_bytes: &[u8],
     replay: &Replay,
+    start: ChainState,
 ) -> Result<(), Error> {
     let unacknowledged = replay.marks.iter().enumerate().find(|(i, _)| {
         let next_first = replay
@@ -184,6 +185,12 @@ fn harden(
             .map_err(|e| io_error("write", log_path, e))?;
             position += len as u64;
         }
+    }
+    let limit = start.position + header.capacity;
+    for (position, len) in recovery::torn_headers(ring_bytes, replay.end.position, limit) {
+        let zeros = [0u8; HEADER_BYTES];
+        log.write_at(&zeros[..len], ring::file_offset(position, header.capacity))
+            .map_err(|e| io_error("write", log_path, e))?;
     }
     log.sync_data()
         .map_err(|e| io_error("fdatasync", log_path, e))

@@ -192,6 +192,30 @@ fn cut_at(ring: &[u8], position: u64, reason: String) -> Option<TailCut> {
     })
 }
 
+/// The places after `end` where a torn or foreign frame header sits, as (position, bytes to
+/// zero): where the writer may have put the next frame (at `end`, or at the next lap start). `open` zeroes these headers,
+/// so that a later partial overwrite can never complete a cut frame again (a frame torn in
+/// its second sector, whose missing bytes a new frame happens to rewrite identically, would
+/// otherwise come back as a ghost).
+pub fn torn_headers(ring: &[u8], end: u64, limit: u64) -> Vec<(u64, usize)> {
+    let capacity = ring.len() as u64;
+    let mut candidates = vec![end];
+    if !end.is_multiple_of(capacity) {
+        candidates.push(end + (capacity - end % capacity));
+    }
+    // Only free space is zeroed: from `end` up to `limit`, where the live part of the ring
+    // (from the replay start, one capacity long) would begin again.
+    candidates
+        .into_iter()
+        .filter(|&position| position < limit && !is_clean(ring, position))
+        .map(|position| {
+            let lap_rest = capacity - position % capacity;
+            let len = (HEADER_BYTES as u64).min(limit - position).min(lap_rest);
+            (position, len as usize)
+        })
+        .collect()
+}
+
 fn is_clean(ring: &[u8], position: u64) -> bool {
     match decode_at(ring, position) {
         Err(FrameError::Zeros) | Err(FrameError::Short) => true,
