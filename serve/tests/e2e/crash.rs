@@ -139,7 +139,7 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
             &context,
         );
         let load = Duration::from_millis(rng.random_range(50..350));
-        acknowledged_total += under_load(server.address, &model, 16, rng.random(), || {
+        acknowledged_total += under_load(server.address, &model, 64, rng.random(), || {
             std::thread::sleep(load);
             server.signal(libc::SIGKILL);
             server.wait();
@@ -197,9 +197,10 @@ fn strace_available() -> bool {
         .is_ok_and(|output| output.status.success())
 }
 
-/// Under strace, the k-th fdatasync of each thread fails with EIO. No post is acknowledged from
-/// the failed group on, writes get 503, health says poisoned, and the process exits with 10.
-/// A restart recovers every acknowledged post.
+/// Under strace, the k-th fdatasync or fsync (counted per thread) and every later one fail with
+/// EIO. No post is acknowledged from the failed group on, writes get 503, health says poisoned,
+/// reads go on, and the process exits with 10 after the drain. A restart recovers every
+/// acknowledged post.
 #[test]
 fn a_failed_sync_is_never_acknowledged_and_exits_10() {
     if !strace_available() {
@@ -210,7 +211,7 @@ fn a_failed_sync_is_never_acknowledged_and_exits_10() {
         let data = tempfile::tempdir().expect("tempdir");
         let fault = format!("inject=fdatasync,fsync:error=EIO:when={failing_sync}+");
         let launch = Launch::new(&scoreboard_dir(), data.path())
-            .flag("--poison-drain-ms", "300")
+            .flag("--poison-drain-ms", "1000")
             .wrapped(&["strace", "-f", "-qq", "-o", "/dev/null", "-e", &fault]);
         let mut server = launch.start();
         let mut client = server.client();
@@ -238,6 +239,8 @@ fn a_failed_sync_is_never_acknowledged_and_exits_10() {
                             health.text()
                         );
                         assert!(health.json()["poisoned"].is_string());
+                        // Reads go on from the last durable snapshot until the exit.
+                        assert_eq!(client.get("/top?n=1").status, 200);
                     }
                     refused += 1;
                 }
