@@ -216,3 +216,13 @@ fn a_record_larger_than_half_the_log_is_refused() {
     );
     assert_eq!(store.append(b"small").expect("append"), Lsn(1));
 }
+
+/// The runtime moves the store to its syncer thread and the writer to a background thread.
+#[test]
+fn store_writer_and_image_are_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Store>();
+    assert_send::<pure_store::CheckpointWriter>();
+    assert_send::<pure_store::CheckpointImage>();
+    assert_send::<pure_store::Recovered>();
+}
