@@ -334,8 +334,8 @@ fn new_order(req) {
         s.save();
         let amount = qty * it.price;
         total += amount;
-        order_lines.insert(w, d, o, n + 1, #{ i_id: i, supply_w_id: w, quantity: qty,
-            amount: amount, dist_info: s.dist_01 });
+        // Positional row (declared order): i_id, supply_w_id, quantity, amount, dist_info.
+        order_lines.insert(w, d, o, n + 1, [i, w, qty, amount, s.dist_01]);
     }
     total * (10000 - cust.discount) * (10000 + wh.tax + dist.tax) / 100000000
 }
@@ -632,7 +632,8 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
                     "native" => {
                         native_new_order(&ids, &mut native_tables, &mut ws, order);
                     }
-                    _ => bail!("--variant is script or native"),
+                    "load" => {}
+                    _ => bail!("--variant is script, native or load"),
                 }
                 ws.clear();
                 let _ = i;
