@@ -78,8 +78,10 @@ fn limits() -> anyhow::Result<()> {
     println!("## owner: how soon the default limits stop a runaway handler\n");
     println!("| handler | stopped by | after ms |");
     println!("|---|---|---:|");
-    let files = vec![("runaway.rhai".into(), RUNAWAY_SCRIPT.into())];
-    let app = App::from_sources(WRITES_MANIFEST, files, Limits::default())?;
+    let files: Vec<(String, String)> = vec![("runaway.rhai".into(), RUNAWAY_SCRIPT.into())];
+    let manifest =
+        r#"{ "name": "runaway", "routes": {}, "tables": { "counters": ["n", "total"] } }"#;
+    let app = App::from_sources(manifest, files.clone(), Limits::default())?;
     let mut tables = Tables::new(app.schema().tables.len());
     let mut ws = WriteSet::default();
     let counters = app.schema().table_id("counters").expect("declared");
@@ -95,6 +97,18 @@ fn limits() -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?;
         ws.clear();
     }
+    let operations_only = Limits {
+        wall_clock_max: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let counted = App::from_sources(manifest, files, operations_only)?;
+    let started = Instant::now();
+    let error = counted.run_write("spin", &Request::default(), &mut tables, &mut ws);
+    println!(
+        "| spin, operation limit only | {} | {:.1} |",
+        error.err().map_or("nothing".into(), |e| e.to_string()),
+        started.elapsed().as_secs_f64() * 1e3
+    );
     for handler in ["spin", "recurse", "grow", "big_array", "slow_native"] {
         let started = Instant::now();
         let error = app

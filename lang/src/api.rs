@@ -225,6 +225,11 @@ fn scan_rows(
             "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
         )));
     }
+    // A scan is one operation to Rhai but may take milliseconds: check the wall clock here too.
+    if crate::context::deadline_passed() {
+        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
+        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
+    }
     let (low, high) = (bound(low, true)?, bound(high, false)?);
     let rows =
         with_tables(|t| t.scan(table.id, low, high, reverse, limit as usize)).map_err(api_error)?;

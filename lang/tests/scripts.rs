@@ -48,10 +48,10 @@ fn positional(req) {
 fn too_many(req) { players.insert(51, [1, 2, 3, 4]); }
 fn lines_last(req) { lines.last([7], [8]).qty }
 fn sum_lines(req) { let s = 0; for r in lines.scan((), (), 100) { s += r.qty; } s }
-fn spin(req) { loop { } }
-fn deep(req) { deep(req) }
-fn grow(req) { let s = "x"; loop { s += s; } }
-fn scan_forever(req) { loop { lines.scan((), (), 100); } }
+fn spin(req) { players.insert(77, #{}); loop { } }
+fn deep(req) { players.delete(1); recurse(0) } fn recurse(n) { recurse(n + 1) }
+fn grow(req) { lines.delete(7, 1, 1); let s = "x"; loop { s += s; } }
+fn scan_forever(req) { let p = players.get(2); p.best = 0; p.save(); loop { lines.scan((), (), 100); } }
 fn bad_field(req) { players.get(1).nope }
 fn read_write(req) { players.insert(100, #{}); }
 fn throw_map(req) { throw #{ status: 409, message: "taken", id: 5 }; }
@@ -184,53 +184,62 @@ fn get_insert_update_delete_scan_count() {
 
 #[test]
 fn a_throw_or_a_limit_rolls_back_every_change() {
-    let limits = Limits {
-        wall_clock_max: Duration::from_millis(20),
+    // Operation, depth and size limits with a wall clock too long to interfere; the wall clock
+    // alone (no operation limit to speak of) for the handler that spends its time in scans.
+    let counted = Limits {
+        wall_clock_max: Duration::from_secs(60),
         ..Limits::default()
     };
-    let mut h = Harness::new(limits);
-    h.check(&[
-        (
-            "add",
-            json!({"id": 1, "best": 7, "name": "al"}),
-            Ok(json!({"best": 7, "posts": 1, "name": "al"})),
-        ),
-        (
-            "add",
-            json!({"id": 2, "best": 5, "name": "bo"}),
-            Ok(json!({"best": 5, "posts": 1, "name": "bo"})),
-        ),
-        ("lines_add", Value::Null, Ok(json!([21, 22]))),
-    ]);
-    let before = snapshot_json(&h);
-    let thrown = h.write("add_then_throw", json!({"id": 9})).unwrap_err();
-    assert_eq!(thrown.status(), 400);
-    assert_eq!(thrown.to_json(), json!({"error": "changed my mind"}));
-    assert_eq!(snapshot_json(&h), before);
-
-    for (handler, limit) in [
-        ("spin", "operations"),
-        ("deep", "call depth"),
-        ("grow", "size"),
-        ("scan_forever", "wall-clock time"),
+    let timed = Limits {
+        wall_clock_max: Duration::from_millis(20),
+        operations_max: u64::MAX / 2,
+        ..Limits::default()
+    };
+    for (handler, limit, limits) in [
+        ("add_then_throw", None, counted.clone()),
+        ("spin", Some("operations"), counted.clone()),
+        ("deep", Some("call depth"), counted.clone()),
+        ("grow", Some("size"), counted.clone()),
+        ("scan_forever", Some("wall-clock time"), timed),
     ] {
-        // Each limited handler first changes rows, then runs away.
-        let script_error = h.write(handler, Value::Null).unwrap_err();
-        match &script_error {
-            HandlerError::Limit {
-                limit: got,
-                handler: name,
-                file,
-                line,
-                ..
-            } => {
+        let mut h = Harness::new(limits);
+        h.check(&[
+            (
+                "add",
+                json!({"id": 1, "best": 7, "name": "al"}),
+                Ok(json!({"best": 7, "posts": 1, "name": "al"})),
+            ),
+            (
+                "add",
+                json!({"id": 2, "best": 5, "name": "bo"}),
+                Ok(json!({"best": 5, "posts": 1, "name": "bo"})),
+            ),
+            ("lines_add", Value::Null, Ok(json!([21, 22]))),
+        ]);
+        let before = snapshot_json(&h);
+        // Each of these handlers first changes rows, then throws or runs away.
+        let error = h.write(handler, json!({"id": 9})).unwrap_err();
+        match (&error, limit) {
+            (HandlerError::Thrown { status, body }, None) => {
+                assert_eq!((*status, body), (400, &json!({"error": "changed my mind"})));
+            }
+            (
+                HandlerError::Limit {
+                    limit: got,
+                    handler: name,
+                    file,
+                    line,
+                    ..
+                },
+                Some(limit),
+            ) => {
                 assert!(got.starts_with(limit), "{handler}: {got}");
                 assert_eq!((name.as_str(), file.as_str()), (handler, "a.rhai"));
                 assert!(*line > 0);
             }
-            other => panic!("{handler}: expected a limit, got {other:?}"),
+            (other, _) => panic!("{handler}: expected {limit:?}, got {other:?}"),
         }
-        assert_eq!(snapshot_json(&h), before, "{handler}");
+        assert_eq!(snapshot_json(&h), before, "{handler} left nothing behind");
     }
 }
 

@@ -33,8 +33,12 @@ fn writes_reads_and_every_kind_of_failure_roll_back() {
         let error = transfer(&rt, 3, 1, 7, fail).unwrap_err();
         assert_eq!(error.status(), status, "{fail}: {error}");
         if let Some(limit) = limit {
+            // On a loaded machine the wall clock may stop an endless loop before the operation
+            // count does: either limit keeps the promise.
+            let stopped =
+                |l: &str| l.starts_with(limit) || (fail == "spin" && l == "wall-clock time");
             assert!(
-                matches!(&error, HandlerError::Limit { limit: l, .. } if l.starts_with(limit)),
+                matches!(&error, HandlerError::Limit { limit: l, .. } if stopped(l)),
                 "{error}"
             );
         }
