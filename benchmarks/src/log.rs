@@ -42,7 +42,7 @@ pub struct Args {
 
     /// The measurements take turns in slices of this many seconds until each has had --seconds,
     /// so that bursts of other processes' I/O on a shared machine hit all of them alike.
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.25, value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.05, value_parser = parse_seconds)]
     pub slice_seconds: f64,
 
     /// Group sizes for the store: records appended before each commit, comma-separated.
