@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use pure_store::sim::{test_seed, Faults, SimDisk, SimRng};
+use pure_store::SyncMode;
 use pure_store::{Error, Store};
 
 use crate::harness::{checkpoint, open, record_bytes, recover_and_check, Model, Workload};
@@ -21,6 +22,7 @@ fn run(seed: u64, faults: Faults, groups: u32) -> (Arc<SimDisk>, Model, Option<S
         rng: SimRng::new(seed),
         groups,
         checkpoint_every: 4,
+        sync: SyncMode::Always,
     };
     workload.run(&mut store, &mut model);
     (disk, model, Some(store))
@@ -70,6 +72,7 @@ fn failed_sync_at_every_sync() {
             rng: SimRng::new(k),
             groups: 6,
             checkpoint_every: 3,
+            sync: SyncMode::Always,
         };
         workload.run(&mut store, &mut model);
         drop(store);

@@ -183,13 +183,6 @@ fn replay_ops(seed: u64, sync: SyncMode, ops: &[Op]) {
         sync,
     };
     for (i, op) in ops.iter().enumerate() {
-        if std::env::var("DEBUG_MODEL").is_ok() {
-            eprintln!(
-                "op {i} {op:?} end {} acked {}",
-                machine.store.log_end_position(),
-                machine.model.acked
-            );
-        }
         machine
             .apply(op)
             .unwrap_or_else(|e| panic!("op {i} {op:?}: {e}"));
