@@ -19,6 +19,11 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::dispatch::Dispatch;
 
+/// hyper's read buffer per connection. Its default (about 400 KiB) would let a thousand slow
+/// clients pin 400 MB.
+const READ_BUFFER_BYTES_MAX: usize = 64 << 10;
+/// The largest request head (request line and header fields): hyper answers 431 past it.
+const HEAD_BYTES_MAX: usize = 32 << 10;
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
 
@@ -94,6 +99,8 @@ impl Listener {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_timeout)
+            .max_buf_size(READ_BUFFER_BYTES_MAX)
+            .max_header_size(HEAD_BYTES_MAX)
             .keep_alive(true);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);

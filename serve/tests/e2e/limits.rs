@@ -123,7 +123,7 @@ fn resident_kib(server: &Server) -> u64 {
 }
 
 #[test]
-fn oversized_bodies_are_refused_and_memory_stays_flat() {
+fn oversized_bodies_and_heads_are_refused_and_memory_stays_flat() {
     let (_data, server) = start(&[("--max-body", "65536")]);
     let mut client = server.client();
     let before = resident_kib(&server);
@@ -152,6 +152,19 @@ fn oversized_bodies_are_refused_and_memory_stays_flat() {
                 "{error}"
             ),
         }
+    }
+    // Heads over 32 KiB or with over 100 fields: 431, connection closed.
+    for _ in 0..50 * scale() {
+        let mut head = b"GET /top HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
+        head.extend_from_slice(&[b'a'; 100_000]);
+        head.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(client.exchange(&head).expect("answered").status, 431);
+        let fields: String = (0..200).map(|i| format!("X-{i}: 1\r\n")).collect();
+        let head = format!("GET /top HTTP/1.1\r\nHost: t\r\n{fields}\r\n");
+        assert_eq!(
+            client.exchange(head.as_bytes()).expect("answered").status,
+            431
+        );
     }
     let after = resident_kib(&server);
     eprintln!("oversized_bodies: resident {before} KiB before, {after} KiB after");
