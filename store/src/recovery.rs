@@ -228,21 +228,34 @@ fn is_clean(ring: &[u8], position: u64) -> bool {
 /// acknowledged `state.next_lsn` or later: (its position, its acked LSN).
 fn acknowledging_frame(ring: &[u8], state: &ChainState) -> Option<(u64, u64)> {
     let capacity = ring.len() as u64;
-    let start_offset = state.position % capacity;
-    let magic = frame::MAGIC.to_le_bytes();
-    for distance in 1..capacity {
-        let offset = ((start_offset + distance) % capacity) as usize;
-        if ring[offset] != magic[0] || ring.get(offset..offset + 4) != Some(&magic[..]) {
-            continue;
-        }
-        let position = state.position + distance;
-        let Ok(frame) = frame::decode(&ring[offset..]) else {
-            continue;
-        };
-        let h = frame.header;
-        if h.position == position && h.acked_lsn >= state.next_lsn {
-            return Some((position, h.acked_lsn));
+    let start_offset = (state.position % capacity) as usize;
+    // The window after the damaged frame, in stream order: the rest of this lap, then the
+    // part of the next lap before it. `base` is the stream position of each part's offset 0.
+    let this_lap = state.position - start_offset as u64;
+    let parts = [
+        (start_offset + 1, ring.len(), this_lap),
+        (0, start_offset, this_lap + capacity),
+    ];
+    for (from, to, base) in parts {
+        let mut offset = from;
+        while let Some(found) = ring[offset..to].iter().position(|&b| b == MAGIC_FIRST_BYTE) {
+            offset += found;
+            if let Some(acked) = acknowledges(ring, offset, base + offset as u64, state.next_lsn) {
+                return Some((base + offset as u64, acked));
+            }
+            offset += 1;
         }
     }
     None
+}
+
+/// The first byte of the frame magic: the scan looks for it first (a fast byte search).
+const MAGIC_FIRST_BYTE: u8 = frame::MAGIC.to_le_bytes()[0];
+
+/// The `acked_lsn` of a valid frame at ring `offset` that sits at its own stream `position`
+/// and acknowledges `next_lsn` or later.
+fn acknowledges(ring: &[u8], offset: usize, position: u64, next_lsn: u64) -> Option<u64> {
+    let frame = frame::decode(&ring[offset..]).ok()?;
+    let h = frame.header;
+    (h.position == position && h.acked_lsn >= next_lsn).then_some(h.acked_lsn)
 }
