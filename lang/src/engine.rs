@@ -1,8 +1,8 @@
 //! The Rhai engine of an app: the sandbox and the limits.
 //!
 //! `Engine::new()` gives scripts no file, network or process access; this module keeps it that way
-//! (no module imports: the default resolver would read files; no `eval`; `print` and `debug`
-//! discarded) and bounds what one handler call may consume, so that a runaway handler stops with an
+//! (no modules: rhai is built with `no_module`, so `import` does not even parse, and the default
+//! resolver, which would read files, does not exist; no `eval`; `print` and `debug` discarded) and bounds what one handler call may consume, so that a runaway handler stops with an
 //! error for its own request and the owner goes on.
 
 use std::sync::Arc;
@@ -51,7 +51,6 @@ const CLOCK_CHECK_OPERATIONS: u64 = 256;
 
 pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
     let mut engine = Engine::new();
-    engine.set_module_resolver(rhai::module_resolvers::DummyModuleResolver::new());
     engine.disable_symbol("eval");
     engine.on_print(|_| {});
     engine.on_debug(|_, _, _| {});
