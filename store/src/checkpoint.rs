@@ -45,8 +45,10 @@ pub(crate) fn file_name(lsn: Lsn) -> String {
     format!("checkpoint-{:020}.ckpt", lsn.0)
 }
 
-fn tmp_name(lsn: Lsn) -> String {
-    format!("checkpoint-{:020}.tmp", lsn.0)
+/// A temporary name unique to one writer, so that two writers (even for the same LSN) never
+/// write into the same file.
+fn tmp_name(lsn: Lsn, salt: u64) -> String {
+    format!("checkpoint-{:020}-{salt:016x}.tmp", lsn.0)
 }
 
 /// The covered LSN of a checkpoint file name, if it is one.
@@ -207,7 +209,7 @@ impl CheckpointWriter {
         header: CheckpointHeader,
     ) -> Result<CheckpointWriter, Error> {
         let lsn = Lsn(header.covered_lsn);
-        let tmp_path = dir.join(tmp_name(lsn));
+        let tmp_path = dir.join(tmp_name(lsn, io.session_salt()));
         let file = io
             .create_file(&tmp_path)
             .map_err(|e| io_error("create", &tmp_path, e))?;
