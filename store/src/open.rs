@@ -27,33 +27,11 @@ pub const LOG_FILE_NAME: &str = "log";
 const LOG_TMP_NAME: &str = "log.tmp";
 
 pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result<Recovered, Error> {
-    io.create_dir_all(dir)
-        .map_err(|e| io_error("create directory", dir, e))?;
-    let names = io
-        .list_dir(dir)
-        .map_err(|e| io_error("list directory", dir, e))?;
-    remove_leftovers(&*io, dir, &names)?;
-    // A checkpoint renamed by a process that died before its directory sync is visible now
-    // but could still vanish on power loss: make it durable before its log space is reused.
-    io.sync_dir(dir)
-        .map_err(|e| io_error("sync directory", dir, e))?;
-    let log_path = dir.join(LOG_FILE_NAME);
+    let names = prepare_directory(&*io, dir)?;
     let newest = names.iter().filter_map(|n| checkpoint::parse_name(n)).max();
+    let log_path = dir.join(LOG_FILE_NAME);
     if !names.iter().any(|n| n == LOG_FILE_NAME) {
-        if let Some(lsn) = newest {
-            let reason = format!("log file missing while checkpoint {} exists", lsn.0);
-            return Err(Error::Corrupt {
-                path: log_path,
-                position: 0,
-                reason,
-            });
-        }
-        let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
-        let header = LogHeader {
-            capacity,
-            log_id: io.session_salt(),
-        };
-        ring::create(&*io, dir, &log_path, header)?;
+        create_log(&*io, dir, &log_path, newest, &options)?;
     }
     let log = io
         .open_file(&log_path)
@@ -61,15 +39,7 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
     let header = ring::read_header(&*log, &log_path)?;
     let (checkpoint, start, covered) = match newest {
         Some(lsn) => load_checkpoint(&*io, dir, lsn, &header)?,
-        None => (
-            None,
-            ChainState {
-                position: 0,
-                prev_crc: header.genesis_crc(),
-                next_lsn: 1,
-            },
-            0,
-        ),
+        None => (None, genesis(&header), 0),
     };
     let ring_bytes = read_ring(&*log, &log_path, &header)?;
     let replay = replay_log(&ring_bytes, &log_path, &header, start, covered)?;
@@ -82,6 +52,54 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
         records: replay.records,
         cut: replay.cut,
     })
+}
+
+/// Creates the directory if needed, removes leftovers, and syncs it; returns its entries.
+fn prepare_directory(io: &dyn Io, dir: &Path) -> Result<Vec<String>, Error> {
+    io.create_dir_all(dir)
+        .map_err(|e| io_error("create directory", dir, e))?;
+    let names = io
+        .list_dir(dir)
+        .map_err(|e| io_error("list directory", dir, e))?;
+    remove_leftovers(io, dir, &names)?;
+    // A checkpoint renamed by a process that died before its directory sync is visible now
+    // but could still vanish on power loss: make it durable before its log space is reused.
+    io.sync_dir(dir)
+        .map_err(|e| io_error("sync directory", dir, e))?;
+    Ok(names)
+}
+
+/// Creates the log of a new store. A missing log next to a checkpoint is damage, not a new
+/// store: the log is always created (and its rename made durable) before any checkpoint.
+fn create_log(
+    io: &dyn Io,
+    dir: &Path,
+    log_path: &Path,
+    newest_checkpoint: Option<Lsn>,
+    options: &StoreOptions,
+) -> Result<(), Error> {
+    if let Some(lsn) = newest_checkpoint {
+        return Err(Error::Corrupt {
+            path: log_path.to_path_buf(),
+            position: 0,
+            reason: format!("log file missing while checkpoint {} exists", lsn.0),
+        });
+    }
+    let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
+    let header = LogHeader {
+        capacity,
+        log_id: io.session_salt(),
+    };
+    ring::create(io, dir, log_path, header)
+}
+
+/// Where replay starts without a checkpoint: the first frame of the log.
+fn genesis(header: &LogHeader) -> ChainState {
+    ChainState {
+        position: 0,
+        prev_crc: header.genesis_crc(),
+        next_lsn: 1,
+    }
 }
 
 /// Removes temporary files of interrupted checkpoints and log creations: they were never
