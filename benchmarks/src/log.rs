@@ -52,11 +52,11 @@ pub struct Args {
     /// Log capacity given to each store, in MiB. Before measuring, the ring is lapped once with
     /// large untimed commits, and while measuring a checkpoint is started in the background
     /// whenever the log is half full: measured commits overwrite reused space (steady state).
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = parse_mib)]
     pub log_mib: u64,
 
     /// Size of the preallocated file of the raw in-place loop, in MiB; the loop cycles over it.
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = parse_mib)]
     pub raw_file_mib: u64,
 
     /// Also write the figures as JSON to this file: raw_prealloc_syncs_per_s,
@@ -64,6 +64,15 @@ pub struct Args {
     /// p50_us, p99_us, p999_us, device_bytes_per_record (null when the device has no counter).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+fn parse_mib(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(mib) if (1..=1 << 20).contains(&mib) => Ok(mib),
+        _ => Err(format!(
+            "expected a whole number of MiB from 1 to 1048576, got {text:?}"
+        )),
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -279,9 +288,10 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
         None => "no block device counter (tmpfs, overlay or btrfs?)".to_string(),
     };
     println!(
-        "pure-bench log: {} ({device}), {} s per measurement, records of {} B",
+        "pure-bench log: {} ({device}), {} s per row in turns of {} s, records of {} B",
         args.dir.display(),
         args.seconds,
+        args.slice_seconds,
         args.record_bytes
     );
     println!(
