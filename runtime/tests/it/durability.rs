@@ -178,3 +178,61 @@ fn a_failed_sync_stops_writes_and_reads_keep_the_durable_state() {
     assert!(seq == 1 || seq == 2, "{seq}");
     rt.shutdown();
 }
+
+#[test]
+fn a_full_queue_refuses_at_once_and_everything_accepted_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hook, gate) = gate();
+    let options = RuntimeOptions {
+        sync: SyncMode::None,
+        queue_capacity: 2,
+        commit_gate: Some(hook),
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+    let send = || rt.write("transfer", body(json!({"from": 1, "to": 2, "amount": 1})));
+    let mut accepted = vec![send().unwrap()];
+    wait_entered(&gate);
+    // The syncer holds group 1; the owner can hold one more group, the queue two writes: so
+    // within a few more writes one is refused, without blocking.
+    let mut refused = None;
+    for _ in 0..10 {
+        match send() {
+            Ok(reply) => accepted.push(reply),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    match refused {
+        Some(HandlerError::Unavailable { reason }) => assert!(reason.contains("full"), "{reason}"),
+        other => panic!("expected a refusal for a full queue, got {other:?}"),
+    }
+    // Release commits until every accepted write has its answer.
+    let count = accepted.len();
+    let mut answers = Vec::new();
+    for mut reply in accepted {
+        let answer = loop {
+            match reply.try_recv() {
+                Ok(answer) => break answer,
+                Err(TryRecvError::Empty) => {
+                    gate.release.send(()).unwrap();
+                    let _ = gate.entered.recv_timeout(Duration::from_millis(10));
+                }
+                Err(TryRecvError::Closed) => panic!("an accepted write was dropped"),
+            }
+        };
+        answers.push(answer.unwrap());
+    }
+    assert_eq!(
+        answers,
+        (1..=count as u64).map(|s| json!(s)).collect::<Vec<_>>()
+    );
+    assert_eq!(check_ledger(&state(&rt)), count as u64);
+    // Later releases are not needed: keep the gate open for shutdown.
+    for _ in 0..4 {
+        let _ = gate.release.send(());
+    }
+    rt.shutdown();
+}
