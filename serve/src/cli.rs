@@ -24,7 +24,7 @@ Exit codes:
 #[derive(Parser, Debug, Clone)]
 #[command(name = "pure-serve", version, after_help = EXIT_CODES)]
 pub struct Options {
-    /// The app directory: app.json (name and routes) and the .rhai scripts.
+    /// The app directory: app.json (name, tables, routes) and the .rhai scripts.
     pub app_dir: PathBuf,
 
     /// Where the app's state lives (log and checkpoints) [default: <APP_DIR>/data].
