@@ -278,9 +278,15 @@ fn connections_past_the_cap_wait_and_are_served() {
     let idle: Vec<TcpStream> = (0..48)
         .map(|_| TcpStream::connect(server.address).expect("connect"))
         .collect();
-    // A new client is served once the idle ones time out and free their slots.
+    // A new client is served once the idle ones time out and free their slots, and the server
+    // never held more connections than the cap.
     let mut client = server.client();
-    assert_eq!(client.get("/top").status, 200);
+    let metrics = client.get("/_pure/metrics").text();
+    let open = metric_value(&metrics, "pure_http_connections_open");
+    assert!(
+        (1.0..=16.0).contains(&open),
+        "{open} connections open past a cap of 16"
+    );
     drop(idle);
     assert_eq!(client.get("/_pure/health").status, 200);
     server.stop();
