@@ -60,7 +60,13 @@ fn flip(disk: &SimDisk, path: &Path, offset: u64, bit: u32) {
 
 #[test]
 fn bit_flips_in_the_last_frames() {
-    let seed = test_seed("bit_flips_in_the_last_frames", 11);
+    let first_seed = test_seed("bit_flips_in_the_last_frames", 11);
+    for seed in first_seed..first_seed + crate::harness::scale() {
+        bit_flips_in_the_last_frames_with(seed);
+    }
+}
+
+fn bit_flips_in_the_last_frames_with(seed: u64) {
     let built = build(seed);
     let (start, _) = built.ends[0];
     let (last_start, lsn_before_last) = built.ends[2];

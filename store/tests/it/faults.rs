@@ -30,7 +30,13 @@ fn run(seed: u64, faults: Faults, groups: u32) -> (Arc<SimDisk>, Model, Option<S
 
 #[test]
 fn failed_sync_at_every_sync() {
-    let seed = test_seed("failed_sync_at_every_sync", 21);
+    let first_seed = test_seed("failed_sync_at_every_sync", 21);
+    for seed in first_seed..first_seed + crate::harness::scale() {
+        failed_sync_at_every_sync_with(seed);
+    }
+}
+
+fn failed_sync_at_every_sync_with(seed: u64) {
     let (disk, _, _) = run(seed, Faults::default(), 40);
     let syncs = disk.syncs();
     let mut poisoned = 0;
@@ -88,7 +94,13 @@ fn failed_sync_at_every_sync() {
 
 #[test]
 fn disk_full_at_every_allocating_write() {
-    let seed = test_seed("disk_full_at_every_allocating_write", 22);
+    let first_seed = test_seed("disk_full_at_every_allocating_write", 22);
+    for seed in first_seed..first_seed + crate::harness::scale() {
+        disk_full_at_every_allocating_write_with(seed);
+    }
+}
+
+fn disk_full_at_every_allocating_write_with(seed: u64) {
     let (disk, _, _) = run(seed, Faults::default(), 40);
     let allocating = disk.alloc_writes();
     assert!(

@@ -63,7 +63,13 @@ fn commit_group(store: &mut Store, model: &mut Model, rng: &mut SimRng) {
 
 #[test]
 fn torn_tail_at_every_byte() {
-    let seed = test_seed("torn_tail_at_every_byte", 7);
+    let first_seed = test_seed("torn_tail_at_every_byte", 7);
+    for seed in first_seed..first_seed + crate::harness::scale() {
+        torn_tail_at_every_byte_with(seed);
+    }
+}
+
+fn torn_tail_at_every_byte_with(seed: u64) {
     let built = build(seed);
     let n = built.ends.len();
     let (start, _) = built.ends[n - 4];
