@@ -126,7 +126,7 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
     let mut rng = StdRng::seed_from_u64(seed);
     let data = tempfile::tempdir().expect("tempdir");
     // Small checkpoint interval: some kills land during checkpoints.
-    let launch = Launch::new(&scoreboard_dir(), data.path()).flag("--checkpoint-interval", "65536");
+    let launch = Launch::new(&scoreboard_dir(), data.path()).flag("--checkpoint-interval", "8192");
     let model: Model = Arc::default();
     let cycles = 50 * scale();
     let mut acknowledged_total = 0;
