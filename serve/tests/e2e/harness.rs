@@ -56,7 +56,9 @@ impl Launch {
             program: vec![binary().to_string()],
             app_dir: app_dir.to_path_buf(),
             data_dir: data_dir.to_path_buf(),
-            flags: Vec::new(),
+            // 8 MiB of log rather than the default 256: every test server preallocates its log
+            // by writing zeros, and dozens of them start during a run.
+            flags: vec!["--log-capacity".into(), (8 << 20).to_string()],
         }
     }
 
