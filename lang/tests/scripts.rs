@@ -334,3 +334,10 @@ fn compile_errors_name_file_line_and_column() {
         .expect("an error");
     assert!(matches!(e, LoadError::MissingHandler { .. }), "{e}");
 }
+
+#[test]
+fn an_app_is_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<App>();
+    shared::<HandlerError>();
+}

@@ -82,3 +82,9 @@ pub fn check_ledger(state: &Value) -> u64 {
     assert_eq!(accounts, model, "balances are the fold of the ops");
     seq
 }
+
+#[test]
+fn a_runtime_handle_is_shared_between_threads() {
+    fn shared<T: Clone + Send + Sync + 'static>() {}
+    shared::<Runtime>();
+}
