@@ -73,10 +73,10 @@ impl Dispatch {
         let method = request.method().clone();
         let path = request.uri().path().to_string();
         if let Some(name) = path.strip_prefix("/_pure/") {
-            let label = if name == "metrics" {
-                Label::Metrics
-            } else {
-                Label::Health
+            let label = match name {
+                "health" => Label::Health,
+                "metrics" => Label::Metrics,
+                _ => Label::Unmatched,
             };
             return (label, self.builtin(&method, name));
         }
@@ -123,18 +123,12 @@ impl Dispatch {
             Ok(body) => body,
             Err(refusal) => return refusal.reply(),
         };
-        let route = &self.routes[index];
-        let result = self
-            .run(
-                route,
-                Request {
-                    params,
-                    query,
-                    body,
-                },
-            )
-            .await;
-        match result {
+        let request = Request {
+            params,
+            query,
+            body,
+        };
+        match self.run(&self.routes[index], request).await {
             Ok(value) => json_reply(StatusCode::OK, &value),
             Err(error) => handler_error_reply(&error),
         }
