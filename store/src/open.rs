@@ -5,10 +5,10 @@
 //! Recovery only reads, except for idempotent steps: removing leftover temporary files,
 //! syncing the directory (so that the checkpoint chosen cannot vanish later), rewriting the
 //! recovered frames that no later frame acknowledged with the bytes they already have,
-//! zeroing the header of a cut frame, and one `fdatasync` of the log. The rewrite and the sync make sure that everything recovered
-//! (and so possibly shown to clients) is on stable storage before new frames claim it
-//! acknowledged: the page cache may hold frames whose sync failed in the previous process,
-//! their pages "marked clean", so that a sync alone would not write them.
+//! zeroing the header of a cut frame, and one `fdatasync` of the log. The rewrite and the sync
+//! make sure that everything recovered (and so possibly shown to clients) is on stable storage
+//! before new frames claim it acknowledged: the page cache may hold frames whose sync failed in
+//! the previous process, their pages "marked clean", so that a sync alone would not write them.
 
 use std::collections::VecDeque;
 use std::path::Path;

@@ -8,7 +8,8 @@
 //!   reported — unless some later frame of this lap window acknowledges an LSN at or past the
 //!   one that would be lost, which proves the damage is inside acknowledged data: `Corrupt`.
 //!
-//! This module only reads: recovery is a function of the bytes on disk.
+//! This module only reads: recovery is a function of the bytes on disk. (`open` then makes the
+//! result durable; see `open.rs`.)
 
 use crate::frame::{self, FrameError, HEADER_BYTES};
 use crate::{Lsn, Record, TailCut};
@@ -193,10 +194,10 @@ fn cut_at(ring: &[u8], position: u64, reason: String) -> Option<TailCut> {
 }
 
 /// The places after `end` where a torn or foreign frame header sits, as (position, bytes to
-/// zero): where the writer may have put the next frame (at `end`, or at the next lap start). `open` zeroes these headers,
-/// so that a later partial overwrite can never complete a cut frame again (a frame torn in
-/// its second sector, whose missing bytes a new frame happens to rewrite identically, would
-/// otherwise come back as a ghost).
+/// zero): where the writer may have put the next frame (at `end`, or at the next lap start).
+/// `open` zeroes these headers, so that a later partial overwrite can never complete a cut
+/// frame again (a frame torn in its second sector, whose missing bytes a new frame happens to
+/// rewrite identically, would otherwise come back as a ghost).
 pub fn torn_headers(ring: &[u8], end: u64, limit: u64) -> Vec<(u64, usize)> {
     let capacity = ring.len() as u64;
     let mut candidates = vec![end];

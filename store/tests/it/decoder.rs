@@ -7,7 +7,7 @@ use pure_store::frame::{self, FrameHeader};
 use pure_store::sim::SimDisk;
 use pure_store::Error;
 
-use crate::harness::{log_offset, log_path, open, record_bytes, recovered_state, scale, Model};
+use crate::harness::{config, log_offset, log_path, open, record_bytes, recovered_state, Model};
 
 fn valid_frame(records: &[Vec<u8>]) -> Vec<u8> {
     let mut bytes = vec![0u8; frame::HEADER_BYTES];
@@ -39,9 +39,11 @@ fn a_sealed_frame_decodes_to_its_records() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000 * scale() as u32, ..ProptestConfig::default() })]
+    #![proptest_config(config(2000))]
     #[test]
-    fn frame_decoder_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+    fn frame_decoder_never_panics_on_arbitrary_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..400),
+    ) {
         let _ = frame::decode(&bytes);
     }
 
@@ -63,7 +65,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300 * scale() as u32, ..ProptestConfig::default() })]
+    #![proptest_config(config(300))]
     #[test]
     fn recovery_of_a_damaged_ring_never_panics_nor_lies(
         seed in any::<u64>(),

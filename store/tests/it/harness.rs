@@ -18,6 +18,15 @@ pub fn scale() -> u64 {
         .max(1)
 }
 
+/// A proptest configuration of `cases` cases at CI scale.
+pub fn config(cases: u32) -> proptest::prelude::ProptestConfig {
+    let cases = cases * scale() as u32;
+    proptest::prelude::ProptestConfig {
+        cases,
+        ..proptest::prelude::ProptestConfig::default()
+    }
+}
+
 pub fn sim_dir() -> PathBuf {
     PathBuf::from("/sim/store")
 }

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use pure_store::sim::{Faults, SimDisk};
 use pure_store::{Error, Lsn, Store, SyncMode};
 
-use crate::harness::{checkpoint, open_in_mode, record_bytes, scale, Model};
+use crate::harness::{checkpoint, config, open_in_mode, record_bytes, Model};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -109,7 +109,7 @@ impl Machine {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000 * scale() as u32, ..ProptestConfig::default() })]
+    #![proptest_config(config(1000))]
     #[test]
     fn store_matches_model(
         seed in any::<u64>(),
