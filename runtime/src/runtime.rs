@@ -231,7 +231,8 @@ impl Runtime {
                 "pure-runtime: WARNING: sync none: writes are not durable against power loss"
             );
         }
-        let group_bytes_max = (store.log_capacity_bytes() / 8).clamp(4096, 4 << 20) as usize;
+        // A frame holds at most half the log; groups stay under a quarter (see `Owner`).
+        let group_bytes_max = (store.log_capacity_bytes() / 8).min(4 << 20) as usize;
         let shared = Arc::new(Shared {
             app: Arc::new(app),
             published: Mutex::new(Arc::new(Snapshot::new(

@@ -6,7 +6,9 @@ mod transcript;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
+use pure_lang::Limits;
 use pure_runtime::{App, HandlerError, Request, Runtime};
 use serde_json::{json, Value};
 
