@@ -12,11 +12,18 @@ use pure_lang::Limits;
 use pure_runtime::{App, HandlerError, Request, Runtime};
 use serde_json::{json, Value};
 
+/// A test app, with the default limits except a long wall clock: these tests run on a loaded
+/// 2-core machine, where wall-clock time also runs while a thread waits for a core (the wall
+/// clock has its own test in pure-lang).
 pub fn app(name: &str) -> App {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/apps")
         .join(name);
-    App::load(&dir).unwrap_or_else(|e| panic!("test app {name}: {e}"))
+    let limits = Limits {
+        wall_clock_max: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    App::load_with(&dir, limits).unwrap_or_else(|e| panic!("test app {name}: {e}"))
 }
 
 pub fn body(body: Value) -> Request {
