@@ -233,6 +233,10 @@ fn scan_rows(
     let (low, high) = (bound(low, true)?, bound(high, false)?);
     let rows =
         with_tables(|t| t.scan(table.id, low, high, reverse, limit as usize)).map_err(api_error)?;
+    if !crate::context::take_scan_rows(rows.len() as u64) {
+        let limit = Dynamic::from(crate::engine::SCAN_LIMIT);
+        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
+    }
     Ok(rows
         .into_iter()
         .map(|(key, fields)| Row::new(table.id, key, fields))

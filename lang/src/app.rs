@@ -238,7 +238,8 @@ impl App {
             });
         };
         let argument = value::request_to_dynamic(request);
-        context::install(context, Instant::now() + self.limits.wall_clock_max);
+        let deadline = Instant::now() + self.limits.wall_clock_max;
+        context::install(context, deadline, self.limits.scan_rows_max);
         let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
         let result = self.engine.call_fn_with_options::<Dynamic>(
             options,

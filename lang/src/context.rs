@@ -22,6 +22,8 @@ thread_local! {
     static CONTEXT: RefCell<Context> = const { RefCell::new(Context::Idle) };
     /// When the running handler's wall-clock budget ends (checked from `on_progress`).
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Rows the running handler may still read by scans: a scan is one operation to Rhai.
+    static SCAN_ROWS_LEFT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Why a table operation could not run in this context.
@@ -29,9 +31,21 @@ pub(crate) const NOT_IN_HANDLER: &str = "tables can only be used inside a handle
 pub(crate) const READ_ONLY: &str =
     "this is a read handler (GET): it cannot write; use a write route (POST, PUT, DELETE, PATCH)";
 
-pub(crate) fn install(context: Context, deadline: Instant) {
+pub(crate) fn install(context: Context, deadline: Instant, scan_rows: u64) {
     CONTEXT.with(|c| *c.borrow_mut() = context);
     DEADLINE.with(|d| d.set(Some(deadline)));
+    SCAN_ROWS_LEFT.with(|r| r.set(scan_rows));
+}
+
+/// Takes `rows` from the handler's scan budget; false when it is spent.
+pub(crate) fn take_scan_rows(rows: u64) -> bool {
+    SCAN_ROWS_LEFT.with(|r| match r.get().checked_sub(rows) {
+        Some(left) => {
+            r.set(left);
+            true
+        }
+        None => false,
+    })
 }
 
 pub(crate) fn take() -> Context {

@@ -29,6 +29,8 @@ pub struct Limits {
     pub call_levels_max: usize,
     /// Expression nesting (statements, inside functions).
     pub expr_depth_max: (usize, usize),
+    /// Rows all scans of one call may return together (each scan is a single Rhai operation).
+    pub scan_rows_max: u64,
     pub string_bytes_max: usize,
     pub array_items_max: usize,
     pub map_items_max: usize,
@@ -38,12 +40,13 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             operations_max: 1_000_000,
-            wall_clock_max: Duration::from_millis(200),
+            wall_clock_max: Duration::from_millis(100),
             call_levels_max: 32,
             expr_depth_max: (64, 32),
+            scan_rows_max: 100_000,
             string_bytes_max: 1 << 20,
-            array_items_max: 100_000,
-            map_items_max: 10_000,
+            array_items_max: 50_000,
+            map_items_max: 50_000,
         }
     }
 }
@@ -78,3 +81,5 @@ pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
 
 /// The value `on_progress` stops a handler with when its wall-clock budget is spent.
 pub(crate) const TIME_LIMIT: &str = "wall-clock time";
+/// The value a scan stops a handler with when its scan budget is spent.
+pub(crate) const SCAN_LIMIT: &str = "rows scanned";

@@ -232,7 +232,12 @@ pub(crate) fn from_eval(
         EvalAltResult::ErrorTooManyOperations(_) => limit("operations"),
         EvalAltResult::ErrorStackOverflow(_) => limit("call depth"),
         EvalAltResult::ErrorDataTooLarge(what, _) => limit(&format!("size ({what})")),
-        EvalAltResult::ErrorTerminated(_, _) => limit(TIME_LIMIT),
+        EvalAltResult::ErrorTerminated(value, _) => {
+            match value.read_lock::<rhai::ImmutableString>() {
+                Some(name) => limit(name.as_str()),
+                None => limit(TIME_LIMIT),
+            }
+        }
         EvalAltResult::ErrorTooManyVariables(_) => limit("variables"),
         other => {
             let mut message = other.to_string();

@@ -193,6 +193,7 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
     let timed = Limits {
         wall_clock_max: Duration::from_millis(20),
         operations_max: u64::MAX / 2,
+        scan_rows_max: u64::MAX,
         ..Limits::default()
     };
     for (handler, limit, limits) in [
@@ -200,6 +201,7 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
         ("spin", Some("operations"), counted.clone()),
         ("deep", Some("call depth"), counted.clone()),
         ("grow", Some("size"), counted.clone()),
+        ("scan_forever", Some("rows scanned"), counted.clone()),
         ("scan_forever", Some("wall-clock time"), timed),
     ] {
         let mut h = Harness::new(limits);
