@@ -53,22 +53,27 @@ impl PureServe {
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
         let stdout = child.stdout.take().expect("piped stdout");
+        // From here the child is ours to stop, whatever happens next (see Drop).
+        let mut server = PureServe {
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            child: Some(child),
+            sync: args.sync.clone(),
+        };
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
-        let address = line
+        server.address = line
             .split("http://")
             .nth(1)
             .and_then(|a| a.trim().parse().ok())
             .ok_or_else(|| anyhow!("pure-serve did not print its ready line (got {line:?})"))?;
-        Ok(PureServe {
-            address,
-            child: Some(child),
-            sync: args.sync.clone(),
-        })
+        Ok(server)
     }
+}
 
-    pub(super) fn stop(self) {
-        if let Some(mut child) = self.child {
+/// Stops a pure-serve started here, also when the benchmark fails half-way.
+impl Drop for PureServe {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
             // SAFETY: kill(2) on our own child, not yet waited for.
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
             let _ = child.wait();

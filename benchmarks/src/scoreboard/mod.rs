@@ -156,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for (connections, ratio) in ratios {
         println!("ratio pure-serve / redis at {connections} connections: {ratio:.2}x requests/s");
     }
-    pure.stop();
+    drop(pure);
     Ok(())
 }
 
