@@ -96,6 +96,9 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Its own process group, so that dropping the server also ends a wrapped one (strace
+        // detaches from, rather than kills, its tracee when it is killed).
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn().expect("spawn pure-serve");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
@@ -172,7 +175,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if self.child.try_wait().is_ok_and(|status| status.is_none()) {
+            // SAFETY: kill(2) on the process group of a child we have not yet waited for.
+            unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        }
         let _ = self.child.wait();
     }
 }
