@@ -2,6 +2,7 @@
 
 mod crash;
 mod durability;
+mod review;
 mod transcript;
 
 use std::collections::BTreeMap;
