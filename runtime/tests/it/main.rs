@@ -2,6 +2,7 @@
 
 mod crash;
 mod durability;
+mod record_model;
 mod review;
 mod transcript;
 
