@@ -229,7 +229,7 @@ impl Report<'_> {
              file, appending grows a new file. store = the group's appends + Store::commit (one \
              group = one sync); latency per group, including any wait for log space and the \
              checkpoint bookkeeping. dev B/rec = growth of the device's sectors-written counter \
-             over a turn and a syncfs after it, divided by the turn's records, median over the \
+             over a turn (a syncfs runs before each), divided by the turn's records, median over the \
              turns; (mean) = the same over all turns: file-system metadata and journal included, \
              and also whatever other processes wrote to the device meanwhile. \
              CPU = user + system of the whole process, per sync. Each store lapped its {} MiB \

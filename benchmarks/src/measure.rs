@@ -28,8 +28,8 @@ pub struct Window {
     pub duration: Duration,
     /// Length of one turn of one subject.
     pub slice: Duration,
-    /// A directory on the file system under test: flushed around every slice so that no slice
-    /// inherits another's dirty data, and each is charged with its own deferred writes.
+    /// A directory on the file system under test: flushed before every slice so that no slice
+    /// inherits dirty data from before it.
     pub dir: PathBuf,
     pub counter: Option<DeviceCounter>,
 }
@@ -44,7 +44,7 @@ pub struct Measured {
     pub elapsed: Duration,
     /// Step latency in nanoseconds.
     pub latency_ns: Histogram<u64>,
-    /// Bytes the device counter grew by over the slices, each including the flush after it.
+    /// Bytes the device counter grew by over the slices.
     pub device_bytes: Option<u64>,
     /// The same per slice, divided by that slice's records.
     pub slice_device_bytes_per_record: Vec<f64>,
@@ -136,7 +136,7 @@ pub fn round_robin(
     Ok(measured)
 }
 
-/// One turn: flush, run steps for `length` (at least one), flush, add to `m`.
+/// One turn: flush, run steps for `length` (at least one), add what they measured to `m`.
 fn run_slice(
     window: &Window,
     subject: &mut dyn Subject,
@@ -164,7 +164,8 @@ fn run_slice(
     }
     m.elapsed += now - start;
     m.cpu += process_cpu().saturating_sub(cpu_before);
-    flush_file_system(&window.dir)?;
+    // No flush before this sample: every write of the subjects is synced within its step, and a
+    // flush here would charge the slice with whatever other processes dirtied meanwhile.
     let device_after = window
         .counter
         .as_ref()
@@ -203,7 +204,7 @@ pub fn spinner(message: &str) -> ProgressBar {
 }
 
 /// `syncfs` on the file system holding `dir`: nothing dirty from before a slice is left to be
-/// written during it, and whatever a slice left dirty is counted in its bytes.
+/// written during it.
 pub fn flush_file_system(dir: &Path) -> anyhow::Result<()> {
     let handle = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     // SAFETY: the descriptor is open for the whole call; syncfs only reads it.
