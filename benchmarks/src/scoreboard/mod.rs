@@ -239,6 +239,9 @@ fn measure(
                 })
             })
             .collect();
+        // Only the clients hold senders now: if they all fail before the window (a refused
+        // connection, say), `recv_timeout` returns at once instead of waiting out its timeout.
+        drop(started_sender);
         // Every client has measured from the same instant: sample the counters around the window.
         let mut before = None;
         if started
