@@ -1,39 +1,97 @@
-//! Times `Store::open` of an existing store with a 64 MiB log (reading the ring, the scan for
-//! acknowledging frames after the end, hardening), and of a fresh one (zero-filling the log).
+//! Times `Store::open` of an existing store whose 256 MiB log (pure-serve's default) holds a few
+//! MB of records, and reports the opening process's resident memory: the peak (`VmHWM`) and the
+//! current (`VmRSS`) after `open` returns. Each open runs in a fresh child process, so that the
+//! peak is the open's own and not the writing phase's.
 //!
 //! `cargo run -p pure-store --release --example open_time -- DIR`
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Instant;
 
 use pure_store::{Store, StoreOptions};
 
+const CAPACITY_BYTES: u64 = 256 << 20;
+const RECORDS: usize = 40_000;
+const RECORD_BYTES: usize = 100;
+const RECORDS_PER_COMMIT: usize = 100;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--open") {
+        let dir = PathBuf::from(args.get(2).expect("--open DIR"));
+        open_and_report(&dir);
+        return;
+    }
     let dir = Path::new(args.get(1).map(String::as_str).unwrap_or(".")).join("open-time");
     let _ = std::fs::remove_dir_all(&dir);
-    let started = Instant::now();
-    let mut store = Store::open(&dir, StoreOptions::default())
-        .expect("create")
-        .store;
-    println!(
-        "create (64 MiB zero-filled, synced): {:?}",
-        started.elapsed()
-    );
-    let record = vec![1u8; 100];
-    for _ in 0..1000 {
-        store.append(&record).expect("append");
-        store.commit().expect("commit");
-    }
-    drop(store);
+    prepare(&dir);
+    let exe = std::env::current_exe().expect("own executable path");
     for round in 1..=3 {
-        let started = Instant::now();
-        let recovered = Store::open(&dir, StoreOptions::default()).expect("reopen");
-        println!(
-            "reopen {round}: {:?} ({} records)",
-            started.elapsed(),
-            recovered.records.len()
-        );
+        print!("reopen {round} (fresh process): ");
+        std::io::Write::flush(&mut std::io::stdout()).expect("flush stdout");
+        let status = Command::new(&exe)
+            .arg("--open")
+            .arg(&dir)
+            .status()
+            .expect("run the opening child");
+        assert!(status.success(), "the opening child failed: {status}");
     }
     std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        log_capacity_bytes: CAPACITY_BYTES,
+        ..StoreOptions::default()
+    }
+}
+
+/// Creates the store and fills it with `RECORDS` records.
+fn prepare(dir: &Path) {
+    let started = Instant::now();
+    let mut store = Store::open(dir, options()).expect("create").store;
+    println!(
+        "create ({} MiB zero-filled, synced): {:?}",
+        CAPACITY_BYTES >> 20,
+        started.elapsed()
+    );
+    let record = vec![1u8; RECORD_BYTES];
+    for _ in 0..RECORDS / RECORDS_PER_COMMIT {
+        for _ in 0..RECORDS_PER_COMMIT {
+            store.append(&record).expect("append");
+        }
+        store.commit().expect("commit");
+    }
+    println!(
+        "wrote {RECORDS} records of {RECORD_BYTES} bytes ({} KiB of log)",
+        store.log_used_bytes() >> 10
+    );
+}
+
+fn open_and_report(dir: &Path) {
+    let before = status_kib("VmRSS");
+    let started = Instant::now();
+    let recovered = Store::open(dir, options()).expect("reopen");
+    let elapsed = started.elapsed();
+    let record_bytes: usize = recovered.records.iter().map(|r| r.bytes.len()).sum();
+    println!(
+        "{elapsed:?}, {} records ({} KiB of record bytes); RSS before open {} KiB, \
+         after open {} KiB, peak {} KiB",
+        recovered.records.len(),
+        record_bytes >> 10,
+        before,
+        status_kib("VmRSS"),
+        status_kib("VmHWM"),
+    );
+}
+
+/// A `kB` field of /proc/self/status.
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("the field is in /proc/self/status")
 }

@@ -27,7 +27,7 @@ pub const MAGIC: u32 = 0x3146_5250;
 /// The only frame format version so far.
 pub const VERSION: u16 = 1;
 /// Offset of the CRC field; the CRC covers the bytes before it and the payload after the header.
-const CRC_OFFSET: usize = 52;
+pub(crate) const CRC_OFFSET: usize = 52;
 
 /// The fields of a frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,6 +28,7 @@ mod io;
 mod open;
 mod recovery;
 mod ring;
+mod ring_reader;
 pub mod sim;
 mod store;
 

@@ -18,8 +18,9 @@ use crate::checkpoint::{self, CheckpointImage};
 use crate::error::{io_error, Error};
 use crate::frame::HEADER_BYTES;
 use crate::io::{Io, IoFile};
-use crate::recovery::{self, ChainState, Replay};
+use crate::recovery::{self, ChainState, Failure, Replay};
 use crate::ring::{self, LogHeader};
+use crate::ring_reader::RingReader;
 use crate::{Lsn, Recovered, Store, StoreOptions};
 
 /// The log's file name in the store directory.
@@ -41,10 +42,11 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
         Some(lsn) => load_checkpoint(&*io, dir, lsn, &header)?,
         None => (None, genesis(&header), 0),
     };
-    let ring_bytes = read_ring(&*log, &log_path, &header)?;
-    let replay = replay_log(&ring_bytes, &log_path, &header, start, covered)?;
-    harden(&*log, &log_path, &header, &ring_bytes, &replay, start)?;
-    drop(ring_bytes);
+    // The ring is read a frame or a window at a time: only the records take memory.
+    let ring = RingReader::new(&*log, header.capacity);
+    let replay = replay_log(&ring, &log_path, &header, start, covered)?;
+    harden(&*log, &log_path, &header, &ring, &replay, start)?;
+    drop(ring);
     let store = build(io, dir, log, header, options, &replay, start, covered);
     Ok(Recovered {
         store,
@@ -138,25 +140,20 @@ fn load_checkpoint(io: &dyn Io, dir: &Path, lsn: Lsn, log: &LogHeader) -> Result
     Ok((Some(image), header.replay, header.covered_lsn))
 }
 
-fn read_ring(log: &dyn IoFile, log_path: &Path, header: &LogHeader) -> Result<Vec<u8>, Error> {
-    let capacity = usize::try_from(header.capacity).expect("the log's ring fits in memory");
-    let mut ring_bytes = vec![0u8; capacity];
-    log.read_at(&mut ring_bytes, ring::HEADER_AREA_BYTES)
-        .map_err(|e| io_error("read", log_path, e))?;
-    Ok(ring_bytes)
-}
-
 fn replay_log(
-    ring_bytes: &[u8],
+    ring: &RingReader<'_>,
     log_path: &Path,
     header: &LogHeader,
     start: ChainState,
     covered: u64,
 ) -> Result<Replay, Error> {
-    let replay = recovery::replay(ring_bytes, start, covered).map_err(|d| Error::Corrupt {
-        path: log_path.to_path_buf(),
-        position: ring::file_offset(d.position, header.capacity),
-        reason: format!("stream position {}: {}", d.position, d.reason),
+    let replay = recovery::replay(ring, start, covered).map_err(|failure| match failure {
+        Failure::Read(e) => io_error("read", log_path, e),
+        Failure::Damage(d) => Error::Corrupt {
+            path: log_path.to_path_buf(),
+            position: ring::file_offset(d.position, header.capacity),
+            reason: format!("stream position {}: {}", d.position, d.reason),
+        },
     })?;
     if replay.end.next_lsn <= covered {
         // The log was synced up to `covered` before the checkpoint was written.
@@ -179,7 +176,7 @@ fn harden(
     log: &dyn IoFile,
     log_path: &Path,
     header: &LogHeader,
-    ring_bytes: &[u8],
+    ring: &RingReader<'_>,
     replay: &Replay,
     start: ChainState,
 ) -> Result<(), Error> {
@@ -191,27 +188,43 @@ fn harden(
         next_first - 1 > replay.acked_max
     });
     if let Some((_, mark)) = unacknowledged {
-        let capacity = header.capacity;
-        let mut position = mark.position;
-        while position < replay.end.position {
-            let offset = (position % capacity) as usize;
-            let len = (replay.end.position - position).min(capacity - offset as u64) as usize;
-            log.write_at(
-                &ring_bytes[offset..offset + len],
-                ring::file_offset(position, capacity),
-            )
-            .map_err(|e| io_error("write", log_path, e))?;
-            position += len as u64;
-        }
+        rewrite(log, log_path, ring, mark.position, replay.end.position)?;
     }
     let limit = start.position + header.capacity;
-    for (position, len) in recovery::torn_headers(ring_bytes, replay.end.position, limit) {
+    let torn = recovery::torn_headers(ring, replay.end.position, limit)
+        .map_err(|e| io_error("read", log_path, e))?;
+    for (position, len) in torn {
         let zeros = [0u8; HEADER_BYTES];
         log.write_at(&zeros[..len], ring::file_offset(position, header.capacity))
             .map_err(|e| io_error("write", log_path, e))?;
     }
     log.sync_data()
         .map_err(|e| io_error("fdatasync", log_path, e))
+}
+
+/// Rewrites stream positions `[from, to)` with the bytes they have, a window at a time.
+fn rewrite(
+    log: &dyn IoFile,
+    log_path: &Path,
+    ring: &RingReader<'_>,
+    from: u64,
+    to: u64,
+) -> Result<(), Error> {
+    let capacity = ring.capacity();
+    let mut buffer = vec![0u8; (to - from).min(ring.chunk() as u64) as usize];
+    let mut position = from;
+    while position < to {
+        let offset = ring.offset(position);
+        let len = (to - position)
+            .min(capacity - offset)
+            .min(ring.chunk() as u64) as usize;
+        ring.read(offset, &mut buffer[..len])
+            .map_err(|e| io_error("read", log_path, e))?;
+        log.write_at(&buffer[..len], ring::file_offset(position, capacity))
+            .map_err(|e| io_error("write", log_path, e))?;
+        position += len as u64;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

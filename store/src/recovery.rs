@@ -9,9 +9,13 @@
 //!   one that would be lost, which proves the damage is inside acknowledged data: `Corrupt`.
 //!
 //! This module only reads: recovery is a function of the bytes on disk. (`open` then makes the
-//! result durable; see `open.rs`.)
+//! result durable; see `open.rs`.) It reads the ring through a `RingReader`, a frame or a
+//! window at a time, so that only the recovered records take memory, never the ring itself.
+
+use std::io;
 
 use crate::frame::{self, FrameError, HEADER_BYTES};
+use crate::ring_reader::{FrameBytes, RingReader};
 use crate::{Lsn, Record, TailCut};
 
 /// Where the stream stands: the next frame's position, the chain value it must carry, and the
@@ -49,17 +53,36 @@ pub struct Damage {
     pub reason: String,
 }
 
-/// Replays `ring` (the whole ring space of the log) from `start`. Records up to
-/// `covered_lsn` (already in the checkpoint) are skipped.
-pub fn replay(ring: &[u8], start: ChainState, covered_lsn: u64) -> Result<Replay, Damage> {
-    let capacity = ring.len() as u64;
-    let limit = start.position + capacity;
+/// Why a replay did not finish: damage inside acknowledged data, or a failed read.
+#[derive(Debug)]
+pub enum Failure {
+    Damage(Damage),
+    Read(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Read(e)
+    }
+}
+
+/// A frame at a place, or why there is none (the reason a replay would report).
+type Found<T> = io::Result<Result<T, String>>;
+
+/// Replays the ring space of the log from `start`. Records up to `covered_lsn` (already in the
+/// checkpoint) are skipped.
+pub fn replay(
+    ring: &RingReader<'_>,
+    start: ChainState,
+    covered_lsn: u64,
+) -> Result<Replay, Failure> {
+    let limit = start.position + ring.capacity();
     let mut state = start;
     let mut records = Vec::new();
     let mut marks = Vec::new();
     let mut acked_max = 0;
     loop {
-        let (position, frame) = match successor(ring, &state, limit) {
+        let (position, bytes) = match successor(ring, &state, limit)? {
             Ok(accepted) => accepted,
             Err(reason) => {
                 let cut = tail_cut(ring, &state, reason)?;
@@ -72,6 +95,7 @@ pub fn replay(ring: &[u8], start: ChainState, covered_lsn: u64) -> Result<Replay
                 });
             }
         };
+        let frame = bytes.frame();
         marks.push(FrameMark {
             first_lsn: state.next_lsn,
             position,
@@ -97,100 +121,97 @@ pub fn replay(ring: &[u8], start: ChainState, covered_lsn: u64) -> Result<Replay
 
 /// The frame that follows `state`: at its position, or at the next lap start (where the writer
 /// puts a frame that does not fit in the rest of the lap). Else the reason found at `position`.
-fn successor<'a>(
-    ring: &'a [u8],
-    state: &ChainState,
-    limit: u64,
-) -> Result<(u64, frame::Frame<'a>), String> {
-    let capacity = ring.len() as u64;
-    let here = expected_at(ring, state, state.position, limit);
+fn successor(ring: &RingReader<'_>, state: &ChainState, limit: u64) -> Found<(u64, FrameBytes)> {
+    let capacity = ring.capacity();
+    let here = expected_at(ring, state, state.position, limit)?;
     if here.is_ok() || state.position.is_multiple_of(capacity) {
-        return here.map(|f| (state.position, f));
+        return Ok(here.map(|f| (state.position, f)));
     }
     let next_lap = state.position + (capacity - state.position % capacity);
-    match expected_at(ring, state, next_lap, limit) {
+    Ok(match expected_at(ring, state, next_lap, limit)? {
         Ok(frame) => Ok((next_lap, frame)),
         Err(_) => here.map(|f| (state.position, f)),
-    }
+    })
 }
 
 /// The frame at stream `position` if it is exactly the successor of `state`.
-fn expected_at<'a>(
-    ring: &'a [u8],
+fn expected_at(
+    ring: &RingReader<'_>,
     state: &ChainState,
     position: u64,
     limit: u64,
-) -> Result<frame::Frame<'a>, String> {
-    let frame = decode_at(ring, position).map_err(|e| e.to_string())?;
+) -> Found<FrameBytes> {
+    let frame = match ring.read_frame(position)? {
+        Ok(frame) => frame,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
     let h = frame.header;
     if h.position != position {
-        return Err(format!(
+        return Ok(Err(format!(
             "frame of position {} found at position {position}",
             h.position
-        ));
+        )));
     }
     if h.prev_crc != state.prev_crc {
-        return Err(format!(
+        return Ok(Err(format!(
             "frame does not chain (prev_crc {:#010x})",
             h.prev_crc
-        ));
+        )));
     }
     if h.first_lsn != state.next_lsn {
-        return Err(format!(
+        return Ok(Err(format!(
             "frame starts at LSN {}, expected {}",
             h.first_lsn, state.next_lsn
-        ));
+        )));
     }
     if position + u64::from(h.frame_len) > limit {
-        return Err("frame would overrun the live part of the ring".into());
+        return Ok(Err("frame would overrun the live part of the ring".into()));
     }
-    Ok(frame)
-}
-
-/// Decodes the frame whose stream position maps to `position % capacity`.
-fn decode_at(ring: &[u8], position: u64) -> Result<frame::Frame<'_>, FrameError> {
-    let offset = (position % ring.len() as u64) as usize;
-    frame::decode(&ring[offset..])
+    Ok(Ok(frame))
 }
 
 /// Decides how the replay ends at `state` (see the module doc).
-fn tail_cut(ring: &[u8], state: &ChainState, reason: String) -> Result<Option<TailCut>, Damage> {
-    if let Some((position, acked)) = acknowledging_frame(ring, state) {
-        return Err(Damage {
+fn tail_cut(
+    ring: &RingReader<'_>,
+    state: &ChainState,
+    reason: String,
+) -> Result<Option<TailCut>, Failure> {
+    if let Some((position, acked)) = acknowledging_frame(ring, state)? {
+        return Err(Failure::Damage(Damage {
             position: state.position,
             reason: format!(
                 "{reason}; but the frame at stream position {position} acknowledges LSN \
                  {acked}, past LSN {} that would be lost",
                 state.next_lsn
             ),
-        });
+        }));
     }
-    Ok(cut_at(ring, state.position, reason))
+    Ok(cut_at(ring, state.position, reason)?)
 }
 
 /// A clean end is zero-filled space or a valid frame of an earlier lap; anything else is cut.
-fn cut_at(ring: &[u8], position: u64, reason: String) -> Option<TailCut> {
-    let capacity = ring.len() as u64;
+fn cut_at(ring: &RingReader<'_>, position: u64, reason: String) -> io::Result<Option<TailCut>> {
+    let capacity = ring.capacity();
     let lap_rest = capacity - position % capacity;
-    let (position, at) = if lap_rest < HEADER_BYTES as u64 || is_clean(ring, position) {
+    let (position, at) = if lap_rest < HEADER_BYTES as u64 || is_clean(ring, position)? {
         let next_lap = position + lap_rest;
-        if is_clean(ring, next_lap) {
-            return None;
+        if is_clean(ring, next_lap)? {
+            return Ok(None);
         }
         (next_lap, next_lap)
     } else {
         (position, position)
     };
-    let offset = (at % capacity) as usize;
-    let bytes = match frame::read_header(&ring[offset..]) {
-        Ok(h) => u64::from(h.frame_len).min(capacity - offset as u64),
-        Err(_) => (HEADER_BYTES as u64).min(capacity - offset as u64),
+    let room = capacity - ring.offset(at);
+    let bytes = match ring.read_header(at)? {
+        Ok(h) => u64::from(h.frame_len).min(room),
+        Err(_) => (HEADER_BYTES as u64).min(room),
     };
-    Some(TailCut {
+    Ok(Some(TailCut {
         position,
         bytes,
         reason,
-    })
+    }))
 }
 
 /// The places after `end` where a torn or foreign frame header sits, as (position, bytes to
@@ -198,65 +219,207 @@ fn cut_at(ring: &[u8], position: u64, reason: String) -> Option<TailCut> {
 /// `open` zeroes these headers, so that a later partial overwrite can never complete a cut
 /// frame again (a frame torn in its second sector, whose missing bytes a new frame happens to
 /// rewrite identically, would otherwise come back as a ghost).
-pub fn torn_headers(ring: &[u8], end: u64, limit: u64) -> Vec<(u64, usize)> {
-    let capacity = ring.len() as u64;
+pub fn torn_headers(ring: &RingReader<'_>, end: u64, limit: u64) -> io::Result<Vec<(u64, usize)>> {
+    let capacity = ring.capacity();
     let mut candidates = vec![end];
     if !end.is_multiple_of(capacity) {
         candidates.push(end + (capacity - end % capacity));
     }
     // Only free space is zeroed: from `end` up to `limit`, where the live part of the ring
     // (from the replay start, one capacity long) would begin again.
-    candidates
-        .into_iter()
-        .filter(|&position| position < limit && !is_clean(ring, position))
-        .map(|position| {
+    let mut torn = Vec::new();
+    for position in candidates {
+        if position < limit && !is_clean(ring, position)? {
             let lap_rest = capacity - position % capacity;
             let len = (HEADER_BYTES as u64).min(limit - position).min(lap_rest);
-            (position, len as usize)
-        })
-        .collect()
+            torn.push((position, len as usize));
+        }
+    }
+    Ok(torn)
 }
 
-fn is_clean(ring: &[u8], position: u64) -> bool {
-    match decode_at(ring, position) {
+fn is_clean(ring: &RingReader<'_>, position: u64) -> io::Result<bool> {
+    Ok(match ring.read_frame(position)? {
         Err(FrameError::Zeros) | Err(FrameError::Short) => true,
         Ok(frame) => frame.header.position < position,
         Err(_) => false,
-    }
+    })
 }
 
 /// A valid frame of this lap window, after `state.position`, whose writer had already
 /// acknowledged `state.next_lsn` or later: (its position, its acked LSN).
-fn acknowledging_frame(ring: &[u8], state: &ChainState) -> Option<(u64, u64)> {
-    let capacity = ring.len() as u64;
-    let start_offset = (state.position % capacity) as usize;
+///
+/// The whole window is scanned (a whole capacity), through a buffer of one chunk (plus the
+/// header of a candidate that starts near a chunk's end).
+fn acknowledging_frame(
+    ring: &RingReader<'_>,
+    state: &ChainState,
+) -> io::Result<Option<(u64, u64)>> {
+    let capacity = ring.capacity();
+    let start_offset = ring.offset(state.position);
     // The window after the damaged frame, in stream order: the rest of this lap, then the
     // part of the next lap before it. `base` is the stream position of each part's offset 0.
-    let this_lap = state.position - start_offset as u64;
+    let this_lap = state.position - start_offset;
     let parts = [
-        (start_offset + 1, ring.len(), this_lap),
+        (start_offset + 1, capacity, this_lap),
         (0, start_offset, this_lap + capacity),
     ];
+    let mut window = Vec::new();
     for (from, to, base) in parts {
-        let mut offset = from;
-        while let Some(found) = ring[offset..to].iter().position(|&b| b == MAGIC_FIRST_BYTE) {
-            offset += found;
-            if let Some(acked) = acknowledges(ring, offset, base + offset as u64, state.next_lsn) {
-                return Some((base + offset as u64, acked));
+        let mut chunk = from;
+        while chunk < to {
+            let chunk_end = (chunk + ring.chunk() as u64).min(to);
+            // A candidate near the chunk's end has its header after it (possibly past `to`).
+            let read_end = (chunk_end + HEADER_BYTES as u64 - 1).min(capacity);
+            window.resize((read_end - chunk) as usize, 0);
+            ring.read(chunk, &mut window)?;
+            let searched = (chunk_end - chunk) as usize;
+            let mut i = 0;
+            while let Some(found) = window[i..searched]
+                .iter()
+                .position(|&b| b == MAGIC_FIRST_BYTE)
+            {
+                i += found;
+                let position = base + chunk + i as u64;
+                if let Some(acked) = acknowledges(ring, &window[i..], position, state.next_lsn)? {
+                    return Ok(Some((position, acked)));
+                }
+                i += 1;
             }
-            offset += 1;
+            chunk = chunk_end;
         }
     }
-    None
+    Ok(None)
 }
 
 /// The first byte of the frame magic: the scan looks for it first (a fast byte search).
 const MAGIC_FIRST_BYTE: u8 = frame::MAGIC.to_le_bytes()[0];
 
-/// The `acked_lsn` of a valid frame at ring `offset` that sits at its own stream `position`
-/// and acknowledges `next_lsn` or later.
-fn acknowledges(ring: &[u8], offset: usize, position: u64, next_lsn: u64) -> Option<u64> {
-    let frame = frame::decode(&ring[offset..]).ok()?;
-    let h = frame.header;
-    (h.position == position && h.acked_lsn >= next_lsn).then_some(h.acked_lsn)
+/// The `acked_lsn` of a valid frame at stream `position`, whose bytes start `head`, that sits
+/// at its own position and acknowledges `next_lsn` or later. The header alone rules most
+/// candidates out; the whole frame is read and checked only for the others.
+fn acknowledges(
+    ring: &RingReader<'_>,
+    head: &[u8],
+    position: u64,
+    next_lsn: u64,
+) -> io::Result<Option<u64>> {
+    let Ok(h) = frame::read_header(head) else {
+        return Ok(None);
+    };
+    if h.position != position || h.acked_lsn < next_lsn {
+        return Ok(None);
+    }
+    Ok(ring.read_frame(position)?.ok().map(|f| f.header.acked_lsn))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Recovery through a small window must say exactly what it says through a window as large
+    //! as the ring (the whole ring at once): with frames larger than the window, headers across
+    //! window ends, and scans over many windows.
+
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::io::Io;
+    use crate::ring::{self, HEADER_AREA_BYTES};
+    use crate::sim::{test_seed, SimDisk, SimRng};
+    use crate::{Error, Store, StoreOptions, SyncMode};
+
+    const CAPACITY: u64 = 4096;
+    const CASES: usize = 400;
+
+    fn log_path() -> PathBuf {
+        Path::new("/sim/store").join(crate::LOG_FILE_NAME)
+    }
+
+    #[test]
+    fn a_small_window_recovers_what_the_whole_ring_does() {
+        let seed = test_seed("a_small_window_recovers_what_the_whole_ring_does", 0x5eed);
+        let mut rng = SimRng::new(seed);
+        let mut kinds = [0usize; 3];
+        for case in 0..CASES {
+            let disk = SimDisk::new(rng.next_u64());
+            write_log(&disk, &mut rng);
+            damage(&disk, &mut rng);
+            let chunk = 1 + rng.below(300) as usize;
+            let log = disk.open_file(&log_path()).expect("the log exists");
+            let header = ring::read_header(&*log, &log_path()).expect("the header is intact");
+            let start = ChainState {
+                position: 0,
+                prev_crc: header.genesis_crc(),
+                next_lsn: 1,
+            };
+            let whole = RingReader::with_chunk(&*log, CAPACITY, CAPACITY as usize);
+            let (kind, expected) = outcome(&whole, start);
+            let (_, found) = outcome(&RingReader::with_chunk(&*log, CAPACITY, chunk), start);
+            assert_eq!(found, expected, "case {case}, chunk {chunk}, seed {seed}");
+            kinds[kind] += 1;
+        }
+        // The cases must reach every ending, or the comparison proves less than it says.
+        eprintln!("clean ends, cuts, damage: {kinds:?}");
+        assert!(kinds.iter().all(|&n| n > 0), "endings {kinds:?}");
+    }
+
+    /// Writes a log of random records (up to 700 bytes, so that frames outgrow small windows).
+    fn write_log(disk: &Arc<SimDisk>, rng: &mut SimRng) {
+        let options = StoreOptions {
+            sync: SyncMode::Always,
+            log_capacity_bytes: CAPACITY,
+        };
+        let io = disk.clone() as Arc<dyn Io>;
+        let mut store = Store::open_with(io, Path::new("/sim/store"), options)
+            .expect("a fresh store")
+            .store;
+        for _ in 0..rng.below(40) {
+            let mut bytes = vec![0u8; 1 + rng.below(700) as usize];
+            rng.fill(&mut bytes);
+            match store.append(&bytes) {
+                Ok(_) => {}
+                Err(Error::LogFull { .. }) => break,
+                Err(e) => panic!("append: {e}"),
+            }
+            if rng.one_in(2) {
+                match store.commit() {
+                    Ok(_) => {}
+                    Err(Error::LogFull { .. }) => break,
+                    Err(e) => panic!("commit: {e}"),
+                }
+            }
+        }
+        let _ = store.commit();
+    }
+
+    /// Overwrites a few places of the ring with random bytes or zeros.
+    fn damage(disk: &Arc<SimDisk>, rng: &mut SimRng) {
+        for _ in 0..rng.below(4) {
+            let offset = rng.below(CAPACITY);
+            let len = 1 + rng.below(64.min(CAPACITY - offset));
+            let mut bytes = vec![0u8; len as usize];
+            if rng.one_in(2) {
+                rng.fill(&mut bytes);
+            }
+            disk.damage(&log_path(), HEADER_AREA_BYTES + offset, &bytes);
+        }
+    }
+
+    /// What recovery says, in full: (0 clean end, 1 cut, 2 damage; the whole answer as text).
+    fn outcome(ring: &RingReader<'_>, start: ChainState) -> (usize, String) {
+        match replay(ring, start, 0) {
+            Ok(r) => {
+                let torn = torn_headers(ring, r.end.position, start.position + CAPACITY)
+                    .expect("sim reads succeed");
+                let kind = usize::from(r.cut.is_some());
+                let text = format!(
+                    "{:?} {:?} {:?} {:?} {} {:?}",
+                    r.records, r.marks, r.end, r.cut, r.acked_max, torn
+                );
+                (kind, text)
+            }
+            Err(Failure::Damage(d)) => (2, format!("damage at {}: {}", d.position, d.reason)),
+            Err(Failure::Read(e)) => panic!("sim reads succeed: {e}"),
+        }
+    }
 }
