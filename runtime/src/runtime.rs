@@ -151,6 +151,12 @@ pub(crate) struct Shared {
     /// Set once, on the first failed write or sync; never cleared (reopen to recover).
     poison: RwLock<Option<String>>,
     poisoned: AtomicBool,
+    /// Set while a full log waits for a checkpoint that cannot be written (a full disk): new
+    /// writes are refused until it is cleared.
+    log_full: RwLock<Option<String>>,
+    log_is_full: AtomicBool,
+    /// Set when shutting down: a syncer waiting for log space gives up.
+    stopping: AtomicBool,
     pub queue_depth: AtomicU64,
     pub metrics: MetricsCell,
 }
@@ -174,6 +180,32 @@ impl Shared {
             *poison = Some(reason);
             self.poisoned.store(true, Ordering::Release);
         }
+    }
+
+    pub fn set_log_full(&self, reason: Option<String>) {
+        let mut log_full = self.log_full.write().expect("setting it never panics");
+        if log_full.is_none() {
+            if let Some(reason) = &reason {
+                eprintln!("pure-runtime: {reason}");
+            }
+        }
+        self.log_is_full.store(reason.is_some(), Ordering::Release);
+        *log_full = reason;
+    }
+
+    /// `Some(reason)` while writes are refused for want of log space.
+    pub fn log_full_reason(&self) -> Option<String> {
+        if !self.log_is_full.load(Ordering::Acquire) {
+            return None;
+        }
+        self.log_full
+            .read()
+            .expect("setting it never panics")
+            .clone()
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
     pub fn poison_reason(&self) -> Option<String> {
@@ -241,6 +273,9 @@ impl Runtime {
             ))),
             poison: RwLock::new(None),
             poisoned: AtomicBool::new(false),
+            log_full: RwLock::new(None),
+            log_is_full: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             queue_depth: AtomicU64::new(0),
             metrics: MetricsCell::new(),
         });
@@ -294,7 +329,7 @@ impl Runtime {
     /// this write is durable (or with the handler's error, or `Unavailable`).
     pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
         let shared = &self.inner.shared;
-        if let Some(reason) = shared.poison_reason() {
+        if let Some(reason) = shared.poison_reason().or_else(|| shared.log_full_reason()) {
             return Err(HandlerError::Unavailable { reason });
         }
         if !shared.app.has_handler(handler) {
@@ -373,6 +408,7 @@ impl Runtime {
 
 impl Inner {
     fn shutdown(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
         // Dropping the sender lets the owner drain the queue and stop; the owner's exit ends the
         // syncer after the last group.
         drop(

@@ -12,7 +12,7 @@
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pure_lang::{HandlerError, Schema, Tables};
 use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
@@ -22,6 +22,10 @@ use crate::owner::Group;
 use crate::runtime::{CommitGate, Shared, Snapshot};
 
 type CheckpointResult = Result<(CheckpointDone, Instant), String>;
+
+/// Pauses between checkpoints that try to free a full log (first, and most).
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) struct Syncer {
     pub shared: Arc<Shared>,
@@ -98,7 +102,7 @@ impl Syncer {
         group: &Group,
         checkpoint_running: &mut bool,
         done_rx: &Receiver<CheckpointResult>,
-    ) -> Result<Option<std::time::Duration>, String> {
+    ) -> Result<Option<Duration>, String> {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(reason);
         }
@@ -119,7 +123,7 @@ impl Syncer {
             Err(StoreError::LogFull { .. }) => {}
             Err(e) => return Err(format!("storage failure, writes stopped: {e}")),
         }
-        // The log is full: free it with a checkpoint of the durable state, then retry once.
+        // The log is full: free it with a checkpoint of the durable state, then retry.
         if *checkpoint_running {
             *checkpoint_running = false;
             let result = done_rx
@@ -127,7 +131,38 @@ impl Syncer {
                 .map_err(|_| "the checkpoint thread died".to_string())?;
             self.install(result);
         }
-        if matches!(self.store.commit(), Err(StoreError::LogFull { .. })) {
+        self.commit_after_checkpoints()
+    }
+
+    /// Commits the pending group of a full log, writing checkpoints of the durable state until
+    /// one frees the log. A checkpoint that cannot be written (a full disk) loses nothing: the
+    /// log still holds every record, so this is backpressure, not a storage fault. Until it
+    /// succeeds new writes are refused (`Unavailable`, a 503) and this group waits; it retries
+    /// with a growing pause, so writes resume by themselves once space returns. Only a
+    /// shutdown gives up (and poisons: the group's effects are in the owner's state).
+    fn commit_after_checkpoints(&mut self) -> Result<Option<Duration>, String> {
+        let mut pause = RETRY_PAUSE_MIN;
+        let mut attempts = 0u32;
+        loop {
+            let started = Instant::now();
+            match self.store.commit() {
+                Ok(_) => {
+                    self.shared.set_log_full(None);
+                    return Ok(Some(started.elapsed()));
+                }
+                Err(StoreError::LogFull { .. }) => {}
+                Err(e) => return Err(format!("storage failure, writes stopped: {e}")),
+            }
+            if attempts > 0 {
+                if self.shared.is_stopping() {
+                    return Err("the log is full and no checkpoint could free it; shutting \
+                                down, writes stopped"
+                        .to_string());
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
+            }
+            attempts += 1;
             let published = self.shared.published();
             let result = checkpoint(
                 &self.store,
@@ -135,12 +170,12 @@ impl Syncer {
                 &published.tables,
                 Lsn(published.lsn),
             );
+            if let Err(e) = &result {
+                self.shared.set_log_full(Some(format!(
+                    "the log is full and a checkpoint to free it failed ({e}); retry later"
+                )));
+            }
             self.install(result);
-        }
-        let started = Instant::now();
-        match self.store.commit() {
-            Ok(_) => Ok(Some(started.elapsed())),
-            Err(e) => Err(format!("writes stopped: {e}")),
         }
     }
 
@@ -190,8 +225,12 @@ fn finish_checkpoint(
     tables: &Tables,
     started: Instant,
 ) -> CheckpointResult {
-    write_image(&mut writer, schema, tables).map_err(|e| e.to_string())?;
-    let done = writer.finish().map_err(|e| e.to_string())?;
+    let written = write_image(&mut writer, schema, tables);
+    // `finish` also after a failed write: it removes the temporary file (which would otherwise
+    // keep a full disk full) and reports the writer's first error.
+    let finished = writer.finish();
+    written.map_err(|e| e.to_string())?;
+    let done = finished.map_err(|e| e.to_string())?;
     Ok((done, started))
 }
 

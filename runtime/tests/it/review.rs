@@ -7,9 +7,11 @@
 //! Replay the random runs with PURE_TEST_SEED; scale them with PURE_TEST_SCALE.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use pure_runtime::{HandlerError, Request, Runtime, RuntimeOptions};
-use pure_store::sim::{test_seed, SimRng};
+use pure_store::sim::{test_seed, Faults, SimDisk, SimRng};
 use serde_json::{json, Value};
 
 use crate::{app, body};
@@ -294,4 +296,119 @@ fn random_write_sets_match_a_model_live_and_after_every_reopen() {
     let rt = Runtime::open(app("review"), dir.path(), small_log()).unwrap();
     assert_eq!(as_model(&dump(&rt)), model, "seed {seed}: final recovery");
     rt.shutdown();
+}
+
+/// Disk full while the log fills: checkpoints cannot be written, so the log cannot be freed.
+/// New writes must be refused with `Unavailable` (503), nothing acknowledged may be lost, and
+/// once space returns the waiting writes are committed and new ones accepted again: a full log
+/// is backpressure, not a storage fault (no data was at risk).
+#[test]
+fn a_full_disk_during_checkpoints_refuses_writes_loses_nothing_and_resumes() {
+    let disk = SimDisk::new(11);
+    let dir = Path::new("/sim/review");
+    let options = RuntimeOptions {
+        log_capacity_bytes: 32 << 10,
+        checkpoint_interval_bytes: 4 << 10,
+        queue_capacity: 64,
+        ..RuntimeOptions::default()
+    };
+    let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
+    let rt = open();
+    disk.set_faults(Faults {
+        enospc_from_alloc_write: Some(1),
+        ..Faults::default()
+    });
+    let put = |i: i64| json!([["put", "kv", [i % 50], {"a": i, "b": "bytes to fill the log"}]]);
+    // Writes go in without waiting for answers (the group that meets the full log waits).
+    let mut sent = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let reason = loop {
+        assert!(Instant::now() < deadline, "the log never filled");
+        let ops = put(sent.len() as i64);
+        match rt.write("apply", body(json!({"ops": ops, "fail": false}))) {
+            Ok(reply) => sent.push((ops, reply)),
+            Err(HandlerError::Unavailable { reason }) if reason.contains("log is full") => {
+                break reason
+            }
+            // The queue is full: wait for the owner (a bounded wait, see the deadline).
+            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    // Reads serve a durable prefix of the writes.
+    let mut model = Model::new();
+    let mut prefixes = vec![model.clone()];
+    for (ops, _) in &sent {
+        assert!(model_apply(&mut model, ops.as_array().unwrap(), false));
+        prefixes.push(model.clone());
+    }
+    let shown = as_model(&dump(&rt));
+    assert!(prefixes.contains(&shown), "reads show a prefix ({reason})");
+    // Space returns: the waiting writes are committed and answered, new ones accepted.
+    disk.set_faults(Faults::default());
+    for (ops, reply) in sent {
+        let answer = reply.blocking_recv().expect("every write is answered");
+        assert!(answer.is_ok(), "{ops}: {answer:?} after space returned");
+    }
+    let last = put(1000);
+    model_apply(&mut model, last.as_array().unwrap(), false);
+    let resumed = loop {
+        assert!(Instant::now() < deadline, "writes never resumed");
+        match call(&rt, "apply", json!({"ops": last, "fail": false})) {
+            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(5)),
+            other => break other,
+        }
+    };
+    assert!(resumed.is_ok(), "{resumed:?}");
+    assert!(rt.poisoned().is_none());
+    assert_eq!(as_model(&dump(&rt)), model);
+    rt.shutdown();
+    let rt = open();
+    assert_eq!(
+        as_model(&dump(&rt)),
+        model,
+        "every acknowledged write survives"
+    );
+    rt.shutdown();
+}
+
+/// A checkpoint that fails while streaming its image (a state larger than one write chunk, on a
+/// full disk) must remove its temporary file: a leftover one keeps the disk full, and every
+/// failed attempt (one per LSN) leaves another until the next open.
+#[test]
+fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
+    let disk = SimDisk::new(12);
+    let dir = Path::new("/sim/tmpfiles");
+    let options = RuntimeOptions {
+        log_capacity_bytes: 8 << 20,
+        checkpoint_interval_bytes: 256 << 10,
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open_with_io(app("review"), dir, options, disk.clone()).unwrap();
+    let big = "x".repeat(4000);
+    for i in 0..40i64 {
+        let ops: Vec<Value> = (0..10)
+            .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big}]))
+            .collect();
+        call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
+    }
+    disk.set_faults(Faults {
+        enospc_from_alloc_write: Some(1),
+        ..Faults::default()
+    });
+    for i in 0..30i64 {
+        let ops = json!([["put", "kv", [i], {"a": i}]]);
+        call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
+    }
+    // Shutting down waits for the running checkpoint; failed ones were collected before.
+    rt.shutdown();
+    let leftovers: Vec<_> = disk
+        .file_names()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "temporary checkpoint files left: {leftovers:?}"
+    );
 }
