@@ -100,9 +100,8 @@ fn op() -> impl Strategy<Value = Op> {
     let fields = || prop::collection::vec(val(), 0..=FIELDS);
     prop_oneof![
         (0..TABLES, key(), fields()).prop_map(|(t, k, f)| Op::Put(t, k, f)),
-        (0..TABLES, key(), 1u64..(1 << FIELDS), fields()).prop_map(|(t, k, m, f)| Op::Patch(
-            t, k, m, f
-        )),
+        (0..TABLES, key(), 1u64..(1 << FIELDS), fields())
+            .prop_map(|(t, k, m, f)| Op::Patch(t, k, m, f)),
         (0..TABLES, key()).prop_map(|(t, k)| Op::Delete(t, k)),
     ]
 }
