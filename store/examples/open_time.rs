@@ -3,7 +3,8 @@
 //! current (`VmRSS`) after `open` returns. Each open runs in a fresh child process, so that the
 //! peak is the open's own and not the writing phase's.
 //!
-//! `cargo run -p pure-store --release --example open_time -- DIR`
+//! `cargo run -p pure-store --release --example open_time -- DIR [RECORDS_PER_COMMIT]`
+//! (default 100; 20000 makes frames of about 2 MiB, larger than recovery's read window)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,8 +25,12 @@ fn main() {
         return;
     }
     let dir = Path::new(args.get(1).map(String::as_str).unwrap_or(".")).join("open-time");
+    let per_commit = args
+        .get(2)
+        .map(|n| n.parse().expect("RECORDS_PER_COMMIT is a number"))
+        .unwrap_or(RECORDS_PER_COMMIT);
     let _ = std::fs::remove_dir_all(&dir);
-    prepare(&dir);
+    prepare(&dir, per_commit);
     let exe = std::env::current_exe().expect("own executable path");
     for round in 1..=3 {
         print!("reopen {round} (fresh process): ");
@@ -47,8 +52,8 @@ fn options() -> StoreOptions {
     }
 }
 
-/// Creates the store and fills it with `RECORDS` records.
-fn prepare(dir: &Path) {
+/// Creates the store and fills it with `RECORDS` records, `per_commit` to a frame.
+fn prepare(dir: &Path, per_commit: usize) {
     let started = Instant::now();
     let mut store = Store::open(dir, options()).expect("create").store;
     println!(
@@ -57,14 +62,14 @@ fn prepare(dir: &Path) {
         started.elapsed()
     );
     let record = vec![1u8; RECORD_BYTES];
-    for _ in 0..RECORDS / RECORDS_PER_COMMIT {
-        for _ in 0..RECORDS_PER_COMMIT {
+    for _ in 0..RECORDS / per_commit {
+        for _ in 0..per_commit {
             store.append(&record).expect("append");
         }
         store.commit().expect("commit");
     }
     println!(
-        "wrote {RECORDS} records of {RECORD_BYTES} bytes ({} KiB of log)",
+        "wrote {RECORDS} records of {RECORD_BYTES} bytes, {per_commit} to a frame ({} KiB of log)",
         store.log_used_bytes() >> 10
     );
 }
