@@ -230,7 +230,7 @@ impl Report<'_> {
              group = one sync); latency per group, including any wait for log space and the \
              checkpoint bookkeeping. dev B/rec = growth of the device's sectors-written counter \
              over a turn (a syncfs runs before each), divided by the turn's records, median over the \
-             turns; (mean) = the same over all turns: file-system metadata and journal included, \
+             records (each counts with its turn's figure); (mean) = the same over all turns: file-system metadata and journal included, \
              and also whatever other processes wrote to the device meanwhile. \
              CPU = user + system of the whole process, per sync. Each store lapped its {} MiB \
              ring once, untimed, before measuring, so measured commits overwrite reused log \

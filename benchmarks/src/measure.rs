@@ -46,8 +46,8 @@ pub struct Measured {
     pub latency_ns: Histogram<u64>,
     /// Bytes the device counter grew by over the slices.
     pub device_bytes: Option<u64>,
-    /// The same per slice, divided by that slice's records.
-    pub slice_device_bytes_per_record: Vec<f64>,
+    /// Per slice: its device bytes divided by its records, and its records.
+    pub slice_device_bytes_per_record: Vec<(f64, u64)>,
     /// User + system CPU of the whole process during the slices.
     pub cpu: Duration,
 }
@@ -85,22 +85,31 @@ impl Measured {
     pub fn device_bytes_per_record_mean(&self) -> Option<f64> {
         Some(self.device_bytes? as f64 / self.records.max(1) as f64)
     }
-    /// The median over slices of device bytes per record: a burst of other processes' writes
-    /// inflates a few slices, not the median.
+    /// The median, over records, of their slice's device bytes per record: a burst of other
+    /// processes' writes inflates a few slices, not the median; weighting by records keeps
+    /// slow slices (few records) from counting as much as fast ones.
     pub fn device_bytes_per_record(&self) -> Option<f64> {
         self.device_bytes?;
-        let mut per_slice = self.slice_device_bytes_per_record.clone();
-        per_slice.sort_by(f64::total_cmp);
-        let n = per_slice.len();
-        match n {
-            0 => None,
-            _ if n % 2 == 1 => Some(per_slice[n / 2]),
-            _ => Some((per_slice[n / 2 - 1] + per_slice[n / 2]) / 2.0),
-        }
+        weighted_median(&self.slice_device_bytes_per_record)
     }
     pub fn cpu_us_per_step(&self) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.steps.max(1) as f64
     }
+}
+
+/// The value below which half of the total weight lies (`None` when there is no weight).
+fn weighted_median(values: &[(f64, u64)]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: u64 = sorted.iter().map(|&(_, w)| w).sum();
+    let mut seen = 0;
+    for (value, weight) in sorted {
+        seen += weight;
+        if seen * 2 >= total && total > 0 {
+            return Some(value);
+        }
+    }
+    None
 }
 
 /// Measures every subject for `window.duration` in turns of `window.slice` (every subject runs
@@ -175,7 +184,7 @@ fn run_slice(
             let bytes = after.saturating_sub(before);
             let records = (m.records - records_before).max(1);
             m.slice_device_bytes_per_record
-                .push(bytes as f64 / records as f64);
+                .push((bytes as f64 / records as f64, records));
             Some(sum + bytes)
         }
         _ => None,
@@ -226,4 +235,21 @@ fn process_cpu() -> Duration {
     };
     let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::weighted_median;
+
+    #[test]
+    fn the_weighted_median_follows_the_weight() {
+        assert_eq!(weighted_median(&[]), None);
+        assert_eq!(weighted_median(&[(7.0, 3)]), Some(7.0));
+        // One slow slice of few records against two fast ones of many.
+        assert_eq!(
+            weighted_median(&[(8000.0, 10), (4100.0, 500), (4200.0, 400)]),
+            Some(4100.0)
+        );
+        assert_eq!(weighted_median(&[(9.0, 1), (1.0, 1), (5.0, 5)]), Some(5.0));
+    }
 }
