@@ -18,7 +18,9 @@
 
 use std::sync::Arc;
 
-use pure_lang::{Array, Change, Dynamic, ImmutableString, Key, KeyPart, Map, Schema, TableSchema};
+use pure_lang::{
+    Array, Change, Dynamic, ImmutableString, Key, KeyPart, Map, Schema, TableSchema, Tables,
+};
 
 const SCHEMA: u8 = 1;
 const WRITES: u8 = 2;
@@ -309,7 +311,9 @@ impl<'a> Reader<'a> {
 }
 
 /// Decodes a record. Table ids and field slots are those of the schema in force where it was
-/// written; `Mapping` translates them.
+/// written; `Mapping` translates them. A patch of a field whose state slot is past
+/// [`pure_lang::FIELDS_MAX`] (only fields an app no longer declares get there) needs the row it
+/// changes: use [`apply_record`] for those.
 pub fn decode(bytes: &[u8], mapping: &Mapping) -> Result<Decoded, String> {
     let mut r = Reader::new(bytes);
     match r.byte()? {
@@ -317,7 +321,7 @@ pub fn decode(bytes: &[u8], mapping: &Mapping) -> Result<Decoded, String> {
         WRITES => {
             let mut changes = Vec::new();
             while !r.is_empty() {
-                changes.push(decode_change(&mut r, mapping)?);
+                changes.push(decode_change(&mut r, mapping, None)?);
             }
             Ok(Decoded::Writes(changes))
         }
@@ -325,7 +329,32 @@ pub fn decode(bytes: &[u8], mapping: &Mapping) -> Result<Decoded, String> {
     }
 }
 
-fn decode_change(r: &mut Reader<'_>, mapping: &Mapping) -> Result<Change, String> {
+/// Applies a record to `tables` change by change (recovery); a schema record is returned
+/// instead. `tables` must already hold every table of the state's schema.
+pub fn apply_record(
+    bytes: &[u8],
+    mapping: &Mapping,
+    tables: &mut Tables,
+) -> Result<Option<Schema>, String> {
+    let mut r = Reader::new(bytes);
+    match r.byte()? {
+        SCHEMA => Ok(Some(r.schema()?)),
+        WRITES => {
+            while !r.is_empty() {
+                let change = decode_change(&mut r, mapping, Some(tables))?;
+                tables.apply(change);
+            }
+            Ok(None)
+        }
+        tag => Err(format!("bad record tag {tag}")),
+    }
+}
+
+fn decode_change(
+    r: &mut Reader<'_>,
+    mapping: &Mapping,
+    state: Option<&Tables>,
+) -> Result<Change, String> {
     let head = r.varint()?;
     let table = mapping.table(head >> 2)?;
     let key = r.key()?;
@@ -345,18 +374,37 @@ fn decode_change(r: &mut Reader<'_>, mapping: &Mapping) -> Result<Change, String
         }
         OP_PATCH => {
             let logged_mask = r.varint()?;
-            let (mut fields, mut mask, mut bits) = (Vec::new(), 0u64, logged_mask);
+            let (mut fields, mut slots, mut bits) = (Vec::new(), Vec::new(), logged_mask);
             while bits != 0 {
                 let slot = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let value = r.value(0)?;
-                mask |= 1 << mapping.place(table.0, slot, value, &mut fields)?;
+                slots.push(mapping.place(table.0, slot, value, &mut fields)?);
             }
-            Ok(Change::Patch {
+            if slots.iter().all(|s| *s < pure_lang::FIELDS_MAX) {
+                let mask = slots.iter().fold(0u64, |mask, s| mask | 1 << s);
+                return Ok(Change::Patch {
+                    table: table.1,
+                    key,
+                    mask,
+                    fields: Arc::new(fields),
+                });
+            }
+            // A slot past the mask's reach: the patched row, merged here, is put whole.
+            let state = state.ok_or("a patch of a field past the slot limit needs the state")?;
+            let mut row = state
+                .get(table.1, &key)
+                .map_or_else(Vec::new, |row| row.to_vec());
+            for slot in slots {
+                if row.len() <= slot {
+                    row.resize(slot + 1, Dynamic::UNIT);
+                }
+                row[slot] = fields[slot].clone();
+            }
+            Ok(Change::Put {
                 table: table.1,
                 key,
-                mask,
-                fields: Arc::new(fields),
+                fields: Arc::new(row),
             })
         }
         OP_DELETE => Ok(Change::Delete {
@@ -450,9 +498,8 @@ impl Mapping {
             .2
             .get(slot)
             .ok_or(format!("unknown field slot {slot}"))?;
-        if target >= pure_lang::FIELDS_MAX {
-            return Err(format!("field slot {target} beyond the limit"));
-        }
+        // Slots past FIELDS_MAX are fine in a row: they hold fields of earlier versions of the
+        // app (kept, invisible to scripts); only a patch's mask cannot name them.
         if fields.len() <= target {
             fields.resize(target + 1, Dynamic::UNIT);
         }

@@ -5,7 +5,7 @@ use pure_lang::{App, Schema, Tables};
 use pure_store::{Lsn, Recovered};
 
 use crate::checkpoint::read_image;
-use crate::record::{decode, Decoded, Mapping};
+use crate::record::{apply_record, Mapping};
 use crate::runtime::OpenError;
 
 pub(crate) struct State {
@@ -27,16 +27,15 @@ pub(crate) fn recover(app: &App, recovered: &Recovered) -> Result<State, OpenErr
         None => (Tables::new(schema.tables.len()), Mapping::identity(&schema)),
     };
     for record in &recovered.records {
-        let decoded = decode(&record.bytes, &mapping).map_err(|reason| OpenError::Record {
-            lsn: record.lsn.0,
-            reason,
-        })?;
-        match decoded {
-            Decoded::Schema(logged) => mapping = Mapping::new(&logged, &mut schema),
-            Decoded::Writes(changes) => {
-                tables.ensure_tables(schema.tables.len());
-                changes.into_iter().for_each(|change| tables.apply(change));
+        tables.ensure_tables(schema.tables.len());
+        let logged = apply_record(&record.bytes, &mapping, &mut tables).map_err(|reason| {
+            OpenError::Record {
+                lsn: record.lsn.0,
+                reason,
             }
+        })?;
+        if let Some(logged) = logged {
+            mapping = Mapping::new(&logged, &mut schema);
         }
         lsn = record.lsn;
     }

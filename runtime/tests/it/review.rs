@@ -412,3 +412,61 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
         "temporary checkpoint files left: {leftovers:?}"
     );
 }
+
+fn query_k(k: i64) -> Request {
+    Request {
+        query: [("k".to_string(), k.to_string())].into_iter().collect(),
+        ..Request::default()
+    }
+}
+
+/// Writes a one-table app with `fields` to `dir`, with a handler that fills every field.
+fn wide_app(dir: &Path, fields: &[String]) -> pure_runtime::App {
+    std::fs::create_dir_all(dir).unwrap();
+    let manifest = json!({
+        "name": "wide",
+        "routes": {"POST /fill": "fill", "GET /row": "row"},
+        "tables": {"wide": fields},
+    });
+    std::fs::write(dir.join("app.json"), manifest.to_string()).unwrap();
+    let script = "fn fill(req) { let r = #{}; for f in req.body.fields { r[f] = 1; } \
+                  wide.put(req.body.k, r); let w = wide.get(req.body.k); w[req.body.fields[39]] = 2; w.save(); 0 }\n\
+                  fn row(req) { let r = wide.get(parse_int(req.query.k)); if r == () { () } else { r.to_map() } }\n";
+    std::fs::write(dir.join("wide.rhai"), script).unwrap();
+    pure_runtime::App::load(dir).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The guide: a redeploy may rename fields; removed ones stay in the data and come back when
+/// declared again. A table whose fields were all renamed once has more than 64 field names in
+/// the data: the state must still open (from the log, and from a checkpoint), with every
+/// field's data intact, also patches of fields whose state slot is past 64.
+#[test]
+fn a_redeploy_that_renames_many_fields_still_opens() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let names = |prefix: &str| (0..40).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
+    let (old, new) = (names("f"), names("g"));
+    let rt = Runtime::open(wide_app(&root.path().join("v1"), &old), &data, small_log()).unwrap();
+    call(&rt, "fill", json!({"fields": old, "k": 1})).unwrap();
+    rt.shutdown();
+    let options = RuntimeOptions {
+        checkpoint_interval_bytes: 0,
+        ..small_log()
+    };
+    for round in 0..2 {
+        let app = wide_app(&root.path().join("v2"), &new);
+        let rt = Runtime::open(app, &data, options.clone())
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        call(&rt, "fill", json!({"fields": new, "k": 2})).unwrap();
+        let row = rt.read("row", query_k(2)).unwrap();
+        assert_eq!(row["g0"], json!(1));
+        assert_eq!(row["g39"], json!(2));
+        rt.shutdown();
+    }
+    // Declaring the old fields again brings their data back, the patch of f39 (a slot past 64
+    // in the state while v2 ran) included.
+    let rt = Runtime::open(wide_app(&root.path().join("v1"), &old), &data, small_log()).unwrap();
+    let row = rt.read("row", query_k(1)).unwrap();
+    assert_eq!((&row["f0"], &row["f39"]), (&json!(1), &json!(2)), "{row}");
+    rt.shutdown();
+}
