@@ -470,3 +470,73 @@ fn a_redeploy_that_renames_many_fields_still_opens() {
     assert_eq!((&row["f0"], &row["f39"]), (&json!(1), &json!(2)), "{row}");
     rt.shutdown();
 }
+
+/// A failed sync in the middle of pipelined groups: the answers that are successes are exactly
+/// a prefix of the queue order (nothing at or after the failed group is acknowledged, though
+/// the owner had already run later groups), and after a power loss every one of them is there.
+#[test]
+fn a_failed_sync_among_pipelined_groups_acknowledges_only_a_prefix() {
+    let mut poisoned_runs = 0;
+    for fail_at in [1u64, 2, 3, 5, 8] {
+        let disk = SimDisk::new(fail_at);
+        let dir = Path::new("/sim/pipelined");
+        let rt = Runtime::open_with_io(app("review"), dir, small_log(), disk.clone()).unwrap();
+        disk.set_faults(Faults {
+            fail_sync_at: Some(fail_at),
+            ..Faults::default()
+        });
+        // Bursts of writes sent without waiting: several groups in flight in each.
+        let mut answers: Vec<bool> = Vec::new();
+        for burst in 0..10i64 {
+            let replies: Vec<_> = (burst * 30..burst * 30 + 30)
+                .map_while(|i| {
+                    let ops = json!([["put", "kv", [i], {"a": i}]]);
+                    rt.write("apply", body(json!({"ops": ops, "fail": false})))
+                        .ok()
+                })
+                .collect();
+            answers.extend(
+                replies
+                    .into_iter()
+                    .map(|r| r.blocking_recv().expect("answered").is_ok()),
+            );
+        }
+        let acked = answers.iter().take_while(|ok| **ok).count();
+        assert!(
+            answers[acked..].iter().all(|ok| !ok),
+            "sync {fail_at}: a success after a failure: {answers:?}"
+        );
+        // The failed sync may be a checkpoint's (no write at risk, nothing refused) or the log's.
+        if rt.poisoned().is_some() {
+            assert!(
+                acked < answers.len(),
+                "sync {fail_at}: poisoned, all acknowledged"
+            );
+            poisoned_runs += 1;
+        } else {
+            assert_eq!(
+                acked,
+                answers.len(),
+                "sync {fail_at}: refused without poison"
+            );
+        }
+        rt.shutdown();
+        disk.power_loss();
+        disk.process_crash();
+        let rt = Runtime::open_with_io(app("review"), dir, small_log(), disk).unwrap();
+        let recovered = as_model(&dump(&rt));
+        let mut keys: Vec<i64> = recovered
+            .values()
+            .map(|(k, _)| k.as_i64().unwrap())
+            .collect();
+        keys.sort_unstable();
+        let n = keys.len();
+        assert!(
+            n >= acked,
+            "sync {fail_at}: {n} recovered, {acked} acknowledged"
+        );
+        assert_eq!(keys, (0..n as i64).collect::<Vec<_>>(), "a prefix");
+        rt.shutdown();
+    }
+    assert!(poisoned_runs >= 1, "no run failed a log sync");
+}
