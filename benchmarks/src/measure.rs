@@ -226,7 +226,7 @@ pub fn flush_file_system(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// User + system CPU time of the whole process so far.
-fn process_cpu() -> Duration {
+pub(crate) fn process_cpu() -> Duration {
     // SAFETY: getrusage writes only into the struct we pass; all-zero is a valid rusage.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();

@@ -24,6 +24,7 @@ use pure_store::sim::SimRng;
 use serde_json::json;
 
 use crate::device::DeviceCounter;
+use crate::measure::process_cpu;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -294,18 +295,6 @@ fn tempfile_dir(parent: &Path) -> anyhow::Result<PathBuf> {
 
 fn rand_suffix() -> u64 {
     Instant::now().elapsed().as_nanos() as u64 ^ (std::process::id() as u64).rotate_left(17)
-}
-
-/// User + system CPU time of the whole process so far.
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage writes only into the struct we pass; all-zero is a valid rusage.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 // ---- part 2: the New-Order-like handler, script against native ----
