@@ -75,7 +75,7 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
             let mut fields = Vec::with_capacity(n);
             for slot in 0..n {
                 let value = r.value(0)?;
-                mapping.place_at(index, slot, value, &mut fields)?;
+                mapping.place(index, slot, value, &mut fields)?;
             }
             map.insert(key, Arc::new(fields));
         }

@@ -477,17 +477,7 @@ impl Mapping {
     }
 
     /// Puts `value` of logged `slot` at its state slot in `fields`; returns the state slot.
-    pub fn place_at(
-        &self,
-        table: usize,
-        slot: usize,
-        value: Dynamic,
-        fields: &mut Vec<Dynamic>,
-    ) -> Result<usize, String> {
-        self.place(table, slot, value, fields)
-    }
-
-    fn place(
+    pub fn place(
         &self,
         table: usize,
         slot: usize,
