@@ -43,20 +43,30 @@ pub struct Args {
     batch: usize,
     #[arg(long, default_value_t = 15)]
     batches: usize,
-    /// Run only one part: "writes" or "neworder".
+    /// Run only one part: "limits", "writes", "neworder" or "scoreboard".
     #[arg(long)]
     only: Option<String>,
     /// In the handler-cost part, run only the script or only the native variant (for counting
     /// instructions with `perf stat`, which a shared machine's noise does not disturb).
     #[arg(long)]
     variant: Option<String>,
+    /// The scoreboard app, for the part that measures its `post_score` handler in-process.
+    #[arg(long, default_value = "apps/scoreboard")]
+    app: PathBuf,
     /// In the handler-cost part, a file whose script replaces the built-in `new_order` script
     /// (it must define `new_order` and `empty`): to measure what a construct costs.
     #[arg(long)]
     script: Option<PathBuf>,
 }
 
+const PARTS: [&str; 4] = ["limits", "writes", "neworder", "scoreboard"];
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(only) = args.only.as_deref() {
+        if !PARTS.contains(&only) {
+            bail!("--only {only:?}: the parts are {}", PARTS.join(", "));
+        }
+    }
     if args.only.is_none() || args.only.as_deref() == Some("limits") {
         limits()?;
     }
@@ -65,6 +75,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.only.is_none() || args.only.as_deref() == Some("neworder") {
         new_order(&args)?;
+    }
+    if args.only.is_none() || args.only.as_deref() == Some("scoreboard") {
+        scoreboard(&args)?;
     }
     Ok(())
 }
@@ -761,6 +774,85 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         native.median(),
         encode.median(),
         native_snap.median() - native.median(),
+    );
+    Ok(())
+}
+
+// ---- part 4: the scoreboard's write handler, in-process ----
+
+/// Posts per snapshot in the scoreboard part: the group size pure-serve reaches at 64
+/// connections on this machine (docs/research/002).
+const SCOREBOARD_GROUP: usize = 14;
+
+/// µs per `post_score` call of the scoreboard app on 10,000 players, without HTTP and without the
+/// log: the handler, its write set's encoding, and a snapshot every `SCOREBOARD_GROUP` calls as
+/// the owner takes one per group. With `--variant script`, only a fixed number of calls (for
+/// callgrind); `--variant load` stops after loading.
+fn scoreboard(args: &Args) -> anyhow::Result<()> {
+    println!("## owner: the scoreboard's post_score handler (µs per call)\n");
+    let limits = match args.variant {
+        Some(_) => Limits {
+            wall_clock_max: Duration::from_secs(60),
+            ..Limits::default()
+        },
+        None => Limits::default(),
+    };
+    let app = App::load_with(&args.app, limits)
+        .with_context(|| format!("loading {}", args.app.display()))?;
+    const PLAYERS: u64 = 10_000;
+    let post = |player: u64, score: u64| {
+        body(json!({"player": format!("player-{player}"), "score": score}))
+    };
+    let mut tables = Tables::new(app.schema().tables.len());
+    let mut ws = WriteSet::default();
+    let mut record_bytes = Vec::new();
+    for p in 0..PLAYERS {
+        app.run_write("post_score", &post(p, 0), &mut tables, &mut ws)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        ws.clear();
+    }
+    let mut rng = SimRng::new(7);
+    let requests: Vec<Request> = (0..args.batch)
+        .map(|_| post(rng.below(PLAYERS), rng.below(1_000_000)))
+        .collect();
+    let mut call = |i: usize, tables: &mut Tables, snapshot: &mut Tables| {
+        if i % SCOREBOARD_GROUP == 0 {
+            *snapshot = tables.clone();
+        }
+        app.run_write("post_score", &requests[i % requests.len()], tables, &mut ws)
+            .expect("the handler runs");
+        record::encode_writes(&mut record_bytes, ws.changes());
+        record_bytes.clear();
+        ws.clear();
+    };
+    let mut snapshot = tables.clone();
+    match args.variant.as_deref() {
+        Some("load") => return Ok(()),
+        Some("script") => {
+            for i in 0..args.batch * args.batches {
+                call(i, &mut tables, &mut snapshot);
+            }
+            println!("ran {} calls", args.batch * args.batches);
+            return Ok(());
+        }
+        Some(other) => bail!("--variant for the scoreboard part is script or load, not {other}"),
+        None => {}
+    }
+    let mut timer = Timer::new();
+    let mut i = 0;
+    for round in 0..args.batches + 1 {
+        timer.time(args.batch, || {
+            call(i, &mut tables, &mut snapshot);
+            i += 1;
+        });
+        if round == 0 {
+            timer.samples.clear();
+        }
+    }
+    let (lo, hi) = timer.range();
+    println!(
+        "post_score on {PLAYERS} players, a snapshot every {SCOREBOARD_GROUP} calls: median {:.2} µs per call (batch medians {lo:.2}–{hi:.2})",
+        timer.median()
     );
     Ok(())
 }
