@@ -816,7 +816,7 @@ fn scoreboard(args: &Args) -> anyhow::Result<()> {
         .map(|_| post(rng.below(PLAYERS), rng.below(1_000_000)))
         .collect();
     let mut call = |i: usize, tables: &mut Tables, snapshot: &mut Tables| {
-        if i % SCOREBOARD_GROUP == 0 {
+        if i.is_multiple_of(SCOREBOARD_GROUP) {
             *snapshot = tables.clone();
         }
         app.run_write("post_score", &requests[i % requests.len()], tables, &mut ws)
