@@ -1,6 +1,8 @@
 //! An app: its manifest, its compiled scripts, and calling its handlers.
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -241,14 +243,23 @@ impl App {
         let deadline = Instant::now() + self.limits.wall_clock_max;
         context::install(context, deadline, self.limits.scan_rows_max);
         let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
-        let result = self.engine.call_fn_with_options::<Dynamic>(
-            options,
-            &mut Scope::new(),
-            &self.ast,
-            handler,
-            (argument,),
-        );
+        // A panic is a bug in Pure or in Rhai. Caught here so that the thread's context is taken
+        // back (the tables return to the caller, the thread stays usable) and the caller decides
+        // what the state is worth: a read goes on, the owner stops trusting its tables.
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.engine.call_fn_with_options::<Dynamic>(
+                options,
+                &mut Scope::new(),
+                &self.ast,
+                handler,
+                (argument,),
+            )
+        }));
         restore(context::take());
+        let result = result.map_err(|payload| HandlerError::Panicked {
+            handler: handler.to_string(),
+            message: panic_message(payload.as_ref()),
+        })?;
         let value =
             result.map_err(|e| from_eval(&e, handler, *definition, &self.sources, &self.schema))?;
         value::to_json(&value, &self.schema).map_err(|message| HandlerError::Script {
@@ -258,6 +269,16 @@ impl App {
             column: 0,
             message: format!("the return value: {message}"),
         })
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }
 
@@ -321,4 +342,69 @@ fn definition_position(text: &str, name: &str) -> Position {
         }
     }
     Position::NONE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Key;
+
+    const MANIFEST: &str = r#"{ "name": "panics", "routes": {},
+        "tables": { "counters": ["n"] } }"#;
+    const SCRIPT: &str = r#"
+fn put_then_panic(req) { counters.put(1, #{ n: 1 }); fault_panic("in a write"); 0 }
+fn put_one(req) { counters.put(2, #{ n: 2 }); 2 }
+fn read_panic(req) { counters.get(1); fault_panic("in a read"); 0 }
+fn read_count(req) { counters.count() }
+"#;
+
+    /// A panic inside a call comes back as `Panicked` naming the handler; the write's change is
+    /// rolled back, the tables return to the caller, and the thread serves the next call.
+    #[test]
+    fn a_panicking_call_is_an_error_and_the_thread_goes_on() {
+        let app = App::from_sources(
+            MANIFEST,
+            vec![("p.rhai".into(), SCRIPT.into())],
+            Limits::default(),
+        )
+        .expect("compiles");
+        let counters = app.schema().table_id("counters").expect("declared");
+        let mut tables = Tables::new(app.schema().tables.len());
+        let mut writes = WriteSet::default();
+        let request = Request::default();
+
+        let error = app
+            .run_write("put_then_panic", &request, &mut tables, &mut writes)
+            .expect_err("it panics");
+        match &error {
+            HandlerError::Panicked { handler, message } => {
+                assert_eq!(handler, "put_then_panic");
+                assert!(message.contains("in a write"), "{message}");
+            }
+            other => panic!("expected Panicked, got {other:?}"),
+        }
+        assert_eq!(error.status(), 500);
+        assert!(error.to_json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("put_then_panic")));
+        assert!(writes.is_empty(), "the write set is cleared");
+        assert!(tables.get(counters, &Key::int(1)).is_none(), "rolled back");
+
+        assert_eq!(
+            app.run_write("put_one", &request, &mut tables, &mut writes)
+                .expect("the next write runs"),
+            serde_json::json!(2)
+        );
+        writes.clear();
+        let snapshot = Arc::new(tables.clone());
+        let error = app
+            .run_read("read_panic", &request, snapshot.clone())
+            .expect_err("it panics");
+        assert!(matches!(error, HandlerError::Panicked { .. }), "{error:?}");
+        assert_eq!(
+            app.run_read("read_count", &request, snapshot)
+                .expect("the next read runs"),
+            serde_json::json!(1)
+        );
+    }
 }

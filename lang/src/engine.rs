@@ -81,6 +81,10 @@ pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
     });
 
     crate::api::register(&mut engine, schema);
+    #[cfg(any(test, feature = "fault-injection"))]
+    engine.register_fn("fault_panic", |message: &str| -> bool {
+        panic!("fault injection: {message}")
+    });
     engine
 }
 

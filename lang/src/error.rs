@@ -104,6 +104,10 @@ pub enum HandlerError {
     Unavailable { reason: String },
     /// No handler of that name.
     NoSuchHandler { handler: String },
+    /// The handler's call panicked: a bug in Pure or in Rhai, not in the script. Whatever the
+    /// call had changed was rolled back as far as the undo log knew it; a runtime treats the
+    /// state in memory as no longer trusted.
+    Panicked { handler: String, message: String },
 }
 
 impl HandlerError {
@@ -112,7 +116,8 @@ impl HandlerError {
             HandlerError::Thrown { status, .. } => *status,
             HandlerError::Script { .. }
             | HandlerError::Limit { .. }
-            | HandlerError::NoSuchHandler { .. } => 500,
+            | HandlerError::NoSuchHandler { .. }
+            | HandlerError::Panicked { .. } => 500,
             HandlerError::Unavailable { .. } => 503,
         }
     }
@@ -143,6 +148,10 @@ impl HandlerError {
             HandlerError::NoSuchHandler { handler } => {
                 json!({ "error": format!("no handler named {handler}"), "handler": handler })
             }
+            HandlerError::Panicked { handler, message } => json!({
+                "error": format!("internal error: the call of {handler} panicked: {message}"),
+                "handler": handler
+            }),
         }
     }
 }

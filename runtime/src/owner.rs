@@ -10,6 +10,7 @@
 //!    while the syncer commits group N, and never runs further ahead than that.
 //!
 //! Answers are never sent from here: they travel with the group and leave after its commit.
+//! A handler that panics poisons the runtime: its group and every later write are refused.
 
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
@@ -122,6 +123,17 @@ impl Owner {
         }
         let app = &self.shared.app;
         let result = app.run_write(&job.handler, &job.request, &mut self.tables, writes);
+        if let Err(HandlerError::Panicked { handler, message }) = &result {
+            // A bug in Pure or Rhai struck halfway through a change to the tables: the undo log
+            // may not know all of it. Nothing from here on is made durable or published; the
+            // durable state is intact in the log, and a restart recovers it.
+            self.shared.poison(format!(
+                "internal error: write handler {handler} panicked ({message}); the state in \
+                 memory is no longer trusted: restart to recover the durable state from the log"
+            ));
+            writes.clear();
+            return result;
+        }
         if result.is_ok() && !writes.is_empty() {
             record::encode_writes(record, writes.changes());
             if record.len() > self.group_bytes_max {

@@ -14,9 +14,9 @@ Exit codes:
   3   the app directory failed to load (app.json or a script: the message names file:line:column)
   4   the data directory could not be opened or recovered (the message says what and where)
   5   the listen address could not be bound
-  10  the store was poisoned by a failed write or sync: writes were refused with 503, and the
-      server exited after a short drain so that a supervisor restarts it and recovery reads
-      what is really on disk";
+  10  the store was poisoned by a failed write or sync, or by a write handler that panicked (a
+      bug in Pure or Rhai): writes were refused with 503, and the server exited after a short
+      drain so that a supervisor restarts it and recovery reads what is really on disk";
 
 /// pure-serve: serves a Pure app directory over HTTP with JSON. Write handlers run one at a time
 /// on the owner thread and are answered only once durable; read handlers run on every HTTP

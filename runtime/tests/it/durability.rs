@@ -179,6 +179,48 @@ fn a_failed_sync_stops_writes_and_reads_keep_the_durable_state() {
     rt.shutdown();
 }
 
+/// A panic inside a write handler (a bug in Pure or Rhai, injected here) poisons the runtime: that
+/// write and every later one are refused, reads serve the last durable snapshot, and a restart
+/// recovers the durable state without the panicked write.
+#[test]
+fn a_panicking_write_handler_poisons_and_a_restart_recovers() {
+    let disk = SimDisk::new(11);
+    let dir = Path::new("/sim/data");
+    let rt =
+        Runtime::open_with_io(app("ledger"), dir, RuntimeOptions::default(), disk.clone()).unwrap();
+    transfer(&rt, 1, 2, 5, "").unwrap();
+    let durable = state(&rt);
+    let failed = transfer(&rt, 2, 3, 1, "panic").unwrap_err();
+    assert!(failed.status() >= 500, "{failed:?}");
+    assert!(failed.to_string().contains("panicked"), "{failed}");
+    let reason = rt.poisoned().expect("the runtime is poisoned");
+    assert!(
+        reason.contains("transfer") && reason.contains("restart"),
+        "{reason}"
+    );
+    assert!(matches!(
+        transfer(&rt, 1, 2, 5, ""),
+        Err(HandlerError::Unavailable { .. })
+    ));
+    assert_eq!(state(&rt), durable, "reads serve the last durable snapshot");
+    assert!(rt.health().poisoned.is_some());
+    rt.shutdown();
+
+    disk.process_crash();
+    let rt = Runtime::open_with_io(app("ledger"), dir, RuntimeOptions::default(), disk).unwrap();
+    assert_eq!(
+        state(&rt),
+        durable,
+        "the durable state, without the panicked write"
+    );
+    assert_eq!(
+        transfer(&rt, 1, 2, 1, "").unwrap(),
+        json!(2),
+        "writes go on after a restart"
+    );
+    rt.shutdown();
+}
+
 #[test]
 fn a_full_queue_refuses_at_once_and_everything_accepted_is_answered() {
     let dir = tempfile::tempdir().unwrap();

@@ -166,6 +166,68 @@ fn script_bugs_get_500_with_handler_file_line_and_column() {
     server.stop();
 }
 
+/// A panic in a read handler is a 500 for that request and the server goes on; a panic in a
+/// write handler also poisons the runtime (the state in memory is no longer trusted): health
+/// says so, writes get 503, reads go on, and the process exits with 10 after its drain. The
+/// restart recovers the durable state, without the panicked write.
+#[test]
+fn a_panicking_handler_gets_500_and_a_write_panic_exits_10() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let launch =
+        Launch::new(&test_app_dir("faulty"), data.path()).flag("--poison-drain-ms", "1500");
+    let mut server = launch.start();
+    let mut client = server.client();
+    assert_eq!(client.post("/count/a", &json!({})).status, 200);
+
+    let response = client.get("/panic");
+    assert_error(&response, 500);
+    assert!(
+        response.json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("read_panic") && e.contains("panicked")),
+        "{}",
+        response.text()
+    );
+    assert_eq!(
+        client.get("/count/a").json(),
+        json!({"name": "a", "value": 1})
+    );
+    assert_eq!(client.get("/_pure/health").status, 200);
+
+    let response = client.post("/panic/b", &json!({}));
+    assert!(response.status >= 500, "{}", response.text());
+    assert!(response.json()["error"].is_string(), "{}", response.text());
+    let health = client.get("/_pure/health");
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert!(
+        health.json()["poisoned"]
+            .as_str()
+            .is_some_and(|p| p.contains("write_panic")),
+        "{}",
+        health.text()
+    );
+    assert_error(&client.post("/count/a", &json!({})), 503);
+    assert_eq!(
+        client.get("/count/a").json(),
+        json!({"name": "a", "value": 1})
+    );
+    let status = server.wait();
+    assert_eq!(status.code(), Some(10), "stderr:\n{}", server.stderr_text());
+
+    let server = launch.start();
+    let mut client = server.client();
+    assert_eq!(
+        client.get("/count/a").json(),
+        json!({"name": "a", "value": 1})
+    );
+    assert_eq!(
+        client.get("/count/b").json(),
+        json!({"name": "b", "value": 0})
+    );
+    assert_eq!(client.post("/count/a", &json!({})).status, 200);
+    server.stop();
+}
+
 #[test]
 fn an_app_that_does_not_load_exits_with_status_3() {
     let data = tempfile::tempdir().expect("tempdir");
