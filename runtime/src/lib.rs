@@ -12,6 +12,7 @@
 //! the script API and the transaction mechanics are `lang`'s.
 
 mod checkpoint;
+mod inbox;
 mod metrics;
 mod owner;
 pub mod record;

@@ -92,6 +92,11 @@ impl MetricsCell {
         c.writes_failed_total += failed;
     }
 
+    /// The durable LSN found at open: no group was committed.
+    pub(crate) fn recovered(&self, durable_lsn: u64) {
+        self.lock().durable_lsn = durable_lsn;
+    }
+
     pub(crate) fn committed(&self, records: u64, sync: Option<Duration>, durable_lsn: u64) {
         let mut c = self.lock();
         c.groups_total += 1;

@@ -1,25 +1,26 @@
 //! The owner thread: runs write handlers one at a time, in groups.
 //!
 //! Steps per group:
-//! 1. take the first queued write (blocking), then whatever else is queued, up to a bound;
-//! 2. run each handler on the state; a returned handler's write set is encoded as one record, a
-//!    failed one was rolled back by `lang` and leaves nothing;
-//! 3. take one snapshot of the state after the group (O(1) per table; one per group, not per
-//!    write: RHAI.md point 6);
-//! 4. hand the group to the syncer. The hand-off is a rendezvous, so the owner runs group N+1
-//!    while the syncer commits group N, and never runs further ahead than that.
+//! 1. run each write as it arrives (the inbox's order), up to a bound per group; a returned
+//!    handler's write set is encoded as one record, a failed one was rolled back by `lang` and
+//!    leaves nothing;
+//! 2. as soon as the syncer is idle and no write is waiting, take one snapshot of the state after
+//!    the group (O(1) per table; one per group, not per write: RHAI.md point 6);
+//! 3. hand the group to the syncer. So the owner builds group N+1 while the syncer commits group
+//!    N, every write that arrives meanwhile joins N+1, and the owner never runs further ahead.
 //!
 //! Answers are never sent from here: they travel with the group and leave after its commit.
 //! A handler that panics poisons the runtime: its group and every later write are refused.
 
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pure_lang::{HandlerError, Request, Schema, Tables, WriteSet};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::inbox::{Inbox, Next};
 use crate::record;
 use crate::runtime::Shared;
 
@@ -33,6 +34,7 @@ pub(crate) struct Job {
 }
 
 /// A group of writes on its way to the syncer.
+#[derive(Default)]
 pub(crate) struct Group {
     /// The group's records back to back; `ends[i]` is where record `i` ends.
     pub bytes: Vec<u8>,
@@ -59,7 +61,7 @@ pub(crate) struct Owner {
     pub tables: Tables,
     /// The state's schema; logged once before this run's first write record.
     pub schema: Schema,
-    pub jobs: Receiver<Job>,
+    pub inbox: Arc<Inbox>,
     pub syncer: SyncSender<Group>,
     /// No more writes join a group past this many bytes, and no record may be larger: a group
     /// then stays under twice this, which always fits one frame of the log.
@@ -71,42 +73,43 @@ impl Owner {
         let mut writes = WriteSet::default();
         let mut record = Vec::with_capacity(256);
         let mut schema_logged = false;
-        while let Ok(first) = self.jobs.recv() {
-            let started = Instant::now();
-            let mut group = Group {
-                bytes: Vec::new(),
-                ends: Vec::new(),
-                replies: Vec::new(),
-                snapshot: Arc::default(),
-            };
-            if !schema_logged {
-                record::encode_schema(&mut group.bytes, &self.schema);
-                group.ends.push(group.bytes.len());
-                schema_logged = true;
-            }
-            let mut failed = 0;
-            let mut next = Some(first);
-            while let Some(job) = next.take() {
-                self.shared
-                    .queue_depth
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                let result = self.run_one(&job, &mut writes, &mut record, &mut group);
-                failed += u64::from(result.is_err());
-                group.replies.push((job.reply, result));
-                if group.replies.len() < GROUP_WRITES_MAX
-                    && group.bytes.len() < self.group_bytes_max
-                {
-                    next = self.jobs.try_recv().ok();
+        let mut group = Group::default();
+        let mut busy = Duration::ZERO;
+        let mut failed = 0;
+        loop {
+            let room =
+                group.replies.len() < GROUP_WRITES_MAX && group.bytes.len() < self.group_bytes_max;
+            match self.inbox.next(room, !group.replies.is_empty()) {
+                Next::Job(job) => {
+                    let started = Instant::now();
+                    self.shared
+                        .queue_depth
+                        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    if !schema_logged {
+                        record::encode_schema(&mut group.bytes, &self.schema);
+                        group.ends.push(group.bytes.len());
+                        schema_logged = true;
+                    }
+                    let result = self.run_one(&job, &mut writes, &mut record, &mut group);
+                    failed += u64::from(result.is_err());
+                    group.replies.push((job.reply, result));
+                    busy += started.elapsed();
                 }
-            }
-            group.snapshot = Arc::new(self.tables.clone());
-            let count = group.replies.len() as u64;
-            self.shared
-                .metrics
-                .owner_group(started.elapsed(), count, failed);
-            if self.syncer.send(group).is_err() {
-                // The syncer is gone only after a panic there; nothing can be made durable.
-                break;
+                Next::SyncerIdle => {
+                    let started = Instant::now();
+                    group.snapshot = Arc::new(self.tables.clone());
+                    let count = group.replies.len() as u64;
+                    busy += started.elapsed();
+                    self.shared.metrics.owner_group(busy, count, failed);
+                    (busy, failed) = (Duration::ZERO, 0);
+                    // The syncer said it waits for a group: this rendezvous completes at once.
+                    if self.syncer.send(std::mem::take(&mut group)).is_err() {
+                        break;
+                    }
+                }
+                // Drained after a shutdown, or the syncer is gone (after a panic there): the
+                // group's callers see their answer dropped; nothing of it was acknowledged.
+                Next::Stop => break,
             }
         }
     }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -13,6 +13,7 @@ use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::inbox::{Inbox, Refused};
 use crate::metrics::{Health, Metrics, MetricsCell};
 use crate::owner::{Job, Owner};
 use crate::recovery::recover;
@@ -219,7 +220,7 @@ impl Shared {
 struct Inner {
     shared: Arc<Shared>,
     /// The write queue's sending side; `None` once shutting down.
-    jobs: RwLock<Option<SyncSender<Job>>>,
+    inbox: Arc<Inbox>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -279,11 +280,11 @@ impl Runtime {
             queue_depth: AtomicU64::new(0),
             metrics: MetricsCell::new(),
         });
-        shared.metrics.committed(0, None, state.lsn.0);
+        shared.metrics.recovered(state.lsn.0);
         shared
             .metrics
             .log(store.log_used_bytes(), store.log_capacity_bytes());
-        let (jobs_tx, jobs_rx) = mpsc::sync_channel(options.queue_capacity.max(1));
+        let inbox = Arc::new(Inbox::new(options.queue_capacity));
         // A rendezvous: the owner hands over group N+1 only when the syncer is done with N.
         let (groups_tx, groups_rx) = mpsc::sync_channel(0);
         let syncer = Syncer {
@@ -291,6 +292,7 @@ impl Runtime {
             store,
             schema: Arc::new(state.schema.clone()),
             groups: groups_rx,
+            inbox: inbox.clone(),
             checkpoint_interval_bytes: options.checkpoint_interval_bytes,
             commit_gate: options.commit_gate.clone(),
         };
@@ -298,7 +300,7 @@ impl Runtime {
             shared: shared.clone(),
             tables: state.tables,
             schema: state.schema,
-            jobs: jobs_rx,
+            inbox: inbox.clone(),
             syncer: groups_tx,
             group_bytes_max,
         };
@@ -313,7 +315,7 @@ impl Runtime {
             .map_err(OpenError::Thread)?;
         let inner = Inner {
             shared,
-            jobs: RwLock::new(Some(jobs_tx)),
+            inbox,
             threads: Mutex::new(vec![owner, syncer]),
         };
         Ok(Runtime {
@@ -337,27 +339,19 @@ impl Runtime {
                 handler: handler.to_string(),
             });
         }
-        let jobs = self
-            .inner
-            .jobs
-            .read()
-            .expect("the queue lock is never poisoned");
-        let Some(jobs) = jobs.as_ref() else {
-            return Err(unavailable("the runtime is shutting down"));
-        };
         let (reply, receiver) = oneshot::channel();
         shared.queue_depth.fetch_add(1, Ordering::Relaxed);
-        match jobs.try_send(Job {
+        match self.inner.inbox.push(Job {
             handler: handler.to_string(),
             request,
             reply,
         }) {
             Ok(()) => Ok(receiver),
-            Err(e) => {
+            Err((_, refused)) => {
                 shared.queue_depth.fetch_sub(1, Ordering::Relaxed);
-                Err(unavailable(match e {
-                    TrySendError::Full(_) => "the write queue is full; retry later",
-                    TrySendError::Disconnected(_) => "the runtime has stopped",
+                Err(unavailable(match refused {
+                    Refused::Full => "the write queue is full; retry later",
+                    Refused::Closed => "the runtime is shutting down",
                 }))
             }
         }
@@ -409,14 +403,9 @@ impl Runtime {
 impl Inner {
     fn shutdown(&self) {
         self.shared.stopping.store(true, Ordering::Release);
-        // Dropping the sender lets the owner drain the queue and stop; the owner's exit ends the
-        // syncer after the last group.
-        drop(
-            self.jobs
-                .write()
-                .expect("the queue lock is never poisoned")
-                .take(),
-        );
+        // The owner drains the queue, hands over its last group and stops; its exit ends the
+        // syncer after that group.
+        self.inbox.close();
         let threads = std::mem::take(&mut *self.threads.lock().expect("joining never panics"));
         for thread in threads {
             if thread.join().is_err() {

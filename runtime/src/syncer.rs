@@ -18,6 +18,7 @@ use pure_lang::{HandlerError, Schema, Tables};
 use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
 
 use crate::checkpoint::write_image;
+use crate::inbox::{Inbox, SyncerGone};
 use crate::owner::Group;
 use crate::runtime::{CommitGate, Shared, Snapshot};
 
@@ -32,6 +33,7 @@ pub(crate) struct Syncer {
     pub store: Store,
     pub schema: Arc<Schema>,
     pub groups: Receiver<Group>,
+    pub inbox: Arc<Inbox>,
     pub checkpoint_interval_bytes: u64,
     pub commit_gate: Option<CommitGate>,
 }
@@ -40,7 +42,11 @@ impl Syncer {
     pub fn run(mut self) {
         let (done_tx, done_rx) = mpsc::channel::<CheckpointResult>();
         let mut checkpoint_running = false;
-        while let Ok(group) = self.groups.recv() {
+        let inbox = self.inbox.clone();
+        let _gone = SyncerGone(&inbox);
+        loop {
+            inbox.syncer_idle();
+            let Ok(group) = self.groups.recv() else { break };
             if checkpoint_running {
                 if let Ok(result) = done_rx.try_recv() {
                     checkpoint_running = false;

@@ -98,6 +98,64 @@ fn an_answer_leaves_only_after_its_group_is_synced() {
     rt.shutdown();
 }
 
+/// Polls `condition` until it holds; fails the test after `WAIT`.
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < WAIT, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Writes that arrive one by one while a group commits are all run at once and all join the very
+/// next group, not the one after it: one more commit answers every one of them.
+#[test]
+fn writes_arriving_during_a_commit_join_the_next_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hook, gate) = gate();
+    let options = RuntimeOptions {
+        sync: SyncMode::None,
+        commit_gate: Some(hook),
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+    let send = || {
+        rt.write("transfer", body(json!({"from": 1, "to": 2, "amount": 1})))
+            .unwrap()
+    };
+    let first = send();
+    wait_entered(&gate);
+    let mut later = Vec::new();
+    for _ in 0..5 {
+        later.push(send());
+        eventually(
+            "the owner takes each write while the syncer commits",
+            || rt.metrics().queue_depth == 0,
+        );
+    }
+    gate.release.send(()).unwrap();
+    assert_eq!(first.blocking_recv().unwrap().unwrap(), json!(1));
+    wait_entered(&gate);
+    gate.release.send(()).unwrap();
+    let mut answers = Vec::new();
+    for reply in &mut later {
+        eventually(
+            "the next commit answers every later write",
+            || match reply.try_recv() {
+                Ok(answer) => {
+                    answers.push(answer.unwrap());
+                    true
+                }
+                Err(TryRecvError::Empty) => false,
+                Err(TryRecvError::Closed) => panic!("a write was dropped"),
+            },
+        );
+    }
+    assert_eq!(answers, (2..=6).map(|s| json!(s)).collect::<Vec<_>>());
+    assert_eq!(rt.metrics().groups_total, 2);
+    rt.shutdown();
+}
+
 #[test]
 fn concurrent_reads_see_only_whole_transactions() {
     let dir = tempfile::tempdir().unwrap();
@@ -235,10 +293,11 @@ fn a_full_queue_refuses_at_once_and_everything_accepted_is_answered() {
     let send = || rt.write("transfer", body(json!({"from": 1, "to": 2, "amount": 1})));
     let mut accepted = vec![send().unwrap()];
     wait_entered(&gate);
-    // The syncer holds group 1; the owner can hold one more group, the queue two writes: so
-    // within a few more writes one is refused, without blocking.
+    // The syncer holds group 1; the owner runs arriving writes into group 2 until it reaches
+    // its bound (1,024 writes), then the queue takes two more: so within that many writes one
+    // is refused, without blocking.
     let mut refused = None;
-    for _ in 0..10 {
+    for _ in 0..1024 + 2 + 10 {
         match send() {
             Ok(reply) => accepted.push(reply),
             Err(e) => {
