@@ -88,6 +88,15 @@ impl Inbox {
         self.wake_owner(state);
     }
 
+    /// Called when the owner stops, however it stops: later writes are refused, and the queued
+    /// ones come back to be dropped (their callers see the answer dropped). Says whether the inbox
+    /// had been closed, i.e. whether this is an orderly shutdown.
+    pub(crate) fn close_and_drain(&self) -> (bool, VecDeque<Job>) {
+        let mut state = self.lock();
+        let was_closed = std::mem::replace(&mut state.closed, true);
+        (was_closed, std::mem::take(&mut state.jobs))
+    }
+
     /// Called by the syncer right before it waits for the next group.
     pub(crate) fn syncer_idle(&self) {
         let mut state = self.lock();

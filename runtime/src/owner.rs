@@ -76,6 +76,10 @@ impl Owner {
         let mut group = Group::default();
         let mut busy = Duration::ZERO;
         let mut failed = 0;
+        let _stopped = Stopped {
+            inbox: self.inbox.clone(),
+            shared: self.shared.clone(),
+        };
         loop {
             let room =
                 group.replies.len() < GROUP_WRITES_MAX && group.bytes.len() < self.group_bytes_max;
@@ -109,11 +113,46 @@ impl Owner {
                 }
                 // Drained after a shutdown, or the syncer is gone (after a panic there): the
                 // group's callers see their answer dropped; nothing of it was acknowledged.
-                Next::Stop => break,
+                Next::Stop => {
+                    let count = group.replies.len() as u64;
+                    self.shared.metrics.owner_group(busy, count, failed);
+                    break;
+                }
             }
         }
     }
+}
 
+/// Runs when the owner thread stops, however it stops (drained, the syncer gone, a panic): no
+/// queued or later write waits for an answer that cannot come. Stopping without a shutdown is a
+/// failure: it poisons the runtime, so that writes are refused with the reason and a server
+/// exits to be restarted.
+struct Stopped {
+    inbox: Arc<Inbox>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let (orderly, stranded) = self.inbox.close_and_drain();
+        self.shared
+            .queue_depth
+            .fetch_sub(stranded.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        if !orderly {
+            let cause = if std::thread::panicking() {
+                "the owner thread panicked"
+            } else {
+                "the syncer thread stopped"
+            };
+            self.shared.poison(format!(
+                "internal error: {cause}; writes cannot be made durable: restart to recover \
+                 the durable state from the log"
+            ));
+        }
+    }
+}
+
+impl Owner {
     fn run_one(
         &mut self,
         job: &Job,

@@ -219,7 +219,7 @@ impl Shared {
 
 struct Inner {
     shared: Arc<Shared>,
-    /// The write queue's sending side; `None` once shutting down.
+    /// The owner's inbox: writes are pushed here; closed at shutdown or when the owner stops.
     inbox: Arc<Inbox>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -409,7 +409,7 @@ impl Inner {
         let threads = std::mem::take(&mut *self.threads.lock().expect("joining never panics"));
         for thread in threads {
             if thread.join().is_err() {
-                eprintln!("pure-runtime: an owner thread panicked");
+                eprintln!("pure-runtime: a runtime thread (owner or syncer) panicked");
             }
         }
     }

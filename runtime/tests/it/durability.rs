@@ -156,6 +156,40 @@ fn writes_arriving_during_a_commit_join_the_next_group() {
     rt.shutdown();
 }
 
+/// A panic in the syncer (injected through the commit gate) leaves no write waiting forever: the
+/// group it held is dropped unanswered, the runtime is poisoned with the reason, and later writes
+/// are refused at once. (Found by review: the owner used to stop and leave its queue stranded.)
+#[test]
+fn a_syncer_panic_leaves_no_write_waiting_and_poisons() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        sync: SyncMode::None,
+        commit_gate: Some(CommitGate(Arc::new(|| {
+            panic!("fault injection: the syncer panics")
+        }))),
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+    let send = || rt.write("transfer", body(json!({"from": 1, "to": 2, "amount": 1})));
+    let first = send().unwrap();
+    assert!(
+        first.blocking_recv().is_err(),
+        "the panicked group's answer is dropped, never sent"
+    );
+    eventually("the runtime is poisoned", || rt.poisoned().is_some());
+    let reason = rt.poisoned().unwrap();
+    assert!(
+        reason.contains("syncer") && reason.contains("restart"),
+        "{reason}"
+    );
+    match send() {
+        Err(HandlerError::Unavailable { .. }) => {}
+        other => panic!("a write after the syncer's panic: {other:?}"),
+    }
+    assert_eq!(rt.metrics().queue_depth, 0);
+    rt.shutdown();
+}
+
 #[test]
 fn concurrent_reads_see_only_whole_transactions() {
     let dir = tempfile::tempdir().unwrap();
