@@ -590,6 +590,29 @@ impl Timer {
         self.samples
             .push(started.elapsed().as_secs_f64() * 1e6 / calls as f64);
     }
+    /// Times `calls` calls of `step` on `tables`, clearing the write set after each; with
+    /// `snapshot_every`, a snapshot of the tables is held meanwhile, renewed every that many calls.
+    fn time_calls(
+        &mut self,
+        calls: usize,
+        tables: &mut Tables,
+        ws: &mut WriteSet,
+        snapshot_every: Option<usize>,
+        mut step: impl FnMut(usize, &mut Tables, &mut WriteSet),
+    ) {
+        let mut snapshot = None;
+        let mut i = 0;
+        self.time(calls, || {
+            if snapshot_every.is_some_and(|n| i % n == 0) {
+                snapshot = Some(tables.clone());
+            }
+            step(i, tables, ws);
+            ws.clear();
+            i += 1;
+        });
+        drop(snapshot);
+    }
+
     fn median(&self) -> f64 {
         let mut s = self.samples.clone();
         s.sort_by(f64::total_cmp);
@@ -681,54 +704,26 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    let run_script = |i: usize, tables: &mut Tables, ws: &mut WriteSet| {
+        app.run_write("new_order", &requests[i % requests.len()], tables, ws)
+            .expect("the script runs");
+    };
+    let run_native = |i: usize, tables: &mut Tables, ws: &mut WriteSet| {
+        native_new_order(&ids, tables, ws, &orders[i % orders.len()]);
+    };
     for round in 0..args.batches + 1 {
-        let mut i = 0;
-        script.time(args.batch, || {
-            app.run_write(
-                "new_order",
-                &requests[i % requests.len()],
-                &mut script_tables,
-                &mut ws,
-            )
-            .expect("the script runs");
-            ws.clear();
-            i += 1;
-        });
-        let mut i = 0;
-        native.time(args.batch, || {
-            native_new_order(&ids, &mut native_tables, &mut ws, &orders[i % orders.len()]);
-            ws.clear();
-            i += 1;
-        });
+        let batch = args.batch;
+        script.time_calls(batch, &mut script_tables, &mut ws, None, run_script);
+        native.time_calls(batch, &mut native_tables, &mut ws, None, run_native);
         // A snapshot every 64 calls, as the owner takes one per group.
-        let mut i = 0;
-        let mut snapshot = snap_tables.clone();
-        native_snap.time(args.batch, || {
-            if i % 64 == 0 {
-                snapshot = snap_tables.clone();
-            }
-            native_new_order(&ids, &mut snap_tables, &mut ws, &orders[i % orders.len()]);
-            ws.clear();
-            i += 1;
-        });
-        drop(snapshot);
-        let mut i = 0;
-        let mut snapshot = script_snap_tables.clone();
-        script_snap.time(args.batch, || {
-            if i % 64 == 0 {
-                snapshot = script_snap_tables.clone();
-            }
-            app.run_write(
-                "new_order",
-                &requests[i % requests.len()],
-                &mut script_snap_tables,
-                &mut ws,
-            )
-            .expect("the script runs");
-            ws.clear();
-            i += 1;
-        });
-        drop(snapshot);
+        native_snap.time_calls(batch, &mut snap_tables, &mut ws, Some(64), run_native);
+        script_snap.time_calls(
+            batch,
+            &mut script_snap_tables,
+            &mut ws,
+            Some(64),
+            run_script,
+        );
         // Encoding: the write set of one call, encoded again and again.
         native_new_order(
             &ids,
