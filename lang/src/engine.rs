@@ -81,10 +81,17 @@ pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
     });
 
     crate::api::register(&mut engine, schema);
+    // Test builds only, and even there only when asked for at run time: `cargo test` builds the
+    // pure-serve binary with the feature, and that binary must not offer it when run by hand.
     #[cfg(any(test, feature = "fault-injection"))]
-    engine.register_fn("fault_panic", |message: &str| -> bool {
-        panic!("fault injection: {message}")
-    });
+    if cfg!(test) || std::env::var_os("PURE_FAULT_INJECTION").is_some() {
+        eprintln!(
+            "pure-lang: fault injection is on: scripts can call fault_panic() (a test build)"
+        );
+        engine.register_fn("fault_panic", |message: &str| -> bool {
+            panic!("fault injection: {message}")
+        });
+    }
     engine
 }
 

@@ -93,10 +93,16 @@ impl Syncer {
             }
             Err(reason) => {
                 self.shared.poison(reason.clone());
-                for (reply, _) in group.replies {
-                    let _ = reply.send(Err(HandlerError::Unavailable {
-                        reason: reason.clone(),
-                    }));
+                for (reply, result) in group.replies {
+                    // The write whose panic poisoned the runtime keeps its own answer (a 500:
+                    // retrying it would only panic again); the others were not made durable.
+                    let answer = match result {
+                        Err(panicked @ HandlerError::Panicked { .. }) => panicked,
+                        _ => HandlerError::Unavailable {
+                            reason: reason.clone(),
+                        },
+                    };
+                    let _ = reply.send(Err(answer));
                 }
             }
         }
