@@ -29,6 +29,11 @@ pub struct Metrics {
     pub checkpoints_total: u64,
     pub checkpoint_seconds_sum: f64,
     pub last_checkpoint_lsn: u64,
+    /// Checkpoints that could not be written or installed (nothing is lost: the log still holds
+    /// every record; but the log is not freed until one succeeds).
+    pub checkpoint_failures_total: u64,
+    /// Why the most recent failed checkpoint failed, until one succeeds again.
+    pub last_checkpoint_error: Option<String>,
     pub durable_lsn: u64,
 }
 
@@ -38,6 +43,8 @@ pub struct Health {
     pub durable_lsn: u64,
     pub state_bytes: u64,
     pub poisoned: Option<String>,
+    /// Why the most recent checkpoint failed, until one succeeds again.
+    pub last_checkpoint_error: Option<String>,
 }
 
 const GROUP_RECORDS_BOUNDS: [u64; 12] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
@@ -63,6 +70,8 @@ struct Counts {
     checkpoints_total: u64,
     checkpoint_seconds_sum: f64,
     last_checkpoint_lsn: u64,
+    checkpoint_failures_total: u64,
+    last_checkpoint_error: Option<String>,
     durable_lsn: u64,
 }
 
@@ -124,6 +133,17 @@ impl MetricsCell {
         c.checkpoints_total += 1;
         c.checkpoint_seconds_sum += took.as_secs_f64();
         c.last_checkpoint_lsn = lsn;
+        c.last_checkpoint_error = None;
+    }
+
+    pub(crate) fn last_checkpoint_error(&self) -> Option<String> {
+        self.lock().last_checkpoint_error.clone()
+    }
+
+    pub(crate) fn checkpoint_failed(&self, error: String) {
+        let mut c = self.lock();
+        c.checkpoint_failures_total += 1;
+        c.last_checkpoint_error = Some(error);
     }
 
     pub(crate) fn snapshot(&self) -> Metrics {
@@ -155,6 +175,8 @@ impl MetricsCell {
             checkpoints_total: c.checkpoints_total,
             checkpoint_seconds_sum: c.checkpoint_seconds_sum,
             last_checkpoint_lsn: c.last_checkpoint_lsn,
+            checkpoint_failures_total: c.checkpoint_failures_total,
+            last_checkpoint_error: c.last_checkpoint_error.clone(),
             durable_lsn: c.durable_lsn,
             ..Metrics::default()
         }

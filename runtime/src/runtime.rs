@@ -374,6 +374,7 @@ impl Runtime {
             durable_lsn: snapshot.lsn,
             state_bytes: snapshot.state_bytes,
             poisoned: self.poisoned(),
+            last_checkpoint_error: self.inner.shared.metrics.last_checkpoint_error(),
         }
     }
 

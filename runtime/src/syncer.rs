@@ -197,7 +197,9 @@ impl Syncer {
         let writer = match self.store.checkpoint_writer(covered) {
             Ok(writer) => writer,
             Err(e) => {
-                eprintln!("pure-runtime: cannot start a checkpoint: {e}");
+                let error = format!("cannot start a checkpoint: {e}");
+                eprintln!("pure-runtime: {error}");
+                self.shared.metrics.checkpoint_failed(error);
                 return false;
             }
         };
@@ -221,13 +223,18 @@ impl Syncer {
                 let lsn = done.lsn.0;
                 match self.store.install_checkpoint(done) {
                     Ok(()) => self.shared.metrics.checkpoint(started.elapsed(), lsn),
-                    Err(e) => eprintln!("pure-runtime: cannot install a checkpoint: {e}"),
+                    Err(e) => self.checkpoint_failed(format!("cannot install a checkpoint: {e}")),
                 }
             }
             // A failed checkpoint loses nothing (the log still holds every record): report it;
             // the next group past the interval tries again.
-            Err(e) => eprintln!("pure-runtime: checkpoint failed: {e}"),
+            Err(e) => self.checkpoint_failed(format!("checkpoint failed: {e}")),
         }
+    }
+
+    fn checkpoint_failed(&self, error: String) {
+        eprintln!("pure-runtime: {error}");
+        self.shared.metrics.checkpoint_failed(error);
     }
 }
 

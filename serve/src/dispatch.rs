@@ -220,6 +220,7 @@ impl Dispatch {
             "durable_lsn": health.durable_lsn,
             "state_bytes": health.state_bytes,
             "poisoned": health.poisoned,
+            "last_checkpoint_error": health.last_checkpoint_error,
         });
         let code = if health.poisoned.is_some() {
             StatusCode::SERVICE_UNAVAILABLE

@@ -193,7 +193,7 @@ fn render_runtime(out: &mut String, m: &Metrics) {
     } else {
         0.0
     };
-    let figures: [(&str, &str, &str, f64); 16] = [
+    let figures: [(&str, &str, &str, f64); 17] = [
         (
             "pure_write_queue_depth",
             "Writes waiting for the owner.",
@@ -277,6 +277,12 @@ fn render_runtime(out: &mut String, m: &Metrics) {
             "Time spent writing checkpoints.",
             "counter",
             m.checkpoint_seconds_sum,
+        ),
+        (
+            "pure_checkpoint_failures_total",
+            "Checkpoints that could not be written or installed (nothing is lost; the log is not freed until one succeeds; the reason is on stderr and in /_pure/health).",
+            "counter",
+            m.checkpoint_failures_total as f64,
         ),
         (
             "pure_last_checkpoint_lsn",

@@ -396,12 +396,28 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
         enospc_from_alloc_write: Some(1),
         ..Faults::default()
     });
+    // More than a checkpoint interval of log after the fault: at least one checkpoint starts,
+    // and its image (larger than one write chunk) fails partway.
+    for i in 0..10i64 {
+        let ops: Vec<Value> = (0..10)
+            .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big}]))
+            .collect();
+        call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
+    }
     for i in 0..30i64 {
         let ops = json!([["put", "kv", [i], {"a": i}]]);
         call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
     }
     // Shutting down waits for the running checkpoint; failed ones were collected before.
     rt.shutdown();
+    // The failures are counted and their reason shown, not only printed.
+    let metrics = rt.metrics();
+    assert!(metrics.checkpoint_failures_total >= 1, "{metrics:?}");
+    let error = rt
+        .health()
+        .last_checkpoint_error
+        .expect("the last checkpoint failed");
+    assert!(error.contains("checkpoint"), "{error}");
     let leftovers: Vec<_> = disk
         .file_names()
         .into_iter()

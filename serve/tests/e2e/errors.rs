@@ -259,6 +259,7 @@ fn health_and_metrics() {
     assert_eq!(health["app"], "scoreboard");
     assert!(health["durable_lsn"].as_u64().expect("lsn") > 0, "{health}");
     assert!(health["state_bytes"].is_u64(), "{health}");
+    assert!(health["last_checkpoint_error"].is_null(), "{health}");
 
     let metrics = client.get("/_pure/metrics");
     assert_eq!(metrics.status, 200);
@@ -275,6 +276,7 @@ fn health_and_metrics() {
         "pure_state_bytes ",
         "pure_log_bytes ",
         "pure_checkpoints_total ",
+        "pure_checkpoint_failures_total 0",
         "pure_write_queue_depth ",
     ] {
         assert!(text.contains(expected), "metrics lack {expected:?}:\n{text}");
