@@ -26,8 +26,17 @@ struct State {
     syncer_gone: bool,
     /// No more writes are accepted; the owner drains what is queued and stops.
     closed: bool,
-    /// The owner is asleep in `next`: only then is a notify worth its system call.
-    owner_waiting: bool,
+    /// What the owner, asleep in `next`, is waiting for (`None` while it runs). A notify is a
+    /// system call and a wake-up a context switch: only an event it waits for is worth them
+    /// (at one client, the syncer turning idle after every group would otherwise wake an owner
+    /// that has nothing to hand over).
+    owner_waits: Option<Waits>,
+}
+
+#[derive(Clone, Copy)]
+struct Waits {
+    jobs: bool,
+    syncer: bool,
 }
 
 /// What the owner should do next.
@@ -54,7 +63,7 @@ impl Inbox {
                 syncer_idle: false,
                 syncer_gone: false,
                 closed: false,
-                owner_waiting: false,
+                owner_waits: None,
             }),
             wake: Condvar::new(),
             capacity: capacity.max(1),
@@ -77,7 +86,7 @@ impl Inbox {
             return Err((job, Refused::Full));
         }
         state.jobs.push_back(job);
-        self.wake_owner(state);
+        self.wake_owner(state, |w| w.jobs);
         Ok(())
     }
 
@@ -85,7 +94,7 @@ impl Inbox {
     pub(crate) fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
-        self.wake_owner(state);
+        self.wake_owner(state, |_| true);
     }
 
     /// Called when the owner stops, however it stops: later writes are refused, and the queued
@@ -101,18 +110,18 @@ impl Inbox {
     pub(crate) fn syncer_idle(&self) {
         let mut state = self.lock();
         state.syncer_idle = true;
-        self.wake_owner(state);
+        self.wake_owner(state, |w| w.syncer);
     }
 
     /// Called when the syncer thread ends, however it ends.
     pub(crate) fn syncer_gone(&self) {
         let mut state = self.lock();
         state.syncer_gone = true;
-        self.wake_owner(state);
+        self.wake_owner(state, |_| true);
     }
 
-    fn wake_owner(&self, state: MutexGuard<'_, State>) {
-        let waiting = state.owner_waiting;
+    fn wake_owner(&self, state: MutexGuard<'_, State>, wanted: impl Fn(Waits) -> bool) {
+        let waiting = state.owner_waits.is_some_and(wanted);
         drop(state);
         if waiting {
             self.wake.notify_one();
@@ -140,12 +149,15 @@ impl Inbox {
             if !have_group && state.closed && state.jobs.is_empty() {
                 return Next::Stop;
             }
-            state.owner_waiting = true;
+            state.owner_waits = Some(Waits {
+                jobs: take_jobs,
+                syncer: have_group,
+            });
             state = self
                 .wake
                 .wait(state)
                 .expect("the inbox's critical sections never panic");
-            state.owner_waiting = false;
+            state.owner_waits = None;
         }
     }
 }
