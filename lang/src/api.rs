@@ -47,7 +47,7 @@ impl Row {
         }
     }
 
-    fn set(&mut self, slot: usize, value: Dynamic) {
+    pub(crate) fn set(&mut self, slot: usize, value: Dynamic) {
         if self.base.is_none() {
             self.base = Some(self.fields.clone());
         }
@@ -59,7 +59,7 @@ impl Row {
         self.dirty |= 1 << slot;
     }
 
-    fn save(&mut self) -> Result<(), String> {
+    pub(crate) fn save(&mut self) -> Result<(), String> {
         if self.dirty == 0 {
             return Ok(());
         }
@@ -91,7 +91,7 @@ fn api_error(message: impl Into<String>) -> Box<EvalAltResult> {
     EvalAltResult::ErrorRuntime(Dynamic::from(ApiError(message.into())), Position::NONE).into()
 }
 
-fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
+pub(crate) fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
     // Integer keys (the common case) are built inline, without allocating.
     let mut ints = [0i64; 4];
     if parts
@@ -108,7 +108,7 @@ fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
     Ok(Key::from_parts(parts.map_err(api_error)?))
 }
 
-fn get(table: Table, key: Key) -> Fallible<Dynamic> {
+pub(crate) fn get(table: Table, key: Key) -> Fallible<Dynamic> {
     let fields = with_tables(|t| t.get(table.id, &key).cloned()).map_err(api_error)?;
     Ok(match fields {
         Some(fields) => Dynamic::from(Row::new(table.id, key, fields)),
@@ -116,17 +116,17 @@ fn get(table: Table, key: Key) -> Fallible<Dynamic> {
     })
 }
 
-fn exists(table: Table, key: Key) -> Fallible<bool> {
+pub(crate) fn exists(table: Table, key: Key) -> Fallible<bool> {
     with_tables(|t| t.get(table.id, &key).is_some()).map_err(api_error)
 }
 
-fn delete(table: Table, key: Key) -> Fallible<bool> {
+pub(crate) fn delete(table: Table, key: Key) -> Fallible<bool> {
     with_write(|t, w| Ok(t.delete(w, table.id, key))).map_err(api_error)
 }
 
 /// Checks that a value can be stored (and logged): unit, bool, integer, float, string, or arrays
 /// and maps of those.
-fn check_storable(value: &Dynamic) -> Result<(), String> {
+pub(crate) fn check_storable(value: &Dynamic) -> Result<(), String> {
     if value.is_unit() || value.is_bool() || value.is_int() || value.is_float() || value.is_string()
     {
         return Ok(());
@@ -196,7 +196,7 @@ fn fields_from(schema: &Schema, table: TableId, value: Dynamic) -> Result<Fields
     ))
 }
 
-fn put(schema: &Schema, table: Table, key: Key, row: Dynamic, must_be_new: bool) -> Fallible<()> {
+pub(crate) fn put(schema: &Schema, table: Table, key: Key, row: Dynamic, must_be_new: bool) -> Fallible<()> {
     let fields = fields_from(schema, table.id, row).map_err(api_error)?;
     with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
 }
@@ -243,16 +243,20 @@ fn scan_rows(
         .collect())
 }
 
-fn scan(table: Table, low: Dynamic, high: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
+pub(crate) fn scan(table: Table, low: Dynamic, high: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
     let rows = scan_rows(table, &low, &high, limit, reverse)?;
     Ok(Dynamic::from_array(
         rows.into_iter().map(Dynamic::from).collect(),
     ))
 }
 
-fn first(table: Table, low: Dynamic, high: Dynamic, reverse: bool) -> Fallible<Dynamic> {
+pub(crate) fn first(table: Table, low: Dynamic, high: Dynamic, reverse: bool) -> Fallible<Dynamic> {
     let row = scan_rows(table, &low, &high, 1, reverse)?.pop();
     Ok(row.map_or(Dynamic::UNIT, Dynamic::from))
+}
+
+pub(crate) fn count(table: Table) -> Fallible<i64> {
+    with_tables(|tables| tables.len(table.id) as i64).map_err(api_error)
 }
 
 /// Registers tables, rows and their functions on `engine`.
@@ -307,9 +311,7 @@ fn register_table_reads(engine: &mut Engine) {
     engine.register_fn("last", |t: &mut Table, lo: D, hi: D| {
         first(*t, lo, hi, true)
     });
-    engine.register_fn("count", |t: &mut Table| -> Fallible<i64> {
-        with_tables(|tables| tables.len(t.id) as i64).map_err(api_error)
-    });
+    engine.register_fn("count", |t: &mut Table| count(*t));
 }
 
 fn register_table_writes(engine: &mut Engine, schema: &Arc<Schema>) {
@@ -469,7 +471,7 @@ fn no_field(schema: &Schema, table: TableId, name: &str) -> Box<EvalAltResult> {
     ))
 }
 
-fn row_to_map(schema: &Schema, row: &Row) -> Map {
+pub(crate) fn row_to_map(schema: &Schema, row: &Row) -> Map {
     let declared = &schema.table(row.table).fields;
     declared
         .iter()

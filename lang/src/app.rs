@@ -16,6 +16,7 @@ use crate::error::{from_eval, HandlerError, LoadError, SourceMap};
 use crate::schema::{Schema, TableSchema};
 use crate::tables::{Tables, WriteSet};
 use crate::value;
+use crate::compiled::{self as compiled_code, Env, Program, Stop};
 
 /// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +59,19 @@ pub struct App {
     /// the call site, which for the handler itself is none), so they name the handler's.
     handlers: HashMap<String, Position>,
     limits: Limits,
+    /// The handlers compiled to closures (`compiled/`); the others run in Rhai.
+    program: Program,
+    /// Off: every handler runs in Rhai (differential tests, benchmarks).
+    use_compiled: bool,
+}
+
+/// How a handler runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Execution {
+    /// Compiled to closures; a case the compiled code does not decide re-runs in Rhai.
+    Compiled,
+    /// In Rhai's evaluator, with the first construct the compiler does not cover.
+    Interpreted { reason: String },
 }
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "PATCH"];
@@ -149,6 +163,8 @@ impl App {
             }
         }
         let name = name.to_string();
+        let handler_names: Vec<String> = handlers.keys().cloned().collect();
+        let program = Program::compile(&ast, &schema, &handler_names);
         Ok(App {
             name,
             routes,
@@ -158,6 +174,29 @@ impl App {
             sources,
             handlers,
             limits,
+            program,
+            use_compiled: true,
+        })
+    }
+
+    /// Runs every handler in Rhai's evaluator (on) or compiled where possible (off, the default).
+    pub fn set_interpreted(&mut self, interpreted: bool) {
+        self.use_compiled = !interpreted;
+    }
+
+    /// How `handler` runs (None when there is no such handler).
+    pub fn execution(&self, handler: &str) -> Option<Execution> {
+        if !self.handlers.contains_key(handler) {
+            return None;
+        }
+        Some(match self.program.interpreted_reason(handler) {
+            None if self.program.is_compiled(handler) => Execution::Compiled,
+            None => Execution::Interpreted {
+                reason: "it has no compiled form".into(),
+            },
+            Some(reason) => Execution::Interpreted {
+                reason: reason.to_string(),
+            },
         })
     }
 
@@ -240,6 +279,54 @@ impl App {
             });
         };
         let argument = value::request_to_dynamic(request);
+        let mut context = context;
+        if self.use_compiled && self.program.is_compiled(handler) {
+            let deadline = Instant::now() + self.limits.wall_clock_max;
+            context::install(context, deadline, self.limits.scan_rows_max);
+            let env = Env {
+                engine: &self.engine,
+                schema: &self.schema,
+                limits: &self.limits,
+            };
+            let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.program.run(handler, argument.clone(), &env)
+            }));
+            context = context::take();
+            let error = match result {
+                Ok(Ok(value)) => {
+                    restore(context);
+                    return self.answer(handler, value);
+                }
+                Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
+                Ok(Err(_)) => {
+                    // Not decided here: undo what the call wrote and run it in Rhai.
+                    if let Context::Write { tables, writes } = &mut context {
+                        tables.roll_back(writes);
+                    }
+                    return self.call_rhai(handler, argument, definition, context, restore);
+                }
+                Err(payload) => {
+                    restore(context);
+                    return Err(HandlerError::Panicked {
+                        handler: handler.to_string(),
+                        message: panic_message(payload.as_ref()),
+                    });
+                }
+            };
+            restore(context);
+            return Err(from_eval(&error, handler, *definition, &self.sources, &self.schema));
+        }
+        self.call_rhai(handler, argument, definition, context, restore)
+    }
+
+    fn call_rhai(
+        &self,
+        handler: &str,
+        argument: Dynamic,
+        definition: &Position,
+        context: Context,
+        restore: impl FnOnce(Context),
+    ) -> Result<Value, HandlerError> {
         let deadline = Instant::now() + self.limits.wall_clock_max;
         context::install(context, deadline, self.limits.scan_rows_max);
         let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
@@ -262,6 +349,10 @@ impl App {
         })?;
         let value =
             result.map_err(|e| from_eval(&e, handler, *definition, &self.sources, &self.schema))?;
+        self.answer(handler, value)
+    }
+
+    fn answer(&self, handler: &str, value: Dynamic) -> Result<Value, HandlerError> {
         value::to_json(&value, &self.schema).map_err(|message| HandlerError::Script {
             handler: handler.to_string(),
             file: String::new(),

@@ -11,6 +11,7 @@
 
 mod api;
 mod app;
+mod compiled;
 mod context;
 mod engine;
 mod error;
@@ -20,7 +21,7 @@ mod tables;
 mod value;
 
 pub use api::{Row, SCAN_ROWS_MAX};
-pub use app::{App, HandlerKind, Request, Route};
+pub use app::{App, Execution, HandlerKind, Request, Route};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
 pub use key::{Key, KeyPart};

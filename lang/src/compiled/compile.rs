@@ -1,0 +1,854 @@
+//! From Rhai's AST to closures.
+//!
+//! Covered: `let`/`const`, assignment and the arithmetic op-assignments to a local, to a property
+//! or to an index of a local; `if`, `while`, `loop`, `do`, `for` over a range or an array, `break`,
+//! `continue`, `return`, `throw`; literals (numbers, strings, characters, interpolated strings,
+//! arrays, maps); property, index and method chains; the operators `+ - * / % == != < <= > >= & | ^
+//! ! && || ??`; calls of script functions and `type_of`; the table and row API, `push` and `len`.
+//! Anything else (`switch`, `try`, closures, other built-in functions, a name that a script
+//! function redefines) leaves the whole handler, and every handler that calls it, to Rhai.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rhai::{
+    ASTFlags, BinaryExpr, Dynamic, Expr, FnCallExpr, ImmutableString, Map, Stmt, AST,
+};
+
+use super::ops::{self, BinOp, Method, Property};
+use super::{Code, Frame, Function, Outcome, Program, Stop};
+use crate::api::Table;
+use crate::schema::{Schema, TableId};
+
+type Compiled<T> = Result<T, String>;
+
+pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -> Program {
+    let definitions: Vec<_> = ast.iter_fn_def().collect();
+    let index: HashMap<(ImmutableString, usize), usize> = definitions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| ((f.name.clone(), f.params.len()), i))
+        .collect();
+    let script_names: HashSet<ImmutableString> =
+        definitions.iter().map(|f| f.name.clone()).collect();
+
+    // Rhai does not export the type of a function's body, but its walk visits each body's
+    // statements in order, with the statements themselves as paths of length one: each belongs to
+    // the function whose span holds its position (every file is one text, so positions are unique).
+    let spans: Vec<_> = definitions
+        .iter()
+        .map(|f| (f.body.start_position(), f.body.end_position()))
+        .collect();
+    let mut compilers: Vec<Compiler> = definitions
+        .iter()
+        .map(|definition| Compiler {
+            schema,
+            index: &index,
+            script_names: &script_names,
+            scope: definition.params.iter().map(|p| Local::new(p.clone())).collect(),
+            slots: definition.params.len(),
+            callees: Vec::new(),
+        })
+        .collect();
+    let mut bodies: Vec<Compiled<Vec<Code>>> = definitions.iter().map(|_| Ok(Vec::new())).collect();
+    let mut current = None;
+    ast.walk(&mut |path: &[rhai::ASTNode]| {
+        let [rhai::ASTNode::Stmt(stmt)] = path else {
+            return true;
+        };
+        let position = stmt.position();
+        if !position.is_none() {
+            current = spans
+                .iter()
+                .position(|(start, end)| *start <= position && position <= *end);
+        }
+        if let Some(i) = current {
+            if position.is_none() {
+                bodies[i] = Err("a statement without a position".into());
+            }
+            if let Ok(codes) = &mut bodies[i] {
+                match compilers[i].stmt(stmt) {
+                    Ok(code) => codes.push(code),
+                    Err(reason) => bodies[i] = Err(reason),
+                }
+            }
+        }
+        true
+    });
+
+    let mut functions = Vec::new();
+    let mut failures: Vec<Option<String>> = Vec::new();
+    let mut callees = Vec::new();
+    for (compiler, body) in compilers.into_iter().zip(bodies) {
+        match body {
+            Ok(codes) => {
+                functions.push(Some(Function {
+                    slots: compiler.slots,
+                    body: sequence(codes),
+                }));
+                failures.push(None);
+            }
+            Err(reason) => {
+                functions.push(None);
+                failures.push(Some(reason));
+            }
+        }
+        callees.push(compiler.callees);
+    }
+    // A function is usable when it and everything it calls compiled.
+    loop {
+        let mut changed = false;
+        for i in 0..functions.len() {
+            if failures[i].is_some() {
+                continue;
+            }
+            if let Some(&bad) = callees[i].iter().find(|&&c| failures[c].is_some()) {
+                failures[i] = Some(format!(
+                    "it calls {}(), which runs in Rhai",
+                    definitions[bad].name
+                ));
+                functions[i] = None;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+
+    let mut compiled = HashMap::new();
+    let mut interpreted = HashMap::new();
+    for handler in handlers {
+        let Some(&i) = index.get(&(ImmutableString::from(handler.as_str()), 1)) else {
+            continue;
+        };
+        match &failures[i] {
+            None => {
+                compiled.insert(handler.clone(), i);
+            }
+            Some(reason) => {
+                interpreted.insert(handler.clone(), reason.clone());
+            }
+        }
+    }
+    Program {
+        functions,
+        handlers: compiled,
+        interpreted,
+    }
+}
+
+struct Local {
+    name: ImmutableString,
+    constant: bool,
+}
+
+impl Local {
+    fn new(name: ImmutableString) -> Local {
+        Local {
+            name,
+            constant: false,
+        }
+    }
+}
+
+struct Compiler<'a> {
+    schema: &'a Schema,
+    index: &'a HashMap<(ImmutableString, usize), usize>,
+    script_names: &'a HashSet<ImmutableString>,
+    /// Locals in declaration order: a local's slot is its position here.
+    scope: Vec<Local>,
+    /// Slots the function needs (the most locals alive at once).
+    slots: usize,
+    callees: Vec<usize>,
+}
+
+/// The start of a chain: a local (borrowed in place) or any other value.
+enum Root {
+    Local { slot: usize, constant: bool },
+    Value(Code),
+}
+
+enum Step {
+    Property(Property),
+    Index,
+    Method(Method, usize),
+}
+
+/// Statements in order; the value of the last is the value of all.
+fn sequence(mut codes: Vec<Code>) -> Code {
+    match codes.len() {
+        0 => unit(),
+        1 => codes.pop().expect("one statement"),
+        _ => {
+            let last = codes.pop().expect("statements");
+            Box::new(move |f| {
+                for code in &codes {
+                    let _ = code(f)?;
+                }
+                last(f)
+            })
+        }
+    }
+}
+
+fn unit() -> Code {
+    Box::new(|_| Ok(Dynamic::UNIT))
+}
+
+impl Compiler<'_> {
+    fn local(&self, name: &str) -> Option<(usize, bool)> {
+        self.scope
+            .iter()
+            .rposition(|l| l.name == name)
+            .map(|slot| (slot, self.scope[slot].constant))
+    }
+
+    fn declare(&mut self, name: ImmutableString, constant: bool) -> usize {
+        self.scope.push(Local { name, constant });
+        self.slots = self.slots.max(self.scope.len());
+        self.scope.len() - 1
+    }
+
+    fn property(&self, name: &ImmutableString) -> Property {
+        let slots: Arc<[Option<usize>]> = (0..self.schema.tables.len())
+            .map(|t| self.schema.field_slot(t as TableId, name))
+            .collect();
+        Property {
+            name: name.clone(),
+            slots,
+        }
+    }
+
+    fn block(&mut self, statements: &[Stmt]) -> Compiled<Code> {
+        let mark = self.scope.len();
+        let codes = statements
+            .iter()
+            .map(|s| self.stmt(s))
+            .collect::<Compiled<Vec<Code>>>()?;
+        self.scope.truncate(mark);
+        Ok(sequence(codes))
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Compiled<Code> {
+        Ok(match stmt {
+            Stmt::Noop(_) => unit(),
+            Stmt::Expr(expr) => {
+                let code = self.expr(expr)?;
+                Box::new(move |f| {
+                    f.tick()?;
+                    code(f)
+                })
+            }
+            Stmt::FnCall(call, _) => {
+                let code = self.call(call)?;
+                Box::new(move |f| {
+                    f.tick()?;
+                    code(f)
+                })
+            }
+            Stmt::Block(block) => self.block(block.statements())?,
+            Stmt::Var(var, flags, _) => {
+                let (ident, value, _) = &**var;
+                let value = self.expr(value)?;
+                let slot = self.declare(ident.name.clone(), flags.contains(ASTFlags::CONSTANT));
+                Box::new(move |f| {
+                    f.tick()?;
+                    let value = value(f)?;
+                    *f.local(slot) = value;
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Stmt::Assignment(assignment) => {
+                let (op, BinaryExpr { lhs, rhs }) = &**assignment;
+                let op = match op.get_op_assignment_info() {
+                    None => None,
+                    Some((.., syntax)) => Some(
+                        BinOp::from_name(syntax)
+                            .ok_or_else(|| format!("the operator {syntax}="))?,
+                    ),
+                };
+                self.assignment(op, lhs, rhs)?
+            }
+            Stmt::If(flow, _) => {
+                let condition = self.expr(&flow.expr)?;
+                let body = self.block(flow.body.statements())?;
+                let branch = self.block(flow.branch.statements())?;
+                Box::new(move |f| {
+                    f.tick()?;
+                    if ops::truth(&condition(f)?)? {
+                        body(f)
+                    } else {
+                        branch(f)
+                    }
+                })
+            }
+            Stmt::While(flow, _) => {
+                let condition = match &flow.expr {
+                    Expr::Unit(_) => None,
+                    expr => Some(self.expr(expr)?),
+                };
+                let body = self.block(flow.body.statements())?;
+                Box::new(move |f| {
+                    loop {
+                        f.tick()?;
+                        if let Some(condition) = &condition {
+                            if !ops::truth(&condition(f)?)? {
+                                break;
+                            }
+                        }
+                        match body(f) {
+                            Ok(_) | Err(Stop::Continue) => {}
+                            Err(Stop::Break) => break,
+                            Err(stop) => return Err(stop),
+                        }
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Stmt::Do(flow, flags, _) => {
+                let until = flags.contains(ASTFlags::NEGATED);
+                let body = self.block(flow.body.statements())?;
+                let condition = self.expr(&flow.expr)?;
+                Box::new(move |f| {
+                    loop {
+                        f.tick()?;
+                        match body(f) {
+                            Ok(_) | Err(Stop::Continue) => {}
+                            Err(Stop::Break) => break,
+                            Err(stop) => return Err(stop),
+                        }
+                        if ops::truth(&condition(f)?)? == until {
+                            break;
+                        }
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Stmt::For(for_loop, _) => {
+                let (variable, counter, flow) = &**for_loop;
+                self.for_loop(variable, counter.as_ref(), flow)?
+            }
+            Stmt::BreakLoop(None, flags, _) => {
+                if flags.contains(ASTFlags::BREAK) {
+                    Box::new(|f| {
+                        f.tick()?;
+                        Err(Stop::Break)
+                    })
+                } else {
+                    Box::new(|f| {
+                        f.tick()?;
+                        Err(Stop::Continue)
+                    })
+                }
+            }
+            Stmt::Return(value, flags, _) => {
+                let value = match value {
+                    Some(value) => self.expr(value)?,
+                    None => unit(),
+                };
+                if flags.contains(ASTFlags::BREAK) {
+                    Box::new(move |f| {
+                        f.tick()?;
+                        Err(Stop::Throw(value(f)?))
+                    })
+                } else {
+                    Box::new(move |f| {
+                        f.tick()?;
+                        Err(Stop::Return(value(f)?))
+                    })
+                }
+            }
+            Stmt::BreakLoop(Some(_), ..) => return Err("break with a value".into()),
+            Stmt::Switch(..) => return Err("switch".into()),
+            Stmt::TryCatch(..) => return Err("try/catch".into()),
+            _ => return Err("this kind of statement".into()),
+        })
+    }
+
+    fn for_loop(
+        &mut self,
+        variable: &rhai::Ident,
+        counter: Option<&rhai::Ident>,
+        flow: &rhai::FlowControl,
+    ) -> Compiled<Code> {
+        // `for i in a..b`: the range is never built.
+        let range = match &flow.expr {
+            Expr::FnCall(call, _)
+                if call.op_token.is_some()
+                    && call.args.len() == 2
+                    && (call.name == ".." || call.name == "..=") =>
+            {
+                Some((
+                    self.expr(&call.args[0])?,
+                    self.expr(&call.args[1])?,
+                    call.name == "..=",
+                ))
+            }
+            _ => None,
+        };
+        let iterable = match range {
+            Some(_) => None,
+            None => Some(self.expr(&flow.expr)?),
+        };
+        let mark = self.scope.len();
+        let slot = self.declare(variable.name.clone(), false);
+        let counter = counter.map(|c| self.declare(c.name.clone(), false));
+        let body = self.block(flow.body.statements())?;
+        self.scope.truncate(mark);
+
+        // One turn of the loop; Ok(false) ends it.
+        let turn = move |f: &mut Frame, n: usize, value: Dynamic| -> Result<bool, Stop> {
+            f.tick()?;
+            *f.local(slot) = value;
+            if let Some(counter) = counter {
+                *f.local(counter) = Dynamic::from_int(n as i64);
+            }
+            match body(f) {
+                Ok(_) | Err(Stop::Continue) => Ok(true),
+                Err(Stop::Break) => Ok(false),
+                Err(stop) => Err(stop),
+            }
+        };
+        Ok(match (range, iterable) {
+            (Some((low, high, inclusive)), _) => Box::new(move |f| {
+                let low = low(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                let high = high(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                let end = if inclusive { high as i128 + 1 } else { high as i128 };
+                let mut i = low as i128;
+                let mut n = 0;
+                while i < end {
+                    if !turn(f, n, Dynamic::from_int(i as i64))? {
+                        break;
+                    }
+                    i += 1;
+                    n += 1;
+                }
+                Ok(Dynamic::UNIT)
+            }),
+            (None, Some(iterable)) => Box::new(move |f| {
+                let value = iterable(f)?;
+                if value.is_array() {
+                    let items = value.into_array().map_err(|_| Stop::Fallback)?;
+                    for (n, item) in items.into_iter().enumerate() {
+                        if !turn(f, n, item)? {
+                            break;
+                        }
+                    }
+                    return Ok(Dynamic::UNIT);
+                }
+                // A range folded into a constant by Rhai's optimizer.
+                let range = if let Some(r) = value.read_lock::<std::ops::Range<i64>>() {
+                    r.start as i128..r.end as i128
+                } else if let Some(r) = value.read_lock::<std::ops::RangeInclusive<i64>>() {
+                    *r.start() as i128..*r.end() as i128 + 1
+                } else {
+                    return Err(Stop::Fallback);
+                };
+                for (n, i) in range.enumerate() {
+                    if !turn(f, n, Dynamic::from_int(i as i64))? {
+                        break;
+                    }
+                }
+                Ok(Dynamic::UNIT)
+            }),
+            (None, None) => unreachable!("a loop has a range or an iterable"),
+        })
+    }
+
+    fn assignment(&mut self, op: Option<BinOp>, lhs: &Expr, rhs: &Expr) -> Compiled<Code> {
+        let value = self.expr(rhs)?;
+        let target_local = |compiler: &Self, expr: &Expr| -> Compiled<usize> {
+            match expr {
+                Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
+                    Some((slot, false)) => Ok(slot),
+                    _ => Err(format!("an assignment to {}", variable.1)),
+                },
+                _ => Err("an assignment to an expression".into()),
+            }
+        };
+        Ok(match lhs {
+            Expr::Variable(..) => {
+                let slot = target_local(self, lhs)?;
+                match op {
+                    None => Box::new(move |f| {
+                        f.tick()?;
+                        let value = value(f)?;
+                        *f.local(slot) = value;
+                        Ok(Dynamic::UNIT)
+                    }),
+                    Some(op) => Box::new(move |f| {
+                        f.tick()?;
+                        let value = value(f)?;
+                        let env = f.env;
+                        let current = std::mem::take(f.local(slot));
+                        *f.local(slot) = ops::binary(op, current, value, env)?;
+                        Ok(Dynamic::UNIT)
+                    }),
+                }
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                let Expr::Property(property, _) = &chain.rhs else {
+                    return Err("an assignment through a longer chain".into());
+                };
+                let slot = target_local(self, &chain.lhs)?;
+                let property = self.property(&property.2);
+                Box::new(move |f| {
+                    f.tick()?;
+                    let value = value(f)?;
+                    let env = f.env;
+                    let target = f.local(slot);
+                    let value = match op {
+                        None => value,
+                        Some(op) => ops::binary(op, ops::get_property(target, &property)?, value, env)?,
+                    };
+                    ops::set_property(target, &property, value, env)?;
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Expr::Index(chain, flags, _) if *flags == ASTFlags::BREAK => {
+                let slot = target_local(self, &chain.lhs)?;
+                let index = self.expr(&chain.rhs)?;
+                Box::new(move |f| {
+                    f.tick()?;
+                    let value = value(f)?;
+                    let index = index(f)?;
+                    let env = f.env;
+                    let target = f.local(slot);
+                    let value = match op {
+                        None => value,
+                        Some(op) => ops::binary(op, ops::get_index(target, &index, env)?, value, env)?,
+                    };
+                    ops::set_index(target, &index, value, env)?;
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            _ => return Err("an assignment to this kind of target".into()),
+        })
+    }
+
+    fn exprs(&mut self, exprs: &[Expr]) -> Compiled<Vec<Code>> {
+        exprs.iter().map(|e| self.expr(e)).collect()
+    }
+
+    fn expr(&mut self, expr: &Expr) -> Compiled<Code> {
+        Ok(match expr {
+            Expr::DynamicConstant(value, _) => {
+                let value = (**value).clone();
+                Box::new(move |_| Ok(value.clone()))
+            }
+            Expr::BoolConstant(value, _) => {
+                let value = *value;
+                Box::new(move |_| Ok(Dynamic::from_bool(value)))
+            }
+            Expr::IntegerConstant(value, _) => {
+                let value = *value;
+                Box::new(move |_| Ok(Dynamic::from_int(value)))
+            }
+            Expr::FloatConstant(value, _) => {
+                let value = **value;
+                Box::new(move |_| Ok(Dynamic::from_float(value)))
+            }
+            Expr::CharConstant(value, _) => {
+                let value = *value;
+                Box::new(move |_| Ok(Dynamic::from_char(value)))
+            }
+            Expr::StringConstant(value, _) => {
+                let value = value.clone();
+                Box::new(move |_| Ok(value.clone().into()))
+            }
+            Expr::Unit(_) => unit(),
+            Expr::InterpolatedString(parts, _) => {
+                let parts = self.exprs(parts)?;
+                Box::new(move |f| {
+                    let mut text = String::new();
+                    for part in &parts {
+                        ops::append_text(&mut text, &part(f)?)?;
+                    }
+                    if text.len() > f.env.limits.string_bytes_max {
+                        return Err(Stop::Fallback);
+                    }
+                    Ok(ImmutableString::from(text).into())
+                })
+            }
+            Expr::Array(items, _) => {
+                let items = self.exprs(items)?;
+                Box::new(move |f| {
+                    if items.len() > f.env.limits.array_items_max {
+                        return Err(Stop::Fallback);
+                    }
+                    let mut array = Vec::with_capacity(items.len());
+                    for item in &items {
+                        array.push(item(f)?);
+                    }
+                    Ok(Dynamic::from_array(array))
+                })
+            }
+            Expr::Map(map, _) => {
+                let (entries, template) = &**map;
+                let template: Map = template.clone();
+                let keys: Vec<ImmutableString> =
+                    entries.iter().map(|(k, _)| k.name.clone()).collect();
+                let values = entries
+                    .iter()
+                    .map(|(_, v)| self.expr(v))
+                    .collect::<Compiled<Vec<Code>>>()?;
+                Box::new(move |f| {
+                    if template.len() > f.env.limits.map_items_max {
+                        return Err(Stop::Fallback);
+                    }
+                    let mut evaluated = Vec::with_capacity(values.len());
+                    for value in &values {
+                        evaluated.push(value(f)?);
+                    }
+                    Ok(ops::fill_map(template.clone(), &keys, evaluated))
+                })
+            }
+            Expr::Variable(variable, ..) => {
+                let name = &variable.1;
+                if let Some((slot, _)) = self.local(name) {
+                    Box::new(move |f| Ok(f.local(slot).clone()))
+                } else if let Some(id) = self.schema.table_id(name) {
+                    let table = Dynamic::from(Table { id });
+                    Box::new(move |_| Ok(table.clone()))
+                } else {
+                    return Err(format!("the variable {name}"));
+                }
+            }
+            Expr::Stmt(block) => self.block(block.statements())?,
+            Expr::FnCall(call, _) => self.call(call)?,
+            Expr::And(operands, _) | Expr::Or(operands, _) => {
+                let all = matches!(expr, Expr::And(..));
+                let operands = self.exprs(operands)?;
+                Box::new(move |f| {
+                    for operand in &operands {
+                        if ops::truth(&operand(f)?)? != all {
+                            return Ok(Dynamic::from_bool(!all));
+                        }
+                    }
+                    Ok(Dynamic::from_bool(all))
+                })
+            }
+            Expr::Coalesce(operands, _) => {
+                let mut operands = self.exprs(operands)?;
+                let last = operands.pop().ok_or("an empty ??")?;
+                Box::new(move |f| {
+                    for operand in &operands {
+                        let value = operand(f)?;
+                        if !value.is_unit() {
+                            return Ok(value);
+                        }
+                    }
+                    last(f)
+                })
+            }
+            Expr::Dot(..) | Expr::Index(..) => self.chain(expr)?,
+            Expr::ThisPtr(_) => return Err("this".into()),
+            Expr::Property(..) | Expr::MethodCall(..) => {
+                return Err("a property or method outside a chain".into())
+            }
+            _ => return Err("this kind of expression".into()),
+        })
+    }
+
+    fn call(&mut self, call: &FnCallExpr) -> Compiled<Code> {
+        if call.capture_parent_scope {
+            return Err(format!("{}!()", call.name));
+        }
+        let name = call.name.as_str();
+        let mut args = self.exprs(&call.args)?;
+        if call.op_token.is_some() {
+            match (name, args.len()) {
+                (_, 2) => {
+                    let op = BinOp::from_name(name).ok_or_else(|| format!("the operator {name}"))?;
+                    let y = args.pop().expect("two operands");
+                    let x = args.pop().expect("two operands");
+                    return Ok(Box::new(move |f| {
+                        let (x, y) = (x(f)?, y(f)?);
+                        ops::binary(op, x, y, f.env)
+                    }));
+                }
+                ("-", 1) => {
+                    let x = args.pop().expect("one operand");
+                    return Ok(Box::new(move |f| ops::negate(x(f)?)));
+                }
+                ("!", 1) => {
+                    let x = args.pop().expect("one operand");
+                    return Ok(Box::new(move |f| ops::not(x(f)?)));
+                }
+                _ => return Err(format!("the operator {name}")),
+            }
+        }
+        if let Some(&function) = self.index.get(&(call.name.clone(), args.len())) {
+            self.callees.push(function);
+            return Ok(Box::new(move |f| {
+                let mut values = Vec::with_capacity(args.len());
+                for arg in &args {
+                    values.push(arg(f)?);
+                }
+                f.call(function, values)
+            }));
+        }
+        if self.script_names.contains(name) {
+            return Err(format!("{name}() with a different number of arguments"));
+        }
+        match (name, args.len()) {
+            ("type_of", 1) => {
+                let x = args.pop().expect("one argument");
+                Ok(Box::new(move |f| Ok(ops::type_of(&x(f)?, f.env))))
+            }
+            _ => Err(format!("the function {name}()")),
+        }
+    }
+
+    /// `root.a[i].m(x)...`: its arguments are evaluated first, in order, then the chain is walked
+    /// from the root (in place when the root is a local), as Rhai does.
+    fn chain(&mut self, expr: &Expr) -> Compiled<Code> {
+        let mut steps = Vec::new();
+        let mut args = Vec::new();
+        let root = match expr {
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                self.dot_steps(&chain.rhs, &mut steps, &mut args)?;
+                &chain.lhs
+            }
+            Expr::Index(chain, flags, _) if !flags.contains(ASTFlags::NEGATED) => {
+                self.index_steps(&chain.rhs, *flags, &mut steps, &mut args)?;
+                &chain.lhs
+            }
+            _ => return Err("an optional chain (?. or ?[)".into()),
+        };
+        let root = match root {
+            Expr::Variable(variable, ..) => match self.local(&variable.1) {
+                Some((slot, constant)) => Root::Local { slot, constant },
+                None => Root::Value(self.expr(root)?),
+            },
+            other => Root::Value(self.expr(other)?),
+        };
+        Ok(Box::new(move |f| {
+            f.tick()?;
+            let mut values = Vec::with_capacity(args.len());
+            for arg in &args {
+                values.push(arg(f)?);
+            }
+            let mut values = values.into_iter();
+            let env = f.env;
+            match &root {
+                Root::Local { slot, constant } => {
+                    walk(f.local(*slot), &steps, &mut values, *constant, env)
+                }
+                Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
+            }
+        }))
+    }
+
+    fn dot_steps(&mut self, node: &Expr, steps: &mut Vec<Step>, args: &mut Vec<Code>) -> Compiled<()> {
+        match node {
+            Expr::Property(property, _) => steps.push(Step::Property(self.property(&property.2))),
+            Expr::MethodCall(call, _) => {
+                let name = call.name.as_str();
+                if self.script_names.contains(name) {
+                    return Err(format!("the method {name}(), which a script function redefines"));
+                }
+                let method = Method::from_name(name).ok_or_else(|| format!("the method {name}()"))?;
+                args.extend(self.exprs(&call.args)?);
+                steps.push(Step::Method(method, call.args.len()));
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                self.dot_steps(&chain.lhs, steps, args)?;
+                self.dot_steps(&chain.rhs, steps, args)?;
+            }
+            Expr::Index(chain, flags, _) if !flags.contains(ASTFlags::NEGATED) => {
+                self.dot_steps(&chain.lhs, steps, args)?;
+                self.index_steps(&chain.rhs, *flags, steps, args)?;
+            }
+            _ => return Err("this kind of chain".into()),
+        }
+        Ok(())
+    }
+
+    fn index_steps(
+        &mut self,
+        node: &Expr,
+        flags: ASTFlags,
+        steps: &mut Vec<Step>,
+        args: &mut Vec<Code>,
+    ) -> Compiled<()> {
+        if flags.contains(ASTFlags::BREAK) {
+            args.push(self.expr(node)?);
+            steps.push(Step::Index);
+            return Ok(());
+        }
+        match node {
+            Expr::Index(chain, flags, _) if !flags.contains(ASTFlags::NEGATED) => {
+                args.push(self.expr(&chain.lhs)?);
+                steps.push(Step::Index);
+                self.index_steps(&chain.rhs, *flags, steps, args)
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                args.push(self.expr(&chain.lhs)?);
+                steps.push(Step::Index);
+                self.dot_steps(&chain.rhs, steps, args)
+            }
+            _ => Err("this kind of index chain".into()),
+        }
+    }
+}
+
+/// Applies `steps` to `target`. `is_copy`: the target is a value Rhai would write back (a row's
+/// field, a constant), so a method that changes it goes to Rhai.
+fn walk(
+    target: &mut Dynamic,
+    steps: &[Step],
+    args: &mut std::vec::IntoIter<Dynamic>,
+    is_copy: bool,
+    env: &super::Env,
+) -> Outcome {
+    let Some((step, rest)) = steps.split_first() else {
+        return Ok(target.clone());
+    };
+    match step {
+        Step::Property(property) => {
+            if rest.is_empty() {
+                return ops::get_property(target, property);
+            }
+            if let Ok(mut map) = target.as_map_mut() {
+                return match map.get_mut(property.name.as_str()) {
+                    Some(value) => walk(value, rest, args, is_copy, env),
+                    None => walk(&mut Dynamic::from(()), rest, args, true, env),
+                };
+            }
+            walk(&mut ops::get_property(target, property)?, rest, args, true, env)
+        }
+        Step::Index => {
+            let index = args.next().expect("an index value per index step");
+            if rest.is_empty() {
+                return ops::get_index(target, &index, env);
+            }
+            if let Ok(mut array) = target.as_array_mut() {
+                let at = index.as_int().map_err(|_| Stop::Fallback)?;
+                let at = if at < 0 { array.len() as i64 + at } else { at };
+                return match usize::try_from(at).ok().and_then(|at| array.get_mut(at)) {
+                    Some(value) => walk(value, rest, args, is_copy, env),
+                    None => Err(Stop::Fallback),
+                };
+            }
+            if let Ok(mut map) = target.as_map_mut() {
+                let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                return match map.get_mut(name.as_str()) {
+                    Some(value) => walk(value, rest, args, is_copy, env),
+                    None => walk(&mut Dynamic::from(()), rest, args, true, env),
+                };
+            }
+            walk(&mut ops::get_index(target, &index, env)?, rest, args, true, env)
+        }
+        Step::Method(method, count) => {
+            let values: Vec<Dynamic> = args.by_ref().take(*count).collect();
+            let mut result = ops::call_method(*method, target, values, is_copy, env)?;
+            if rest.is_empty() {
+                Ok(result)
+            } else {
+                walk(&mut result, rest, args, false, env)
+            }
+        }
+    }
+}

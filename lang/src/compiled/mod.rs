@@ -1,0 +1,164 @@
+//! Handlers compiled from Rhai's AST into Rust closures: the fast path for the handlers it covers.
+//!
+//! Rhai's evaluator walks the AST and, for every step, searches scopes by name, resolves functions
+//! by hashing argument types and checks limits (docs/research/001: 1.4–2.5k instructions for a
+//! property read or an `+=`). Compiling a handler once at load turns each of those steps into a
+//! closure with everything resolved ahead: local variables are slots in a stack, table constants
+//! are values, script functions are indices, operators and the table API are direct calls.
+//!
+//! The compiled path is an optimization, never a second semantics. It covers a subset of the
+//! language (`compile.rs` says which) and, at run time, only the cases it is sure of: whatever
+//! else happens (an error of any kind, a limit reached, a value of a type it does not handle) it
+//! stops with [`Stop::Fallback`], the caller rolls the call's writes back and runs the same
+//! handler again in Rhai, which produces the answer or the error, with its message and position.
+//! Handlers that use anything outside the subset are not compiled at all and always run in Rhai.
+//! `throw` is the one error path kept here: it is how handlers answer bad requests.
+//!
+//! It must not know threads, the record format or HTTP, like the rest of `lang`.
+
+mod compile;
+mod ops;
+
+use std::collections::HashMap;
+
+use rhai::{Dynamic, Engine, Position, AST};
+
+use crate::engine::Limits;
+use crate::schema::Schema;
+
+pub(crate) use compile::compile_program;
+
+/// Why compiled code stopped before its value.
+pub(crate) enum Stop {
+    Return(Dynamic),
+    Break,
+    Continue,
+    /// `throw value`: the handler's own answer to a bad request.
+    Throw(Dynamic),
+    /// Something the compiled path does not decide: run the handler in Rhai instead.
+    Fallback,
+}
+
+type Outcome = Result<Dynamic, Stop>;
+
+/// A compiled expression or statement.
+type Code = Box<dyn Fn(&mut Frame) -> Outcome + Send + Sync>;
+
+struct Function {
+    /// Slots for parameters and every local its body declares.
+    slots: usize,
+    body: Code,
+}
+
+/// The compiled script functions of an app, and which handlers can use them.
+pub(crate) struct Program {
+    functions: Vec<Option<Function>>,
+    /// Handler name to function index, for handlers whose whole call tree compiled.
+    handlers: HashMap<String, usize>,
+    /// Handlers left to Rhai, with the first construct the compiler does not cover.
+    interpreted: HashMap<String, String>,
+}
+
+/// What compiled code runs with: the limits and names it needs, not the tables (those are in the
+/// thread's handler context, as for Rhai).
+pub(crate) struct Env<'a> {
+    pub engine: &'a Engine,
+    pub schema: &'a Schema,
+    pub limits: &'a Limits,
+}
+
+/// One handler call's running state.
+pub(crate) struct Frame<'a> {
+    program: &'a Program,
+    env: &'a Env<'a>,
+    stack: Vec<Dynamic>,
+    /// Where the running function's slots start in `stack`.
+    base: usize,
+    operations: u64,
+    /// Script function calls in progress, the handler's included.
+    depth: usize,
+}
+
+/// Operations between two wall-clock checks (as in the Rhai engine's `on_progress`).
+const CLOCK_CHECK_OPERATIONS: u64 = 256;
+
+impl Frame<'_> {
+    /// Counts an operation (a statement, a call, a loop turn) against the limits. Past a limit the
+    /// handler goes to Rhai, which stops it with Rhai's own error.
+    #[inline]
+    fn tick(&mut self) -> Result<(), Stop> {
+        self.operations += 1;
+        if self.operations > self.env.limits.operations_max {
+            return Err(Stop::Fallback);
+        }
+        if self.operations % CLOCK_CHECK_OPERATIONS == 0 && crate::context::deadline_passed() {
+            return Err(Stop::Fallback);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn local(&mut self, slot: usize) -> &mut Dynamic {
+        &mut self.stack[self.base + slot]
+    }
+
+    fn call(&mut self, function: usize, args: Vec<Dynamic>) -> Outcome {
+        let Some(Some(callee)) = self.program.functions.get(function) else {
+            return Err(Stop::Fallback);
+        };
+        self.tick()?;
+        if self.depth >= self.env.limits.call_levels_max {
+            return Err(Stop::Fallback);
+        }
+        let (base, depth) = (self.base, self.depth);
+        self.base = self.stack.len();
+        self.depth += 1;
+        self.stack.extend(args);
+        self.stack.resize(self.base + callee.slots, Dynamic::UNIT);
+        let result = (callee.body)(self);
+        self.stack.truncate(self.base);
+        self.base = base;
+        self.depth = depth;
+        match result {
+            Ok(value) | Err(Stop::Return(value)) => Ok(value),
+            Err(Stop::Break | Stop::Continue) => Err(Stop::Fallback),
+            Err(stop) => Err(stop),
+        }
+    }
+}
+
+impl Program {
+    pub(crate) fn compile(ast: &AST, schema: &Schema, handlers: &[String]) -> Program {
+        compile_program(ast, schema, handlers)
+    }
+
+    pub(crate) fn is_compiled(&self, handler: &str) -> bool {
+        self.handlers.contains_key(handler)
+    }
+
+    /// Why `handler` runs in Rhai (None when it is compiled).
+    pub(crate) fn interpreted_reason(&self, handler: &str) -> Option<&str> {
+        self.interpreted.get(handler).map(String::as_str)
+    }
+
+    /// Runs a compiled handler with the thread's handler context already installed.
+    pub(crate) fn run(&self, handler: &str, argument: Dynamic, env: &Env) -> Result<Dynamic, Stop> {
+        let Some(&function) = self.handlers.get(handler) else {
+            return Err(Stop::Fallback);
+        };
+        let mut frame = Frame {
+            program: self,
+            env,
+            stack: Vec::with_capacity(32),
+            base: 0,
+            operations: 0,
+            depth: 0,
+        };
+        frame.call(function, vec![argument])
+    }
+}
+
+/// The position-free `throw` value of a compiled handler, as Rhai would report it.
+pub(crate) fn thrown_error(value: Dynamic) -> rhai::EvalAltResult {
+    rhai::EvalAltResult::ErrorRuntime(value, Position::NONE)
+}

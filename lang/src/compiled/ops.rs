@@ -1,0 +1,515 @@
+//! What compiled code does to values: operators, properties, indexing and methods, each for the
+//! types whose Rhai meaning is plain (integers, floats, strings, booleans, arrays, maps, rows,
+//! tables). Any other case is `Stop::Fallback`, so that Rhai decides it.
+
+use std::sync::Arc;
+
+use rhai::{Array, Dynamic, ImmutableString, Map};
+
+use super::{Env, Stop};
+use crate::api::{self, Row, Table};
+use crate::schema::TableId;
+
+type Result<T> = std::result::Result<T, Stop>;
+
+/// A binary operator the compiled path evaluates itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Xor,
+}
+
+impl BinOp {
+    pub(crate) fn from_name(name: &str) -> Option<BinOp> {
+        Some(match name {
+            "+" => BinOp::Add,
+            "-" => BinOp::Sub,
+            "*" => BinOp::Mul,
+            "/" => BinOp::Div,
+            "%" => BinOp::Rem,
+            "==" => BinOp::Eq,
+            "!=" => BinOp::Ne,
+            "<" => BinOp::Lt,
+            "<=" => BinOp::Le,
+            ">" => BinOp::Gt,
+            ">=" => BinOp::Ge,
+            "&" => BinOp::And,
+            "|" => BinOp::Or,
+            "^" => BinOp::Xor,
+            _ => return None,
+        })
+    }
+
+    fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+}
+
+fn compare<T: PartialOrd>(op: BinOp, x: T, y: T) -> Dynamic {
+    Dynamic::from_bool(match op {
+        BinOp::Eq => x == y,
+        BinOp::Ne => x != y,
+        BinOp::Lt => x < y,
+        BinOp::Le => x <= y,
+        BinOp::Gt => x > y,
+        BinOp::Ge => x >= y,
+        _ => unreachable!("only comparisons come here"),
+    })
+}
+
+/// `x op y`, taking both by value so that string concatenation can reuse `x`'s buffer.
+pub(crate) fn binary(op: BinOp, x: Dynamic, y: Dynamic, env: &Env) -> Result<Dynamic> {
+    if let (Ok(a), Ok(b)) = (x.as_int(), y.as_int()) {
+        // Rhai checks integer arithmetic: overflow and division by zero are its errors.
+        let value = match op {
+            BinOp::Add => a.checked_add(b),
+            BinOp::Sub => a.checked_sub(b),
+            BinOp::Mul => a.checked_mul(b),
+            BinOp::Div => a.checked_div(b),
+            BinOp::Rem => a.checked_rem(b),
+            BinOp::And => Some(a & b),
+            BinOp::Or => Some(a | b),
+            BinOp::Xor => Some(a ^ b),
+            _ => return Ok(compare(op, a, b)),
+        };
+        return value.map(Dynamic::from_int).ok_or(Stop::Fallback);
+    }
+    if let (Some(a), Some(b)) = (number(&x), number(&y)) {
+        // At least one float (both ints were handled above).
+        let value = match op {
+            BinOp::Add => a + b,
+            BinOp::Sub => a - b,
+            BinOp::Mul => a * b,
+            BinOp::Div | BinOp::Rem if b == 0.0 => return Err(Stop::Fallback),
+            BinOp::Div => a / b,
+            BinOp::Rem => a % b,
+            BinOp::And | BinOp::Or | BinOp::Xor => return Err(Stop::Fallback),
+            _ => return Ok(compare(op, a, b)),
+        };
+        return Ok(Dynamic::from_float(value));
+    }
+    if x.is_string() && y.is_string() {
+        if op == BinOp::Add {
+            let mut text = x.into_immutable_string().map_err(|_| Stop::Fallback)?;
+            let tail = y.into_immutable_string().map_err(|_| Stop::Fallback)?;
+            if text.len() + tail.len() > env.limits.string_bytes_max {
+                return Err(Stop::Fallback);
+            }
+            text += tail;
+            return Ok(text.into());
+        }
+        if op.is_comparison() {
+            let (a, b) = (
+                x.into_immutable_string().map_err(|_| Stop::Fallback)?,
+                y.into_immutable_string().map_err(|_| Stop::Fallback)?,
+            );
+            return Ok(compare(op, a.as_str(), b.as_str()));
+        }
+        return Err(Stop::Fallback);
+    }
+    if let (Ok(a), Ok(b)) = (x.as_bool(), y.as_bool()) {
+        return Ok(Dynamic::from_bool(match op {
+            BinOp::Eq => a == b,
+            BinOp::Ne => a != b,
+            BinOp::And => a & b,
+            BinOp::Or => a | b,
+            BinOp::Xor => a ^ b,
+            _ => return Err(Stop::Fallback),
+        }));
+    }
+    if let (Ok(a), Ok(b)) = (x.as_char(), y.as_char()) {
+        if op.is_comparison() {
+            return Ok(compare(op, a, b));
+        }
+        return Err(Stop::Fallback);
+    }
+    if x.is_unit() && y.is_unit() {
+        return match op {
+            BinOp::Eq => Ok(Dynamic::TRUE),
+            BinOp::Ne => Ok(Dynamic::FALSE),
+            _ => Err(Stop::Fallback),
+        };
+    }
+    // Rhai's built-in rule for two values of different types with no operator registered for
+    // them (Pure registers none): only `!=` is true. A string and a char have operators of their
+    // own, and two values of the same type (arrays, maps, rows) compare through registered
+    // functions: those go to Rhai.
+    let mixed_text = (x.is_string() && y.is_char()) || (x.is_char() && y.is_string());
+    if x.type_id() != y.type_id() && !mixed_text {
+        return match op {
+            BinOp::Ne => Ok(Dynamic::TRUE),
+            BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Ok(Dynamic::FALSE),
+            _ => Err(Stop::Fallback),
+        };
+    }
+    Err(Stop::Fallback)
+}
+
+fn number(value: &Dynamic) -> Option<f64> {
+    value
+        .as_float()
+        .ok()
+        .or_else(|| value.as_int().ok().map(|i| i as f64))
+}
+
+pub(crate) fn negate(x: Dynamic) -> Result<Dynamic> {
+    if let Ok(i) = x.as_int() {
+        return i.checked_neg().map(Dynamic::from_int).ok_or(Stop::Fallback);
+    }
+    if let Ok(f) = x.as_float() {
+        return Ok(Dynamic::from_float(-f));
+    }
+    Err(Stop::Fallback)
+}
+
+pub(crate) fn not(x: Dynamic) -> Result<Dynamic> {
+    x.as_bool()
+        .map(|b| Dynamic::from_bool(!b))
+        .map_err(|_| Stop::Fallback)
+}
+
+pub(crate) fn truth(x: &Dynamic) -> Result<bool> {
+    x.as_bool().map_err(|_| Stop::Fallback)
+}
+
+/// Appends a value to an interpolated string, for the types whose text is unambiguous.
+pub(crate) fn append_text(text: &mut String, value: &Dynamic) -> Result<()> {
+    use std::fmt::Write;
+    if let Ok(s) = value.as_immutable_string_ref() {
+        text.push_str(s.as_str());
+    } else if let Ok(i) = value.as_int() {
+        let _ = write!(text, "{i}");
+    } else if let Ok(c) = value.as_char() {
+        text.push(c);
+    } else if let Ok(b) = value.as_bool() {
+        text.push_str(if b { "true" } else { "false" });
+    } else {
+        return Err(Stop::Fallback);
+    }
+    Ok(())
+}
+
+/// A property name with its field slot in each table, resolved at compile time.
+pub(crate) struct Property {
+    pub name: ImmutableString,
+    /// Indexed by table id; `None` where the table has no such field.
+    pub slots: Arc<[Option<usize>]>,
+}
+
+fn row_slot(property: &Property, table: TableId) -> Result<usize> {
+    match property.slots.get(table as usize) {
+        Some(Some(slot)) => Ok(*slot),
+        _ => Err(Stop::Fallback),
+    }
+}
+
+/// Reads `target.name`. Rows have one property per declared field and `key`; maps answer `()`
+/// for a missing property, as Rhai does by default.
+pub(crate) fn get_property(target: &Dynamic, property: &Property) -> Result<Dynamic> {
+    if let Ok(map) = target.as_map_ref() {
+        return Ok(map
+            .get(property.name.as_str())
+            .cloned()
+            .unwrap_or(Dynamic::UNIT));
+    }
+    if let Some(row) = target.read_lock::<Row>() {
+        if property.name == "key" {
+            return Ok(row.key.to_dynamic());
+        }
+        let slot = row_slot(property, row.table)?;
+        return Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT));
+    }
+    Err(Stop::Fallback)
+}
+
+/// `target.name = value`.
+pub(crate) fn set_property(
+    target: &mut Dynamic,
+    property: &Property,
+    value: Dynamic,
+    env: &Env,
+) -> Result<()> {
+    if let Ok(mut map) = target.as_map_mut() {
+        match map.get_mut(property.name.as_str()) {
+            Some(slot) => *slot = value,
+            None => {
+                if map.len() >= env.limits.map_items_max {
+                    return Err(Stop::Fallback);
+                }
+                map.insert(property.name.as_str().into(), value);
+            }
+        }
+        return Ok(());
+    }
+    if let Some(mut row) = target.write_lock::<Row>() {
+        let slot = row_slot(property, row.table)?;
+        api::check_storable(&value).map_err(|_| Stop::Fallback)?;
+        row.set(slot, value);
+        return Ok(());
+    }
+    Err(Stop::Fallback)
+}
+
+/// The element of an array (negative indices count from the end, as in Rhai).
+fn array_position(array: &Array, index: &Dynamic) -> Result<usize> {
+    let index = index.as_int().map_err(|_| Stop::Fallback)?;
+    let len = array.len() as i64;
+    let at = if index < 0 { len + index } else { index };
+    if (0..len).contains(&at) {
+        Ok(at as usize)
+    } else {
+        Err(Stop::Fallback)
+    }
+}
+
+/// Reads `target[index]` for arrays, maps and rows.
+pub(crate) fn get_index(target: &Dynamic, index: &Dynamic, env: &Env) -> Result<Dynamic> {
+    if let Ok(array) = target.as_array_ref() {
+        return Ok(array[array_position(&array, index)?].clone());
+    }
+    if let Ok(map) = target.as_map_ref() {
+        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        return Ok(map.get(name.as_str()).cloned().unwrap_or(Dynamic::UNIT));
+    }
+    if let Some(row) = target.read_lock::<Row>() {
+        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        let slot = env
+            .schema
+            .field_slot(row.table, name.as_str())
+            .ok_or(Stop::Fallback)?;
+        return Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT));
+    }
+    Err(Stop::Fallback)
+}
+
+/// `target[index] = value`.
+pub(crate) fn set_index(
+    target: &mut Dynamic,
+    index: &Dynamic,
+    value: Dynamic,
+    env: &Env,
+) -> Result<()> {
+    if let Ok(mut array) = target.as_array_mut() {
+        let at = array_position(&array, index)?;
+        array[at] = value;
+        return Ok(());
+    }
+    if let Ok(mut map) = target.as_map_mut() {
+        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        match map.get_mut(name.as_str()) {
+            Some(slot) => *slot = value,
+            None => {
+                if map.len() >= env.limits.map_items_max {
+                    return Err(Stop::Fallback);
+                }
+                map.insert(name.as_str().into(), value);
+            }
+        }
+        return Ok(());
+    }
+    if let Some(mut row) = target.write_lock::<Row>() {
+        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        let slot = env
+            .schema
+            .field_slot(row.table, name.as_str())
+            .ok_or(Stop::Fallback)?;
+        api::check_storable(&value).map_err(|_| Stop::Fallback)?;
+        row.set(slot, value);
+        return Ok(());
+    }
+    Err(Stop::Fallback)
+}
+
+/// A method the compiled path knows by name; which type it applies to is decided at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Method {
+    Get,
+    Exists,
+    Insert,
+    Put,
+    Update,
+    Delete,
+    Scan,
+    ScanRev,
+    First,
+    Last,
+    Count,
+    Save,
+    ToMap,
+    Push,
+    Len,
+}
+
+impl Method {
+    pub(crate) fn from_name(name: &str) -> Option<Method> {
+        Some(match name {
+            "get" => Method::Get,
+            "exists" => Method::Exists,
+            "insert" => Method::Insert,
+            "put" => Method::Put,
+            "update" => Method::Update,
+            "delete" => Method::Delete,
+            "scan" => Method::Scan,
+            "scan_rev" => Method::ScanRev,
+            "first" => Method::First,
+            "last" => Method::Last,
+            "count" => Method::Count,
+            "save" => Method::Save,
+            "to_map" => Method::ToMap,
+            "push" => Method::Push,
+            "len" => Method::Len,
+            _ => return None,
+        })
+    }
+}
+
+fn api<T>(result: std::result::Result<T, Box<rhai::EvalAltResult>>) -> Result<T> {
+    result.map_err(|_| Stop::Fallback)
+}
+
+fn key(parts: &[Dynamic]) -> Result<crate::key::Key> {
+    if parts.is_empty() || parts.len() > 4 {
+        return Err(Stop::Fallback);
+    }
+    api(match parts {
+        [a] => api::key_of(&[a]),
+        [a, b] => api::key_of(&[a, b]),
+        [a, b, c] => api::key_of(&[a, b, c]),
+        [a, b, c, d] => api::key_of(&[a, b, c, d]),
+        _ => return Err(Stop::Fallback),
+    })
+}
+
+/// Calls `target.method(args)`. `target_is_copy` says that `target` is a copy Rhai would write
+/// back through a property setter (a row's field): a method that changes its target goes to Rhai.
+pub(crate) fn call_method(
+    method: Method,
+    target: &mut Dynamic,
+    mut args: Vec<Dynamic>,
+    target_is_copy: bool,
+    env: &Env,
+) -> Result<Dynamic> {
+    if let Some(table) = target.read_lock::<Table>().map(|t| *t) {
+        return table_method(method, table, args, env);
+    }
+    match method {
+        Method::Save | Method::ToMap if target.is::<Row>() => {
+            if !args.is_empty() {
+                return Err(Stop::Fallback);
+            }
+            if method == Method::ToMap {
+                let row = target.read_lock::<Row>().ok_or(Stop::Fallback)?;
+                return Ok(Dynamic::from_map(api::row_to_map(env.schema, &row)));
+            }
+            if target_is_copy {
+                return Err(Stop::Fallback);
+            }
+            let mut row = target.write_lock::<Row>().ok_or(Stop::Fallback)?;
+            row.save().map_err(|_| Stop::Fallback)?;
+            Ok(Dynamic::UNIT)
+        }
+        Method::Push if target.is_array() && args.len() == 1 && !target_is_copy => {
+            let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
+            if array.len() >= env.limits.array_items_max {
+                return Err(Stop::Fallback);
+            }
+            array.push(args.pop().expect("one argument"));
+            Ok(Dynamic::UNIT)
+        }
+        Method::Len if args.is_empty() => {
+            if let Ok(array) = target.as_array_ref() {
+                return Ok(Dynamic::from_int(array.len() as i64));
+            }
+            if let Ok(map) = target.as_map_ref() {
+                return Ok(Dynamic::from_int(map.len() as i64));
+            }
+            if let Ok(text) = target.as_immutable_string_ref() {
+                return Ok(Dynamic::from_int(text.chars().count() as i64));
+            }
+            Err(Stop::Fallback)
+        }
+        _ => Err(Stop::Fallback),
+    }
+}
+
+fn table_method(method: Method, table: Table, mut args: Vec<Dynamic>, env: &Env) -> Result<Dynamic> {
+    let int = |value: &Dynamic| value.as_int().map_err(|_| Stop::Fallback);
+    match (method, args.len()) {
+        (Method::Get, _) => api(api::get(table, key(&args)?)),
+        (Method::Exists, _) => api(api::exists(table, key(&args)?)).map(Dynamic::from_bool),
+        (Method::Delete, _) => api(api::delete(table, key(&args)?)).map(Dynamic::from_bool),
+        (Method::Insert | Method::Put, 2..=5) => {
+            let row = args.pop().expect("at least two arguments");
+            let must_be_new = method == Method::Insert;
+            api(api::put(env.schema, table, key(&args)?, row, must_be_new))?;
+            Ok(Dynamic::UNIT)
+        }
+        (Method::Update, 1) => {
+            let mut row = args
+                .pop()
+                .expect("one argument")
+                .try_cast::<Row>()
+                .ok_or(Stop::Fallback)?;
+            if row.table != table.id {
+                return Err(Stop::Fallback);
+            }
+            row.save().map_err(|_| Stop::Fallback)?;
+            Ok(Dynamic::UNIT)
+        }
+        (Method::Scan | Method::ScanRev, 3) => {
+            let limit = int(&args[2])?;
+            let reverse = method == Method::ScanRev;
+            api(api::scan(
+                table,
+                std::mem::take(&mut args[0]),
+                std::mem::take(&mut args[1]),
+                limit,
+                reverse,
+            ))
+        }
+        (Method::First | Method::Last, 2) => {
+            let reverse = method == Method::Last;
+            api(api::first(
+                table,
+                std::mem::take(&mut args[0]),
+                std::mem::take(&mut args[1]),
+                reverse,
+            ))
+        }
+        (Method::Count, 0) => api(api::count(table)).map(Dynamic::from_int),
+        _ => Err(Stop::Fallback),
+    }
+}
+
+/// `type_of(value)`, as Rhai names types (registered names for Pure's types).
+pub(crate) fn type_of(value: &Dynamic, env: &Env) -> Dynamic {
+    Dynamic::from(ImmutableString::from(env.engine.map_type_name(value.type_name())))
+}
+
+/// Builds a map literal from its template (every key, unit values) and the evaluated values.
+pub(crate) fn fill_map(mut map: Map, keys: &[ImmutableString], values: Vec<Dynamic>) -> Dynamic {
+    for (key, value) in keys.iter().zip(values) {
+        match map.get_mut(key.as_str()) {
+            Some(slot) => *slot = value,
+            None => {
+                map.insert(key.as_str().into(), value);
+            }
+        }
+    }
+    Dynamic::from_map(map)
+}
