@@ -312,55 +312,9 @@ fn rand_suffix() -> u64 {
 
 // ---- part 2: the New-Order-like handler, script against native ----
 
-const TPCC_MANIFEST: &str = r#"{ "name": "neworder-bench", "routes": {},
-  "tables": {
-    "warehouse": ["tax", "ytd", "name"],
-    "district": ["tax", "ytd", "next_o_id", "name"],
-    "customer": ["discount", "credit", "last", "balance"],
-    "item": ["price", "name", "data"],
-    "stock": ["quantity", "ytd", "order_cnt", "remote_cnt", "dist_01", "dist_02", "dist_03",
-              "dist_04", "dist_05", "dist_06", "dist_07", "dist_08", "dist_09", "dist_10", "data"],
-    "orders": ["c_id", "entry_d", "carrier_id", "ol_cnt", "all_local"],
-    "new_orders": [],
-    "order_lines": ["i_id", "supply_w_id", "quantity", "amount", "dist_info", "delivery_d"]
-  } }"#;
+const TPCC_MANIFEST: &str = include_str!("../neworder/app.json");
 
-const NEW_ORDER_SCRIPT: &str = r#"
-fn new_order(req) {
-    let b = req.body;
-    let w = b.w;
-    let d = b.d;
-    let wh = warehouse.get(w);
-    let dist = district.get(w, d);
-    let o = dist.next_o_id;
-    dist.next_o_id = o + 1;
-    dist.save();
-    let cust = customer.get(w, d, b.c);
-    let ids = b.items;
-    let qtys = b.qtys;
-    let count = ids.len();
-    orders.insert(w, d, o, #{ c_id: b.c, entry_d: b.now, ol_cnt: count, all_local: 1 });
-    new_orders.insert(w, d, o, #{});
-    let total = 0;
-    for n in 0..count {
-        let i = ids[n];
-        let qty = qtys[n];
-        let it = item.get(i);
-        let s = stock.get(w, i);
-        let q = s.quantity;
-        s.quantity = if q >= qty + 10 { q - qty } else { q - qty + 91 };
-        s.ytd += qty;
-        s.order_cnt += 1;
-        s.save();
-        let amount = qty * it.price;
-        total += amount;
-        // Positional row (declared order): i_id, supply_w_id, quantity, amount, dist_info.
-        order_lines.insert(w, d, o, n + 1, [i, w, qty, amount, s.dist_01]);
-    }
-    total * (10000 - cust.discount) * (10000 + wh.tax + dist.tax) / 100000000
-}
-fn empty(req) { 0 }
-"#;
+const NEW_ORDER_SCRIPT: &str = include_str!("../neworder/neworder.rhai");
 
 const ITEMS: i64 = 100_000;
 const DISTRICTS: i64 = 10;

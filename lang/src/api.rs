@@ -196,7 +196,13 @@ fn fields_from(schema: &Schema, table: TableId, value: Dynamic) -> Result<Fields
     ))
 }
 
-pub(crate) fn put(schema: &Schema, table: Table, key: Key, row: Dynamic, must_be_new: bool) -> Fallible<()> {
+pub(crate) fn put(
+    schema: &Schema,
+    table: Table,
+    key: Key,
+    row: Dynamic,
+    must_be_new: bool,
+) -> Fallible<()> {
     let fields = fields_from(schema, table.id, row).map_err(api_error)?;
     with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
 }
@@ -243,7 +249,13 @@ fn scan_rows(
         .collect())
 }
 
-pub(crate) fn scan(table: Table, low: Dynamic, high: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
+pub(crate) fn scan(
+    table: Table,
+    low: Dynamic,
+    high: Dynamic,
+    limit: i64,
+    reverse: bool,
+) -> Fallible<Dynamic> {
     let rows = scan_rows(table, &low, &high, limit, reverse)?;
     Ok(Dynamic::from_array(
         rows.into_iter().map(Dynamic::from).collect(),

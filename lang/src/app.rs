@@ -4,19 +4,20 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope, AST};
 use serde_json::Value;
 
+use crate::compiled::{self as compiled_code, Env, Program, Stop};
 use crate::context::{self, Context};
 use crate::engine::{self, Limits};
 use crate::error::{from_eval, HandlerError, LoadError, SourceMap};
 use crate::schema::{Schema, TableSchema};
 use crate::tables::{Tables, WriteSet};
 use crate::value;
-use crate::compiled::{self as compiled_code, Env, Program, Stop};
 
 /// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub struct App {
     program: Program,
     /// Off: every handler runs in Rhai (differential tests, benchmarks).
     use_compiled: bool,
+    /// Compiled calls that were handed to Rhai (an error, a limit, an uncovered case).
+    fallbacks: AtomicU64,
 }
 
 /// How a handler runs.
@@ -176,12 +179,19 @@ impl App {
             limits,
             program,
             use_compiled: true,
+            fallbacks: AtomicU64::new(0),
         })
     }
 
     /// Runs every handler in Rhai's evaluator (on) or compiled where possible (off, the default).
     pub fn set_interpreted(&mut self, interpreted: bool) {
         self.use_compiled = !interpreted;
+    }
+
+    /// Compiled calls re-run in Rhai so far: each is an error, a limit or a case the compiled
+    /// code leaves to Rhai, and costs the call twice.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks.load(Ordering::Relaxed)
     }
 
     /// How `handler` runs (None when there is no such handler).
@@ -300,6 +310,7 @@ impl App {
                 Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
                 Ok(Err(_)) => {
                     // Not decided here: undo what the call wrote and run it in Rhai.
+                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
                     if let Context::Write { tables, writes } = &mut context {
                         tables.roll_back(writes);
                     }
@@ -314,7 +325,13 @@ impl App {
                 }
             };
             restore(context);
-            return Err(from_eval(&error, handler, *definition, &self.sources, &self.schema));
+            return Err(from_eval(
+                &error,
+                handler,
+                *definition,
+                &self.sources,
+                &self.schema,
+            ));
         }
         self.call_rhai(handler, argument, definition, context, restore)
     }

@@ -4,16 +4,14 @@
 //! or to an index of a local; `if`, `while`, `loop`, `do`, `for` over a range or an array, `break`,
 //! `continue`, `return`, `throw`; literals (numbers, strings, characters, interpolated strings,
 //! arrays, maps); property, index and method chains; the operators `+ - * / % == != < <= > >= & | ^
-//! ! && || ??`; calls of script functions and `type_of`; the table and row API, `push` and `len`.
+//! ! && || ??`; calls of script functions, `type_of` and `parse_int`; the table and row API, `push` and `len`.
 //! Anything else (`switch`, `try`, closures, other built-in functions, a name that a script
 //! function redefines) leaves the whole handler, and every handler that calls it, to Rhai.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use rhai::{
-    ASTFlags, BinaryExpr, Dynamic, Expr, FnCallExpr, ImmutableString, Map, Stmt, AST,
-};
+use rhai::{ASTFlags, BinaryExpr, Dynamic, Expr, FnCallExpr, ImmutableString, Map, Stmt, AST};
 
 use super::ops::{self, BinOp, Method, Property};
 use super::{Code, Frame, Function, Outcome, Program, Stop};
@@ -45,7 +43,11 @@ pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -
             schema,
             index: &index,
             script_names: &script_names,
-            scope: definition.params.iter().map(|p| Local::new(p.clone())).collect(),
+            scope: definition
+                .params
+                .iter()
+                .map(|p| Local::new(p.clone()))
+                .collect(),
             slots: definition.params.len(),
             callees: Vec::new(),
         })
@@ -414,7 +416,11 @@ impl Compiler<'_> {
             (Some((low, high, inclusive)), _) => Box::new(move |f| {
                 let low = low(f)?.as_int().map_err(|_| Stop::Fallback)?;
                 let high = high(f)?.as_int().map_err(|_| Stop::Fallback)?;
-                let end = if inclusive { high as i128 + 1 } else { high as i128 };
+                let end = if inclusive {
+                    high as i128 + 1
+                } else {
+                    high as i128
+                };
                 let mut i = low as i128;
                 let mut n = 0;
                 while i < end {
@@ -500,7 +506,9 @@ impl Compiler<'_> {
                     let target = f.local(slot);
                     let value = match op {
                         None => value,
-                        Some(op) => ops::binary(op, ops::get_property(target, &property)?, value, env)?,
+                        Some(op) => {
+                            ops::binary(op, ops::get_property(target, &property)?, value, env)?
+                        }
                     };
                     ops::set_property(target, &property, value, env)?;
                     Ok(Dynamic::UNIT)
@@ -517,7 +525,9 @@ impl Compiler<'_> {
                     let target = f.local(slot);
                     let value = match op {
                         None => value,
-                        Some(op) => ops::binary(op, ops::get_index(target, &index, env)?, value, env)?,
+                        Some(op) => {
+                            ops::binary(op, ops::get_index(target, &index, env)?, value, env)?
+                        }
                     };
                     ops::set_index(target, &index, value, env)?;
                     Ok(Dynamic::UNIT)
@@ -660,7 +670,8 @@ impl Compiler<'_> {
         if call.op_token.is_some() {
             match (name, args.len()) {
                 (_, 2) => {
-                    let op = BinOp::from_name(name).ok_or_else(|| format!("the operator {name}"))?;
+                    let op =
+                        BinOp::from_name(name).ok_or_else(|| format!("the operator {name}"))?;
                     let y = args.pop().expect("two operands");
                     let x = args.pop().expect("two operands");
                     return Ok(Box::new(move |f| {
@@ -696,6 +707,10 @@ impl Compiler<'_> {
             ("type_of", 1) => {
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| Ok(ops::type_of(&x(f)?, f.env))))
+            }
+            ("parse_int", 1) => {
+                let x = args.pop().expect("one argument");
+                Ok(Box::new(move |f| ops::parse_int(&x(f)?)))
             }
             _ => Err(format!("the function {name}()")),
         }
@@ -741,15 +756,23 @@ impl Compiler<'_> {
         }))
     }
 
-    fn dot_steps(&mut self, node: &Expr, steps: &mut Vec<Step>, args: &mut Vec<Code>) -> Compiled<()> {
+    fn dot_steps(
+        &mut self,
+        node: &Expr,
+        steps: &mut Vec<Step>,
+        args: &mut Vec<Code>,
+    ) -> Compiled<()> {
         match node {
             Expr::Property(property, _) => steps.push(Step::Property(self.property(&property.2))),
             Expr::MethodCall(call, _) => {
                 let name = call.name.as_str();
                 if self.script_names.contains(name) {
-                    return Err(format!("the method {name}(), which a script function redefines"));
+                    return Err(format!(
+                        "the method {name}(), which a script function redefines"
+                    ));
                 }
-                let method = Method::from_name(name).ok_or_else(|| format!("the method {name}()"))?;
+                let method =
+                    Method::from_name(name).ok_or_else(|| format!("the method {name}()"))?;
                 args.extend(self.exprs(&call.args)?);
                 steps.push(Step::Method(method, call.args.len()));
             }
@@ -817,7 +840,13 @@ fn walk(
                     None => walk(&mut Dynamic::from(()), rest, args, true, env),
                 };
             }
-            walk(&mut ops::get_property(target, property)?, rest, args, true, env)
+            walk(
+                &mut ops::get_property(target, property)?,
+                rest,
+                args,
+                true,
+                env,
+            )
         }
         Step::Index => {
             let index = args.next().expect("an index value per index step");
@@ -833,13 +862,21 @@ fn walk(
                 };
             }
             if let Ok(mut map) = target.as_map_mut() {
-                let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                let name = index
+                    .as_immutable_string_ref()
+                    .map_err(|_| Stop::Fallback)?;
                 return match map.get_mut(name.as_str()) {
                     Some(value) => walk(value, rest, args, is_copy, env),
                     None => walk(&mut Dynamic::from(()), rest, args, true, env),
                 };
             }
-            walk(&mut ops::get_index(target, &index, env)?, rest, args, true, env)
+            walk(
+                &mut ops::get_index(target, &index, env)?,
+                rest,
+                args,
+                true,
+                env,
+            )
         }
         Step::Method(method, count) => {
             let values: Vec<Dynamic> = args.by_ref().take(*count).collect();

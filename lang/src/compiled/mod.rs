@@ -91,7 +91,9 @@ impl Frame<'_> {
         if self.operations > self.env.limits.operations_max {
             return Err(Stop::Fallback);
         }
-        if self.operations % CLOCK_CHECK_OPERATIONS == 0 && crate::context::deadline_passed() {
+        if self.operations.is_multiple_of(CLOCK_CHECK_OPERATIONS)
+            && crate::context::deadline_passed()
+        {
             return Err(Stop::Fallback);
         }
         Ok(())

@@ -283,11 +283,15 @@ pub(crate) fn get_index(target: &Dynamic, index: &Dynamic, env: &Env) -> Result<
         return Ok(array[array_position(&array, index)?].clone());
     }
     if let Ok(map) = target.as_map_ref() {
-        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        let name = index
+            .as_immutable_string_ref()
+            .map_err(|_| Stop::Fallback)?;
         return Ok(map.get(name.as_str()).cloned().unwrap_or(Dynamic::UNIT));
     }
     if let Some(row) = target.read_lock::<Row>() {
-        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        let name = index
+            .as_immutable_string_ref()
+            .map_err(|_| Stop::Fallback)?;
         let slot = env
             .schema
             .field_slot(row.table, name.as_str())
@@ -310,7 +314,9 @@ pub(crate) fn set_index(
         return Ok(());
     }
     if let Ok(mut map) = target.as_map_mut() {
-        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        let name = index
+            .as_immutable_string_ref()
+            .map_err(|_| Stop::Fallback)?;
         match map.get_mut(name.as_str()) {
             Some(slot) => *slot = value,
             None => {
@@ -323,7 +329,9 @@ pub(crate) fn set_index(
         return Ok(());
     }
     if let Some(mut row) = target.write_lock::<Row>() {
-        let name = index.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+        let name = index
+            .as_immutable_string_ref()
+            .map_err(|_| Stop::Fallback)?;
         let slot = env
             .schema
             .field_slot(row.table, name.as_str())
@@ -447,7 +455,12 @@ pub(crate) fn call_method(
     }
 }
 
-fn table_method(method: Method, table: Table, mut args: Vec<Dynamic>, env: &Env) -> Result<Dynamic> {
+fn table_method(
+    method: Method,
+    table: Table,
+    mut args: Vec<Dynamic>,
+    env: &Env,
+) -> Result<Dynamic> {
     let int = |value: &Dynamic| value.as_int().map_err(|_| Stop::Fallback);
     match (method, args.len()) {
         (Method::Get, _) => api(api::get(table, key(&args)?)),
@@ -498,7 +511,20 @@ fn table_method(method: Method, table: Table, mut args: Vec<Dynamic>, env: &Env)
 
 /// `type_of(value)`, as Rhai names types (registered names for Pure's types).
 pub(crate) fn type_of(value: &Dynamic, env: &Env) -> Dynamic {
-    Dynamic::from(ImmutableString::from(env.engine.map_type_name(value.type_name())))
+    Dynamic::from(ImmutableString::from(
+        env.engine.map_type_name(value.type_name()),
+    ))
+}
+
+/// `parse_int(text)`: Rhai trims the text and parses it in base 10; its error goes to Rhai.
+pub(crate) fn parse_int(value: &Dynamic) -> Result<Dynamic> {
+    let text = value
+        .as_immutable_string_ref()
+        .map_err(|_| Stop::Fallback)?;
+    text.trim()
+        .parse::<i64>()
+        .map(Dynamic::from_int)
+        .map_err(|_| Stop::Fallback)
 }
 
 /// Builds a map literal from its template (every key, unit values) and the evaluated values.
