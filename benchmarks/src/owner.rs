@@ -57,6 +57,10 @@ pub struct Args {
     /// (it must define `new_order` and `empty`): to measure what a construct costs.
     #[arg(long)]
     script: Option<PathBuf>,
+    /// Run every handler in Rhai's evaluator instead of its compiled form (to compare the two;
+    /// the New-Order part always shows both).
+    #[arg(long)]
+    interpreted: bool,
 }
 
 const PARTS: [&str; 4] = ["limits", "writes", "neworder", "scoreboard"];
@@ -597,7 +601,11 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         },
         None => Limits::default(),
     };
-    let app = App::from_sources(TPCC_MANIFEST, files, limits)?;
+    let mut app = App::from_sources(TPCC_MANIFEST, files.clone(), limits.clone())?;
+    app.set_interpreted(args.interpreted);
+    // The same script in Rhai's evaluator, for the row that shows what compiling gains.
+    let mut rhai_app = App::from_sources(TPCC_MANIFEST, files, limits)?;
+    rhai_app.set_interpreted(true);
     let ids = ids(&app);
     // Each variant gets its own tables, loaded separately: clones would share their nodes, and
     // every first write would copy them, which is the cost of a snapshot, not of the handler.
@@ -614,10 +622,10 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         loading.elapsed().as_secs_f64()
     );
     let mut native_tables = fresh();
-    let (mut snap_tables, mut script_snap_tables) = if args.variant.is_none() {
-        (fresh(), fresh())
+    let (mut snap_tables, mut script_snap_tables, mut rhai_tables) = if args.variant.is_none() {
+        (fresh(), fresh(), fresh())
     } else {
-        (Tables::default(), Tables::default())
+        (Tables::default(), Tables::default(), Tables::default())
     };
 
     let mut rng = SimRng::new(42);
@@ -625,6 +633,7 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     let requests: Vec<Request> = orders.iter().map(order_request).collect();
     let mut ws = WriteSet::default();
     let mut record_bytes = Vec::new();
+    let mut rhai = Timer::new();
     let (mut script, mut native, mut native_snap, mut script_snap, mut empty, mut encode) = (
         Timer::new(),
         Timer::new(),
@@ -665,10 +674,16 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     let run_native = |i: usize, tables: &mut Tables, ws: &mut WriteSet| {
         native_new_order(&ids, tables, ws, &orders[i % orders.len()]);
     };
+    let run_rhai = |i: usize, tables: &mut Tables, ws: &mut WriteSet| {
+        rhai_app
+            .run_write("new_order", &requests[i % requests.len()], tables, ws)
+            .expect("the script runs");
+    };
     for round in 0..args.batches + 1 {
         let batch = args.batch;
         script.time_calls(batch, &mut script_tables, &mut ws, None, run_script);
         native.time_calls(batch, &mut native_tables, &mut ws, None, run_native);
+        rhai.time_calls(batch, &mut rhai_tables, &mut ws, None, run_rhai);
         // A snapshot every 64 calls, as the owner takes one per group.
         native_snap.time_calls(batch, &mut snap_tables, &mut ws, Some(64), run_native);
         script_snap.time_calls(
@@ -705,6 +720,7 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
             // The first round warms caches and allocators: not counted.
             for t in [
                 &mut script,
+                &mut rhai,
                 &mut native,
                 &mut native_snap,
                 &mut script_snap,
@@ -718,10 +734,16 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     if script.samples.is_empty() {
         bail!("no batches measured");
     }
+    let script_name = if args.interpreted {
+        "script (Pure, --interpreted: Rhai's evaluator)"
+    } else {
+        "script (Pure, compiled)"
+    };
     println!("| variant | median µs/call | range (batch medians) |");
     println!("|---|---:|---|");
     for (name, t) in [
-        ("script (Pure, Rhai)", &script),
+        (script_name, &script),
+        ("script in Rhai's evaluator (not compiled)", &rhai),
         ("native Rust, same maps and write set", &native),
         ("native, a snapshot every 64 calls", &native_snap),
         ("script, a snapshot every 64 calls", &script_snap),
@@ -733,15 +755,16 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "ratio script / native: {:.2}x; record: {encoded_total} bytes for 23 writes",
-        script.median() / native.median()
+        "ratio script / native: {:.2}x (in Rhai's evaluator: {:.2}x); record: {encoded_total} bytes for 23 writes",
+        script.median() / native.median(),
+        rhai.median() / native.median()
     );
     println!(
         "as the owner runs them, with a snapshot per group of 64 (the copying both pay): script / native {:.2}x",
         script_snap.median() / native_snap.median()
     );
     println!(
-        "split of the script call: call + request {:.1} µs, interpretation and glue {:.1} µs, map and write-set work {:.1} µs; encoding {:.1} µs; snapshot copying {:+.1} µs per call",
+        "split of the script call: call + request {:.1} µs, script steps and glue {:.1} µs, map and write-set work {:.1} µs; encoding {:.1} µs; snapshot copying {:+.1} µs per call",
         empty.median(),
         script.median() - native.median() - empty.median(),
         native.median(),
@@ -770,8 +793,9 @@ fn scoreboard(args: &Args) -> anyhow::Result<()> {
         },
         None => Limits::default(),
     };
-    let app = App::load_with(&args.app, limits)
+    let mut app = App::load_with(&args.app, limits)
         .with_context(|| format!("loading {}", args.app.display()))?;
+    app.set_interpreted(args.interpreted);
     const PLAYERS: u64 = 10_000;
     let post = |player: u64, score: u64| {
         body(json!({"player": format!("player-{player}"), "score": score}))

@@ -35,6 +35,9 @@ pub struct Metrics {
     /// Why the most recent failed checkpoint failed, until one succeeds again.
     pub last_checkpoint_error: Option<String>,
     pub durable_lsn: u64,
+    /// Compiled handler calls re-run in Rhai's evaluator (an error, a limit, a case the compiled
+    /// code leaves to Rhai): each costs its call twice.
+    pub handler_fallbacks_total: u64,
 }
 
 #[derive(Clone, Debug)]

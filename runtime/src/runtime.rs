@@ -385,6 +385,7 @@ impl Runtime {
             queue_depth: shared.queue_depth.load(Ordering::Relaxed),
             snapshot_age_seconds: snapshot.made_at.elapsed().as_secs_f64(),
             state_bytes: snapshot.state_bytes,
+            handler_fallbacks_total: self.app().fallbacks(),
             ..shared.metrics.snapshot()
         }
     }

@@ -193,7 +193,7 @@ fn render_runtime(out: &mut String, m: &Metrics) {
     } else {
         0.0
     };
-    let figures: [(&str, &str, &str, f64); 17] = [
+    let figures: [(&str, &str, &str, f64); 18] = [
         (
             "pure_write_queue_depth",
             "Writes waiting for the owner.",
@@ -289,6 +289,12 @@ fn render_runtime(out: &mut String, m: &Metrics) {
             "LSN of the newest checkpoint.",
             "gauge",
             m.last_checkpoint_lsn as f64,
+        ),
+        (
+            "pure_handler_fallbacks_total",
+            "Calls of compiled handlers re-run in Rhai's evaluator: an error, a limit, or a case the compiled code leaves to Rhai (each costs the call twice).",
+            "counter",
+            m.handler_fallbacks_total as f64,
         ),
         (
             "pure_durable_lsn",

@@ -23,6 +23,24 @@ use crate::listener::Listener;
 const LISTEN_BACKLOG: u32 = 1024;
 const POISON_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
+/// Names the handlers that run in Rhai's evaluator rather than compiled, and why: they work the
+/// same, slower, and an author who wants the speed can see what to change.
+fn report_interpreted(app: &pure_runtime::App) {
+    let mut seen = std::collections::HashSet::new();
+    for route in app.routes() {
+        if !seen.insert(route.handler.as_str()) {
+            continue;
+        }
+        if let Some(pure_runtime::Execution::Interpreted { reason }) = app.execution(&route.handler)
+        {
+            eprintln!(
+                "pure-serve: handler {} runs in Rhai's evaluator, not compiled: {reason}",
+                route.handler
+            );
+        }
+    }
+}
+
 /// Why the server stops.
 enum Stop {
     Signal(&'static str),
@@ -51,6 +69,7 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
     };
     let address = listener.local_addr().map_err(exit::Failure::internal)?;
     let accepting = tokio::spawn(server.clone().accept_loop(listener));
+    report_interpreted(runtime.app());
     println!(
         "pure-serve: {} listening on http://{address}",
         runtime.app().name()

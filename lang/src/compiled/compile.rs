@@ -30,16 +30,13 @@ pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -
     let script_names: HashSet<ImmutableString> =
         definitions.iter().map(|f| f.name.clone()).collect();
 
-    // Rhai does not export the type of a function's body, but its walk visits each body's
-    // statements in order, with the statements themselves as paths of length one: each belongs to
-    // the function whose span holds its position (every file is one text, so positions are unique).
-    let spans: Vec<_> = definitions
-        .iter()
-        .map(|f| (f.body.start_position(), f.body.end_position()))
-        .collect();
-    let mut compilers: Vec<Compiler> = definitions
-        .iter()
-        .map(|definition| Compiler {
+    // Rhai does not export the type of a function's body, but its walk visits a function's
+    // statements in order as paths of length one: walking an AST that holds only that function
+    // gives exactly its statements.
+    let mut compilers = Vec::new();
+    let mut bodies: Vec<Compiled<Vec<Code>>> = Vec::new();
+    for definition in &definitions {
+        let mut compiler = Compiler {
             schema,
             index: &index,
             script_names: &script_names,
@@ -50,33 +47,33 @@ pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -
                 .collect(),
             slots: definition.params.len(),
             callees: Vec::new(),
-        })
-        .collect();
-    let mut bodies: Vec<Compiled<Vec<Code>>> = definitions.iter().map(|_| Ok(Vec::new())).collect();
-    let mut current = None;
-    ast.walk(&mut |path: &[rhai::ASTNode]| {
-        let [rhai::ASTNode::Stmt(stmt)] = path else {
-            return true;
+            nodes: 0,
         };
-        let position = stmt.position();
-        if !position.is_none() {
-            current = spans
-                .iter()
-                .position(|(start, end)| *start <= position && position <= *end);
+        let (name, arity) = (definition.name.clone(), definition.params.len());
+        // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
+        // functions are cloned whole; `retain_functions` filters.)
+        let mut alone = ast.clone_functions_only();
+        alone.retain_functions(move |_, _, n, a| n == name && a == arity);
+        if alone.iter_fn_def().count() != 1 {
+            bodies.push(Err(
+                "a function that cannot be told apart from another".into()
+            ));
+            compilers.push(compiler);
+            continue;
         }
-        if let Some(i) = current {
-            if position.is_none() {
-                bodies[i] = Err("a statement without a position".into());
-            }
-            if let Ok(codes) = &mut bodies[i] {
-                match compilers[i].stmt(stmt) {
+        let mut body = Ok(Vec::new());
+        alone.walk(&mut |path: &[rhai::ASTNode]| {
+            if let ([rhai::ASTNode::Stmt(stmt)], Ok(codes)) = (path, &mut body) {
+                match compiler.stmt(stmt) {
                     Ok(code) => codes.push(code),
-                    Err(reason) => bodies[i] = Err(reason),
+                    Err(reason) => body = Err(reason),
                 }
             }
-        }
-        true
-    });
+            true
+        });
+        compilers.push(compiler);
+        bodies.push(body);
+    }
 
     let mut functions = Vec::new();
     let mut failures: Vec<Option<String>> = Vec::new();
@@ -92,7 +89,7 @@ pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -
             }
             Err(reason) => {
                 functions.push(None);
-                failures.push(Some(reason));
+                failures.push(Some(format!("it uses {reason}")));
             }
         }
         callees.push(compiler.callees);
@@ -105,8 +102,13 @@ pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -
                 continue;
             }
             if let Some(&bad) = callees[i].iter().find(|&&c| failures[c].is_some()) {
+                let root = failures[bad].clone().unwrap_or_default();
+                let root = match root.split_once(", which uses ") {
+                    Some((_, root)) => root.to_string(),
+                    None => root.strip_prefix("it uses ").unwrap_or(&root).to_string(),
+                };
                 failures[i] = Some(format!(
-                    "it calls {}(), which runs in Rhai",
+                    "it calls {}(), which uses {root}",
                     definitions[bad].name
                 ));
                 functions[i] = None;
@@ -163,6 +165,8 @@ struct Compiler<'a> {
     /// Slots the function needs (the most locals alive at once).
     slots: usize,
     callees: Vec<usize>,
+    /// Expression nodes compiled so far, for charging operations (see `stmt`).
+    nodes: u64,
 }
 
 /// The start of a chain: a local (borrowed in place) or any other value.
@@ -232,22 +236,31 @@ impl Compiler<'_> {
         Ok(sequence(codes))
     }
 
+    /// A statement, charged as Rhai would at most charge it: Rhai counts an operation for every
+    /// statement, every expression it evaluates and every step of calls and chains, so the
+    /// compiled code charges each statement three per expression node in it (nested blocks
+    /// included, whether they run or not) plus two. Counting more than Rhai only sends a handler
+    /// near the limit to Rhai early; counting less would let a handler run on that Rhai stops.
     fn stmt(&mut self, stmt: &Stmt) -> Compiled<Code> {
+        let before = self.nodes;
+        let code = self.stmt_body(stmt)?;
+        let weight = 3 * (self.nodes - before) + 2;
+        Ok(Box::new(move |f| {
+            f.tick(weight)?;
+            code(f)
+        }))
+    }
+
+    fn stmt_body(&mut self, stmt: &Stmt) -> Compiled<Code> {
         Ok(match stmt {
             Stmt::Noop(_) => unit(),
             Stmt::Expr(expr) => {
                 let code = self.expr(expr)?;
-                Box::new(move |f| {
-                    f.tick()?;
-                    code(f)
-                })
+                Box::new(move |f| code(f))
             }
             Stmt::FnCall(call, _) => {
                 let code = self.call(call)?;
-                Box::new(move |f| {
-                    f.tick()?;
-                    code(f)
-                })
+                Box::new(move |f| code(f))
             }
             Stmt::Block(block) => self.block(block.statements())?,
             Stmt::Var(var, flags, _) => {
@@ -255,7 +268,6 @@ impl Compiler<'_> {
                 let value = self.expr(value)?;
                 let slot = self.declare(ident.name.clone(), flags.contains(ASTFlags::CONSTANT));
                 Box::new(move |f| {
-                    f.tick()?;
                     let value = value(f)?;
                     *f.local(slot) = value;
                     Ok(Dynamic::UNIT)
@@ -277,7 +289,6 @@ impl Compiler<'_> {
                 let body = self.block(flow.body.statements())?;
                 let branch = self.block(flow.branch.statements())?;
                 Box::new(move |f| {
-                    f.tick()?;
                     if ops::truth(&condition(f)?)? {
                         body(f)
                     } else {
@@ -286,14 +297,16 @@ impl Compiler<'_> {
                 })
             }
             Stmt::While(flow, _) => {
+                let before = self.nodes;
                 let condition = match &flow.expr {
                     Expr::Unit(_) => None,
                     expr => Some(self.expr(expr)?),
                 };
+                let turn = 3 * (self.nodes - before) + 2;
                 let body = self.block(flow.body.statements())?;
                 Box::new(move |f| {
                     loop {
-                        f.tick()?;
+                        f.tick(turn)?;
                         if let Some(condition) = &condition {
                             if !ops::truth(&condition(f)?)? {
                                 break;
@@ -311,12 +324,16 @@ impl Compiler<'_> {
             Stmt::Do(flow, flags, _) => {
                 let until = flags.contains(ASTFlags::NEGATED);
                 let body = self.block(flow.body.statements())?;
+                let before = self.nodes;
                 let condition = self.expr(&flow.expr)?;
+                let turn = 3 * (self.nodes - before) + 2;
                 Box::new(move |f| {
                     loop {
-                        f.tick()?;
+                        f.tick(turn)?;
                         match body(f) {
-                            Ok(_) | Err(Stop::Continue) => {}
+                            Ok(_) => {}
+                            // As in Rhai: `continue` runs the body again without the condition.
+                            Err(Stop::Continue) => continue,
                             Err(Stop::Break) => break,
                             Err(stop) => return Err(stop),
                         }
@@ -333,15 +350,9 @@ impl Compiler<'_> {
             }
             Stmt::BreakLoop(None, flags, _) => {
                 if flags.contains(ASTFlags::BREAK) {
-                    Box::new(|f| {
-                        f.tick()?;
-                        Err(Stop::Break)
-                    })
+                    Box::new(|_| Err(Stop::Break))
                 } else {
-                    Box::new(|f| {
-                        f.tick()?;
-                        Err(Stop::Continue)
-                    })
+                    Box::new(|_| Err(Stop::Continue))
                 }
             }
             Stmt::Return(value, flags, _) => {
@@ -350,15 +361,9 @@ impl Compiler<'_> {
                     None => unit(),
                 };
                 if flags.contains(ASTFlags::BREAK) {
-                    Box::new(move |f| {
-                        f.tick()?;
-                        Err(Stop::Throw(value(f)?))
-                    })
+                    Box::new(move |f| Err(Stop::Throw(value(f)?)))
                 } else {
-                    Box::new(move |f| {
-                        f.tick()?;
-                        Err(Stop::Return(value(f)?))
-                    })
+                    Box::new(move |f| Err(Stop::Return(value(f)?)))
                 }
             }
             Stmt::BreakLoop(Some(_), ..) => return Err("break with a value".into()),
@@ -401,7 +406,7 @@ impl Compiler<'_> {
 
         // One turn of the loop; Ok(false) ends it.
         let turn = move |f: &mut Frame, n: usize, value: Dynamic| -> Result<bool, Stop> {
-            f.tick()?;
+            f.tick(2)?;
             *f.local(slot) = value;
             if let Some(counter) = counter {
                 *f.local(counter) = Dynamic::from_int(n as i64);
@@ -478,13 +483,11 @@ impl Compiler<'_> {
                 let slot = target_local(self, lhs)?;
                 match op {
                     None => Box::new(move |f| {
-                        f.tick()?;
                         let value = value(f)?;
                         *f.local(slot) = value;
                         Ok(Dynamic::UNIT)
                     }),
                     Some(op) => Box::new(move |f| {
-                        f.tick()?;
                         let value = value(f)?;
                         let env = f.env;
                         let current = std::mem::take(f.local(slot));
@@ -500,7 +503,6 @@ impl Compiler<'_> {
                 let slot = target_local(self, &chain.lhs)?;
                 let property = self.property(&property.2);
                 Box::new(move |f| {
-                    f.tick()?;
                     let value = value(f)?;
                     let env = f.env;
                     let target = f.local(slot);
@@ -518,7 +520,6 @@ impl Compiler<'_> {
                 let slot = target_local(self, &chain.lhs)?;
                 let index = self.expr(&chain.rhs)?;
                 Box::new(move |f| {
-                    f.tick()?;
                     let value = value(f)?;
                     let index = index(f)?;
                     let env = f.env;
@@ -542,6 +543,7 @@ impl Compiler<'_> {
     }
 
     fn expr(&mut self, expr: &Expr) -> Compiled<Code> {
+        self.nodes += 1;
         Ok(match expr {
             Expr::DynamicConstant(value, _) => {
                 let value = (**value).clone();
@@ -584,14 +586,13 @@ impl Compiler<'_> {
             Expr::Array(items, _) => {
                 let items = self.exprs(items)?;
                 Box::new(move |f| {
-                    if items.len() > f.env.limits.array_items_max {
-                        return Err(Stop::Fallback);
-                    }
                     let mut array = Vec::with_capacity(items.len());
                     for item in &items {
                         array.push(item(f)?);
                     }
-                    Ok(Dynamic::from_array(array))
+                    let array = Dynamic::from_array(array);
+                    ops::fits(&array, f.env)?;
+                    Ok(array)
                 })
             }
             Expr::Map(map, _) => {
@@ -604,14 +605,13 @@ impl Compiler<'_> {
                     .map(|(_, v)| self.expr(v))
                     .collect::<Compiled<Vec<Code>>>()?;
                 Box::new(move |f| {
-                    if template.len() > f.env.limits.map_items_max {
-                        return Err(Stop::Fallback);
-                    }
                     let mut evaluated = Vec::with_capacity(values.len());
                     for value in &values {
                         evaluated.push(value(f)?);
                     }
-                    Ok(ops::fill_map(template.clone(), &keys, evaluated))
+                    let map = ops::fill_map(template.clone(), &keys, evaluated);
+                    ops::fits(&map, f.env)?;
+                    Ok(map)
                 })
             }
             Expr::Variable(variable, ..) => {
@@ -739,8 +739,10 @@ impl Compiler<'_> {
             },
             other => Root::Value(self.expr(other)?),
         };
+        let grows = steps
+            .iter()
+            .any(|s| matches!(s, Step::Method(Method::Push, _)));
         Ok(Box::new(move |f| {
-            f.tick()?;
             let mut values = Vec::with_capacity(args.len());
             for arg in &args {
                 values.push(arg(f)?);
@@ -749,7 +751,12 @@ impl Compiler<'_> {
             let env = f.env;
             match &root {
                 Root::Local { slot, constant } => {
-                    walk(f.local(*slot), &steps, &mut values, *constant, env)
+                    let value = walk(f.local(*slot), &steps, &mut values, *constant, env)?;
+                    // A push inside the local grew the local as a whole.
+                    if grows {
+                        ops::fits(f.local(*slot), env)?;
+                    }
+                    Ok(value)
                 }
                 Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
             }
@@ -763,8 +770,12 @@ impl Compiler<'_> {
         args: &mut Vec<Code>,
     ) -> Compiled<()> {
         match node {
-            Expr::Property(property, _) => steps.push(Step::Property(self.property(&property.2))),
+            Expr::Property(property, _) => {
+                self.nodes += 1;
+                steps.push(Step::Property(self.property(&property.2)));
+            }
             Expr::MethodCall(call, _) => {
+                self.nodes += 1;
                 let name = call.name.as_str();
                 if self.script_names.contains(name) {
                     return Err(format!(

@@ -83,15 +83,16 @@ pub(crate) struct Frame<'a> {
 const CLOCK_CHECK_OPERATIONS: u64 = 256;
 
 impl Frame<'_> {
-    /// Counts an operation (a statement, a call, a loop turn) against the limits. Past a limit the
-    /// handler goes to Rhai, which stops it with Rhai's own error.
+    /// Charges `operations` against the limits (see `compile::Compiler::stmt` for how many). Past a
+    /// limit the handler goes to Rhai, which stops it with Rhai's own error.
     #[inline]
-    fn tick(&mut self) -> Result<(), Stop> {
-        self.operations += 1;
+    fn tick(&mut self, operations: u64) -> Result<(), Stop> {
+        let before = self.operations;
+        self.operations += operations;
         if self.operations > self.env.limits.operations_max {
             return Err(Stop::Fallback);
         }
-        if self.operations.is_multiple_of(CLOCK_CHECK_OPERATIONS)
+        if before / CLOCK_CHECK_OPERATIONS != self.operations / CLOCK_CHECK_OPERATIONS
             && crate::context::deadline_passed()
         {
             return Err(Stop::Fallback);
@@ -108,7 +109,8 @@ impl Frame<'_> {
         let Some(Some(callee)) = self.program.functions.get(function) else {
             return Err(Stop::Fallback);
         };
-        self.tick()?;
+        // Rhai charges a call to a script function at its site and at its start.
+        self.tick(3)?;
         if self.depth >= self.env.limits.call_levels_max {
             return Err(Stop::Fallback);
         }

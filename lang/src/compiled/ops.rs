@@ -98,8 +98,8 @@ pub(crate) fn binary(op: BinOp, x: Dynamic, y: Dynamic, env: &Env) -> Result<Dyn
             BinOp::Div | BinOp::Rem if b == 0.0 => return Err(Stop::Fallback),
             BinOp::Div => a / b,
             BinOp::Rem => a % b,
-            BinOp::And | BinOp::Or | BinOp::Xor => return Err(Stop::Fallback),
-            _ => return Ok(compare(op, a, b)),
+            // Rhai compares floats within a relative epsilon: its rule, not this one.
+            _ => return Err(Stop::Fallback),
         };
         return Ok(Dynamic::from_float(value));
     }
@@ -204,6 +204,41 @@ pub(crate) fn append_text(text: &mut String, value: &Dynamic) -> Result<()> {
     Ok(())
 }
 
+/// Items of every nested array, entries of every nested map and bytes of every string inside
+/// `value`, counted as Rhai counts them for its size limits.
+fn data_sizes(value: &Dynamic) -> (usize, usize, usize) {
+    if let Ok(array) = value.as_array_ref() {
+        return array.iter().fold((array.len(), 0, 0), |(a, m, t), item| {
+            let (ia, im, it) = data_sizes(item);
+            (a + ia, m + im, t + it)
+        });
+    }
+    if let Ok(map) = value.as_map_ref() {
+        return map.values().fold((0, map.len(), 0), |(a, m, t), item| {
+            let (ia, im, it) = data_sizes(item);
+            (a + ia, m + im, t + it)
+        });
+    }
+    if let Ok(text) = value.as_immutable_string_ref() {
+        return (0, 0, text.len());
+    }
+    (0, 0, 0)
+}
+
+/// Checks a value that just grew against the size limits, as Rhai checks values after calls and
+/// assignments: past a limit the handler goes to Rhai, which stops it with its own error.
+pub(crate) fn fits(value: &Dynamic, env: &Env) -> Result<()> {
+    let (arrays, maps, text) = data_sizes(value);
+    let limits = env.limits;
+    if arrays > limits.array_items_max
+        || maps > limits.map_items_max
+        || text > limits.string_bytes_max
+    {
+        return Err(Stop::Fallback);
+    }
+    Ok(())
+}
+
 /// A property name with its field slot in each table, resolved at compile time.
 pub(crate) struct Property {
     pub name: ImmutableString,
@@ -244,17 +279,16 @@ pub(crate) fn set_property(
     value: Dynamic,
     env: &Env,
 ) -> Result<()> {
-    if let Ok(mut map) = target.as_map_mut() {
-        match map.get_mut(property.name.as_str()) {
-            Some(slot) => *slot = value,
-            None => {
-                if map.len() >= env.limits.map_items_max {
-                    return Err(Stop::Fallback);
+    if target.is_map() {
+        if let Ok(mut map) = target.as_map_mut() {
+            match map.get_mut(property.name.as_str()) {
+                Some(slot) => *slot = value,
+                None => {
+                    map.insert(property.name.as_str().into(), value);
                 }
-                map.insert(property.name.as_str().into(), value);
             }
         }
-        return Ok(());
+        return fits(target, env);
     }
     if let Some(mut row) = target.write_lock::<Row>() {
         let slot = row_slot(property, row.table)?;
@@ -308,25 +342,28 @@ pub(crate) fn set_index(
     value: Dynamic,
     env: &Env,
 ) -> Result<()> {
-    if let Ok(mut array) = target.as_array_mut() {
-        let at = array_position(&array, index)?;
-        array[at] = value;
-        return Ok(());
+    if target.is_array() {
+        {
+            let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
+            let at = array_position(&array, index)?;
+            array[at] = value;
+        }
+        return fits(target, env);
     }
-    if let Ok(mut map) = target.as_map_mut() {
-        let name = index
-            .as_immutable_string_ref()
-            .map_err(|_| Stop::Fallback)?;
-        match map.get_mut(name.as_str()) {
-            Some(slot) => *slot = value,
-            None => {
-                if map.len() >= env.limits.map_items_max {
-                    return Err(Stop::Fallback);
+    if target.is_map() {
+        {
+            let mut map = target.as_map_mut().map_err(|_| Stop::Fallback)?;
+            let name = index
+                .as_immutable_string_ref()
+                .map_err(|_| Stop::Fallback)?;
+            match map.get_mut(name.as_str()) {
+                Some(slot) => *slot = value,
+                None => {
+                    map.insert(name.as_str().into(), value);
                 }
-                map.insert(name.as_str().into(), value);
             }
         }
-        return Ok(());
+        return fits(target, env);
     }
     if let Some(mut row) = target.write_lock::<Row>() {
         let name = index
@@ -433,10 +470,9 @@ pub(crate) fn call_method(
         }
         Method::Push if target.is_array() && args.len() == 1 && !target_is_copy => {
             let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
-            if array.len() >= env.limits.array_items_max {
-                return Err(Stop::Fallback);
-            }
             array.push(args.pop().expect("one argument"));
+            drop(array);
+            fits(target, env)?;
             Ok(Dynamic::UNIT)
         }
         Method::Len if args.is_empty() => {
