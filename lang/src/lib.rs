@@ -2,7 +2,7 @@
 //!
 //! It owns the engine set-up (sandbox and limits), the API that scripts see (tables as global
 //! constants, rows as a compact custom type, the request, errors), loading and compiling an app
-//! directory, the in-memory state those scripts work on (one persistent ordered map per table) with
+//! directory (and compiling its handlers to closures, with Rhai as the fallback), the in-memory state those scripts work on (one persistent ordered map per table) with
 //! its transactional operations (undo log and write set), and mapping script errors to
 //! file:line:column.
 //!
