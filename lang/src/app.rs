@@ -200,7 +200,7 @@ impl App {
             return None;
         }
         Some(match self.program.interpreted_reason(handler) {
-            None if self.program.is_compiled(handler) => Execution::Compiled,
+            None if self.program.handler(handler).is_some() => Execution::Compiled,
             None => Execution::Interpreted {
                 reason: "it has no compiled form".into(),
             },
@@ -288,9 +288,9 @@ impl App {
                 handler: handler.to_string(),
             });
         };
-        let argument = value::request_to_dynamic(request);
         let mut context = context;
-        if self.use_compiled && self.program.is_compiled(handler) {
+        let compiled = self.program.handler(handler).filter(|_| self.use_compiled);
+        if let Some(compiled) = compiled {
             let deadline = Instant::now() + self.limits.wall_clock_max;
             context::install(context, deadline, self.limits.scan_rows_max);
             let env = Env {
@@ -299,7 +299,8 @@ impl App {
                 limits: &self.limits,
             };
             let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                self.program.run(handler, argument.clone(), &env)
+                self.program
+                    .run(compiled, value::request_to_dynamic(request), &env)
             }));
             context = context::take();
             let error = match result {
@@ -308,12 +309,17 @@ impl App {
                     return self.answer(handler, value);
                 }
                 Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
+                // The budget is for the whole call: Rhai would only stop it again.
+                Ok(Err(Stop::OutOfTime)) => {
+                    rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), Position::NONE)
+                }
                 Ok(Err(_)) => {
                     // Not decided here: undo what the call wrote and run it in Rhai.
                     self.fallbacks.fetch_add(1, Ordering::Relaxed);
                     if let Context::Write { tables, writes } = &mut context {
                         tables.roll_back(writes);
                     }
+                    let argument = value::request_to_dynamic(request);
                     return self.call_rhai(handler, argument, definition, context, restore);
                 }
                 Err(payload) => {
@@ -333,6 +339,7 @@ impl App {
                 &self.schema,
             ));
         }
+        let argument = value::request_to_dynamic(request);
         self.call_rhai(handler, argument, definition, context, restore)
     }
 

@@ -202,7 +202,9 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
         ("deep", Some("call depth"), counted.clone()),
         ("grow", Some("size"), counted.clone()),
         ("scan_forever", Some("rows scanned"), counted.clone()),
-        ("scan_forever", Some("wall-clock time"), timed),
+        ("scan_forever", Some("wall-clock time"), timed.clone()),
+        // A compiled loop that runs out of time is stopped there, not run again in Rhai.
+        ("spin", Some("wall-clock time"), timed),
     ] {
         let mut h = Harness::new(limits);
         h.check(&[
@@ -242,6 +244,13 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
             (other, _) => panic!("{handler}: expected {limit:?}, got {other:?}"),
         }
         assert_eq!(snapshot_json(&h), before, "{handler} left nothing behind");
+        if handler == "spin" && limit == Some("wall-clock time") {
+            assert_eq!(
+                h.app.fallbacks(),
+                0,
+                "stopped compiled, not run again in Rhai"
+            );
+        }
     }
 }
 

@@ -37,6 +37,8 @@ pub(crate) enum Stop {
     Throw(Dynamic),
     /// Something the compiled path does not decide: run the handler in Rhai instead.
     Fallback,
+    /// The call's wall-clock budget is spent: running it again in Rhai would spend it twice.
+    OutOfTime,
 }
 
 type Outcome = Result<Dynamic, Stop>;
@@ -95,7 +97,7 @@ impl Frame<'_> {
         if before / CLOCK_CHECK_OPERATIONS != self.operations / CLOCK_CHECK_OPERATIONS
             && crate::context::deadline_passed()
         {
-            return Err(Stop::Fallback);
+            return Err(Stop::OutOfTime);
         }
         Ok(())
     }
@@ -136,8 +138,9 @@ impl Program {
         compile_program(ast, schema, handlers)
     }
 
-    pub(crate) fn is_compiled(&self, handler: &str) -> bool {
-        self.handlers.contains_key(handler)
+    /// The compiled form of `handler`, if it has one.
+    pub(crate) fn handler(&self, handler: &str) -> Option<usize> {
+        self.handlers.get(handler).copied()
     }
 
     /// Why `handler` runs in Rhai (None when it is compiled).
@@ -145,11 +148,14 @@ impl Program {
         self.interpreted.get(handler).map(String::as_str)
     }
 
-    /// Runs a compiled handler with the thread's handler context already installed.
-    pub(crate) fn run(&self, handler: &str, argument: Dynamic, env: &Env) -> Result<Dynamic, Stop> {
-        let Some(&function) = self.handlers.get(handler) else {
-            return Err(Stop::Fallback);
-        };
+    /// Runs a compiled handler (from [`Program::handler`]) with the thread's handler context
+    /// already installed.
+    pub(crate) fn run(
+        &self,
+        function: usize,
+        argument: Dynamic,
+        env: &Env,
+    ) -> Result<Dynamic, Stop> {
         let mut frame = Frame {
             program: self,
             env,
