@@ -277,6 +277,17 @@ fn the_scoreboard_runs_compiled_exactly_as_in_rhai() {
         pair.compiled.execution("get_player"),
         Some(Execution::Compiled)
     );
+    assert_eq!(pair.compiled.execution("top"), Some(Execution::Compiled));
+    // Well-formed posts, extreme scores included, run compiled to the end.
+    for (i, score) in [0, 5, i64::MAX, i64::MIN, -3, i64::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let player = ["ann", "bob"][i % 2];
+        pair.call("post_score", json!({"player": player, "score": score}))
+            .expect("a well-formed post");
+    }
+    assert_eq!(pair.compiled.fallbacks(), 0);
     let players = [
         "ann",
         "bob",
@@ -374,6 +385,15 @@ fn load(req) {
         Some(Execution::Compiled)
     );
     pair.call("load", Value::Null).expect("loads");
+    // Orders of existing items run compiled to the end.
+    for _ in 0..50 {
+        let items: Vec<u64> = (0..10).map(|_| 1 + rng.below(50)).collect();
+        let body = json!({"w": 1, "d": 1 + rng.below(10), "c": 1 + rng.below(30),
+                          "items": items, "qtys": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "now": 1});
+        pair.call("new_order", body)
+            .expect("an order of existing items");
+    }
+    assert_eq!(pair.compiled.fallbacks(), 0);
     for _ in 0..300 * scale {
         let count = 1 + rng.below(12);
         // Item 51 does not exist: the handler fails on it, in both engines alike.
@@ -412,6 +432,7 @@ fn well_formed_calls_never_fall_back() {
             json!(true),
         ),
         ("text", json!({"a": 12, "b": "b"}), Value::Null),
+        ("text", json!({"a": " 42 ", "b": "x3"}), Value::Null),
         (
             "collections",
             json!({"n": 7, "items": [1, "x", 3.5]}),

@@ -1,7 +1,8 @@
 //! From Rhai's AST to closures.
 //!
 //! Covered: `let`/`const`, assignment and the arithmetic op-assignments to a local, to a property
-//! or to an index of a local; `if`, `while`, `loop`, `do`, `for` over a range or an array, `break`,
+//! or to an index of a local; `if`, `while`, `loop`, `do`, `for` over a range, an array or a
+//! string's `chars()`, `break`,
 //! `continue`, `return`, `throw`; literals (numbers, strings, characters, interpolated strings,
 //! arrays, maps); property, index and method chains; the operators `+ - * / % == != < <= > >= & | ^
 //! ! && || ??`; calls of script functions, `type_of` and `parse_int`; the table and row API, `push` and `len`.
@@ -379,25 +380,35 @@ impl Compiler<'_> {
         counter: Option<&rhai::Ident>,
         flow: &rhai::FlowControl,
     ) -> Compiled<Code> {
-        // `for i in a..b`: the range is never built.
-        let range = match &flow.expr {
+        // `for i in a..b`: the range is never built. `for c in text.chars()`: only as a loop's
+        // source, where Rhai's character stream and the characters themselves are the same.
+        let mut range = None;
+        let mut chars = None;
+        let mut iterable = None;
+        match &flow.expr {
             Expr::FnCall(call, _)
                 if call.op_token.is_some()
                     && call.args.len() == 2
                     && (call.name == ".." || call.name == "..=") =>
             {
-                Some((
+                self.nodes += 1;
+                range = Some((
                     self.expr(&call.args[0])?,
                     self.expr(&call.args[1])?,
                     call.name == "..=",
-                ))
+                ));
             }
-            _ => None,
-        };
-        let iterable = match range {
-            Some(_) => None,
-            None => Some(self.expr(&flow.expr)?),
-        };
+            Expr::Dot(chain, flags, _)
+                if flags.is_empty()
+                    && matches!(&chain.rhs, Expr::MethodCall(call, _)
+                        if call.name == "chars" && call.args.is_empty())
+                    && !self.script_names.contains("chars") =>
+            {
+                self.nodes += 2;
+                chars = Some(self.expr(&chain.lhs)?);
+            }
+            expr => iterable = Some(self.expr(expr)?),
+        }
         let mark = self.scope.len();
         let slot = self.declare(variable.name.clone(), false);
         let counter = counter.map(|c| self.declare(c.name.clone(), false));
@@ -417,6 +428,18 @@ impl Compiler<'_> {
                 Err(stop) => Err(stop),
             }
         };
+        if let Some(text) = chars {
+            return Ok(Box::new(move |f| {
+                let text = text(f)?;
+                let text = text.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                for (n, c) in text.chars().enumerate() {
+                    if !turn(f, n, Dynamic::from_char(c))? {
+                        break;
+                    }
+                }
+                Ok(Dynamic::UNIT)
+            }));
+        }
         Ok(match (range, iterable) {
             (Some((low, high, inclusive)), _) => Box::new(move |f| {
                 let low = low(f)?.as_int().map_err(|_| Stop::Fallback)?;
