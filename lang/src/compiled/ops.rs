@@ -281,12 +281,7 @@ pub(crate) fn set_property(
 ) -> Result<()> {
     if target.is_map() {
         if let Ok(mut map) = target.as_map_mut() {
-            match map.get_mut(property.name.as_str()) {
-                Some(slot) => *slot = value,
-                None => {
-                    map.insert(property.name.as_str().into(), value);
-                }
-            }
+            put_entry(&mut map, property.name.as_str(), value);
         }
         return fits(target, env);
     }
@@ -323,16 +318,30 @@ pub(crate) fn get_index(target: &Dynamic, index: &Dynamic, env: &Env) -> Result<
         return Ok(map.get(name.as_str()).cloned().unwrap_or(Dynamic::UNIT));
     }
     if let Some(row) = target.read_lock::<Row>() {
-        let name = index
-            .as_immutable_string_ref()
-            .map_err(|_| Stop::Fallback)?;
-        let slot = env
-            .schema
-            .field_slot(row.table, name.as_str())
-            .ok_or(Stop::Fallback)?;
+        let slot = named_slot(index, row.table, env)?;
         return Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT));
     }
     Err(Stop::Fallback)
+}
+
+/// The slot of the field that a string index names, in a row of `table`.
+fn named_slot(index: &Dynamic, table: TableId, env: &Env) -> Result<usize> {
+    let name = index
+        .as_immutable_string_ref()
+        .map_err(|_| Stop::Fallback)?;
+    env.schema
+        .field_slot(table, name.as_str())
+        .ok_or(Stop::Fallback)
+}
+
+/// Sets a map entry, allocating the key only when it is new.
+fn put_entry(map: &mut Map, name: &str, value: Dynamic) {
+    match map.get_mut(name) {
+        Some(slot) => *slot = value,
+        None => {
+            map.insert(name.into(), value);
+        }
+    }
 }
 
 /// `target[index] = value`.
@@ -356,23 +365,12 @@ pub(crate) fn set_index(
             let name = index
                 .as_immutable_string_ref()
                 .map_err(|_| Stop::Fallback)?;
-            match map.get_mut(name.as_str()) {
-                Some(slot) => *slot = value,
-                None => {
-                    map.insert(name.as_str().into(), value);
-                }
-            }
+            put_entry(&mut map, name.as_str(), value);
         }
         return fits(target, env);
     }
     if let Some(mut row) = target.write_lock::<Row>() {
-        let name = index
-            .as_immutable_string_ref()
-            .map_err(|_| Stop::Fallback)?;
-        let slot = env
-            .schema
-            .field_slot(row.table, name.as_str())
-            .ok_or(Stop::Fallback)?;
+        let slot = named_slot(index, row.table, env)?;
         api::check_storable(&value).map_err(|_| Stop::Fallback)?;
         row.set(slot, value);
         return Ok(());
@@ -566,12 +564,7 @@ pub(crate) fn parse_int(value: &Dynamic) -> Result<Dynamic> {
 /// Builds a map literal from its template (every key, unit values) and the evaluated values.
 pub(crate) fn fill_map(mut map: Map, keys: &[ImmutableString], values: Vec<Dynamic>) -> Dynamic {
     for (key, value) in keys.iter().zip(values) {
-        match map.get_mut(key.as_str()) {
-            Some(slot) => *slot = value,
-            None => {
-                map.insert(key.as_str().into(), value);
-            }
-        }
+        put_entry(&mut map, key.as_str(), value);
     }
     Dynamic::from_map(map)
 }
