@@ -302,14 +302,20 @@ impl App {
                 self.program
                     .run(compiled, value::request_to_dynamic(request), &env)
             }));
+            // Whatever stopped the compiled call, once its wall-clock budget is spent (a scan
+            // notices it too) Rhai would only spend a second one before stopping it.
+            let out_of_time = context::deadline_passed();
             context = context::take();
+            let result = match result {
+                Ok(Err(Stop::Fallback)) if out_of_time => Ok(Err(Stop::OutOfTime)),
+                other => other,
+            };
             let error = match result {
                 Ok(Ok(value)) => {
                     restore(context);
                     return self.answer(handler, value);
                 }
                 Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
-                // The budget is for the whole call: Rhai would only stop it again.
                 Ok(Err(Stop::OutOfTime)) => {
                     rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), Position::NONE)
                 }

@@ -106,7 +106,15 @@ impl Pair {
             };
             answers.push(answer.map_err(|e| json!({"status": e.status(), "body": e.to_json()})));
         }
-        let context = format!("{handler}({body})");
+        let mut context = format!("{handler}({body})");
+        if context.len() > 300 {
+            let cut = (0..=300)
+                .rev()
+                .find(|&i| context.is_char_boundary(i))
+                .unwrap_or(0);
+            context.truncate(cut);
+            context.push_str("...");
+        }
         assert_eq!(answers[0], answers[1], "answers differ: {context}");
         if let [compiled, interpreted] = &changes[..] {
             assert_eq!(compiled, interpreted, "write sets differ: {context}");
@@ -541,4 +549,100 @@ fn statements_on_a_very_long_line_stay_in_their_function() {
     assert_eq!(pair.compiled.execution("h"), Some(Execution::Compiled));
     assert_eq!(pair.call("h", Value::Null), Ok(json!(5)));
     assert_eq!(pair.call("g", Value::Null), Ok(json!(1)));
+}
+
+fn pair_of(script: &str, limits: Limits) -> Pair {
+    let manifest = r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#;
+    Pair::new(|| {
+        App::from_sources(
+            manifest,
+            vec![("t.rhai".into(), script.to_string())],
+            limits.clone(),
+        )
+        .expect("compiles")
+    })
+}
+
+/// What a second review found: Rhai checks the result of every registered function (a row's
+/// getters, `to_map`, `scan`) and the receiver of a registered method (`len`) against the size
+/// limits, so values that only became too large together are stopped there.
+#[test]
+fn registered_functions_results_are_size_checked_as_in_rhai() {
+    let script = r#"
+fn len_body(req) { req.body.items.len() }
+fn len_then_throw(req) { let n = req.body.items.len(); throw "bad request" }
+fn store(req) { t.put(5, req.body); 0 }
+fn field(req) { let r = t.get(5); let x = r.n; 1 }
+fn field_index(req) { let r = t.get(5); let x = r["n"]; 1 }
+fn set_s(req) { let r = t.get(5); r.s = req.body.s; r.save(); 0 }
+fn whole(req) { let m = t.get(5).to_map(); m.s.len() }
+fn fill(req) { for i in 0..req.body.n { t.put(i, #{ n: i }); } 0 }
+fn scan_len(req) { t.scan(0, 1000, req.body.n).len() }
+"#;
+    let items: Vec<i64> = (0..60_000).collect();
+    let mut pair = pair_of(script, Limits::default());
+    let body = json!({ "items": items });
+    assert_eq!(
+        pair.call("len_body", body.clone()).expect_err("too large")["status"],
+        json!(500)
+    );
+    assert_eq!(
+        pair.call("len_then_throw", body).expect_err("too large")["status"],
+        json!(500)
+    );
+
+    let n: Vec<i64> = (0..60_000).collect();
+    pair.call("store", json!({ "n": n, "s": "a" }))
+        .expect("stored");
+    assert!(pair.call("field", Value::Null).is_err());
+    assert!(pair.call("field_index", Value::Null).is_err());
+    pair.call("store", json!({ "n": 1, "s": "x".repeat(600_000) }))
+        .expect("stored");
+    pair.call("set_s", json!({ "s": "y".repeat(600_000) }))
+        .expect("stored");
+    let _ = pair.call("whole", Value::Null);
+
+    let small = Limits {
+        array_items_max: 5,
+        ..Limits::default()
+    };
+    let mut pair = pair_of(script, small);
+    pair.call("fill", json!({ "n": 10 })).expect("filled");
+    assert_eq!(pair.call("scan_len", json!({ "n": 4 })), Ok(json!(4)));
+    assert!(pair.call("scan_len", json!({ "n": 10 })).is_err());
+}
+
+/// A compiled call whose scans spend the wall-clock budget stops there: it is not run again in
+/// Rhai with a second budget.
+#[test]
+fn a_scan_that_spends_the_budget_is_not_run_again() {
+    let script = r#"
+fn fill(req) { for i in 0..10000 { t.put(i, #{ n: i }); } 0 }
+fn slow(req) { let k = 0; loop { k += t.scan(0, 100000, 10000).len(); } }
+"#;
+    let limits = Limits {
+        wall_clock_max: std::time::Duration::from_millis(50),
+        scan_rows_max: u64::MAX,
+        ..Limits::default()
+    };
+    let manifest = r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#;
+    let app = App::from_sources(manifest, vec![("t.rhai".into(), script.into())], limits)
+        .expect("compiles");
+    let mut tables = Tables::new(1);
+    let mut writes = WriteSet::default();
+    app.run_write("fill", &Request::default(), &mut tables, &mut writes)
+        .expect("filled");
+    writes.clear();
+    let error = app
+        .run_write("slow", &Request::default(), &mut tables, &mut writes)
+        .expect_err("stopped");
+    assert!(
+        matches!(&error, pure_lang::HandlerError::Limit { limit, .. } if limit == "wall-clock time"),
+        "{error:?}"
+    );
+    assert_eq!(
+        app.fallbacks(),
+        0,
+        "stopped compiled, not run again in Rhai"
+    );
 }

@@ -255,7 +255,7 @@ fn row_slot(property: &Property, table: TableId) -> Result<usize> {
 
 /// Reads `target.name`. Rows have one property per declared field and `key`; maps answer `()`
 /// for a missing property, as Rhai does by default.
-pub(crate) fn get_property(target: &Dynamic, property: &Property) -> Result<Dynamic> {
+pub(crate) fn get_property(target: &Dynamic, property: &Property, env: &Env) -> Result<Dynamic> {
     if let Ok(map) = target.as_map_ref() {
         return Ok(map
             .get(property.name.as_str())
@@ -267,7 +267,7 @@ pub(crate) fn get_property(target: &Dynamic, property: &Property) -> Result<Dyna
             return Ok(row.key.to_dynamic());
         }
         let slot = row_slot(property, row.table)?;
-        return Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT));
+        return field(&row, slot, env);
     }
     Err(Stop::Fallback)
 }
@@ -319,9 +319,17 @@ pub(crate) fn get_index(target: &Dynamic, index: &Dynamic, env: &Env) -> Result<
     }
     if let Some(row) = target.read_lock::<Row>() {
         let slot = named_slot(index, row.table, env)?;
-        return Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT));
+        return field(&row, slot, env);
     }
     Err(Stop::Fallback)
+}
+
+/// A row's field as its getter returns it. Rhai checks the result of every registered function
+/// against the size limits, and a row's getters are registered functions.
+fn field(row: &Row, slot: usize, env: &Env) -> Result<Dynamic> {
+    let value = row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT);
+    fits(&value, env)?;
+    Ok(value)
 }
 
 /// The slot of the field that a string index names, in a row of `table`.
@@ -457,7 +465,9 @@ pub(crate) fn call_method(
             }
             if method == Method::ToMap {
                 let row = target.read_lock::<Row>().ok_or(Stop::Fallback)?;
-                return Ok(Dynamic::from_map(api::row_to_map(env.schema, &row)));
+                let map = Dynamic::from_map(api::row_to_map(env.schema, &row));
+                fits(&map, env)?;
+                return Ok(map);
             }
             if target_is_copy {
                 return Err(Stop::Fallback);
@@ -474,6 +484,10 @@ pub(crate) fn call_method(
             Ok(Dynamic::UNIT)
         }
         Method::Len if args.is_empty() => {
+            // Rhai checks the receiver of a registered method against the size limits.
+            if target.is_array() || target.is_map() {
+                fits(target, env)?;
+            }
             if let Ok(array) = target.as_array_ref() {
                 return Ok(Dynamic::from_int(array.len() as i64));
             }
@@ -521,13 +535,15 @@ fn table_method(
         (Method::Scan | Method::ScanRev, 3) => {
             let limit = int(&args[2])?;
             let reverse = method == Method::ScanRev;
-            api(api::scan(
+            let rows = api(api::scan(
                 table,
                 std::mem::take(&mut args[0]),
                 std::mem::take(&mut args[1]),
                 limit,
                 reverse,
-            ))
+            ))?;
+            fits(&rows, env)?;
+            Ok(rows)
         }
         (Method::First | Method::Last, 2) => {
             let reverse = method == Method::Last;
