@@ -2,12 +2,12 @@
 //!
 //! Covered: `let`/`const`, assignment and the arithmetic op-assignments to a local, to a property
 //! or to an index of a local; `if`, `while`, `loop`, `do`, `for` over a range, an array or a
-//! string's `chars()`, `break`,
-//! `continue`, `return`, `throw`; literals (numbers, strings, characters, interpolated strings,
-//! arrays, maps); property, index and method chains; the operators `+ - * / % == != < <= > >= & | ^
-//! ! && || ??`; calls of script functions, `type_of` and `parse_int`; the table and row API, `push` and `len`.
-//! Anything else (`switch`, `try`, closures, other built-in functions, a name that a script
-//! function redefines) leaves the whole handler, and every handler that calls it, to Rhai.
+//! string's `chars()`, `break`, `continue`, `return`, `throw`; literals (numbers, strings,
+//! characters, interpolated strings, arrays, maps); property, index and method chains; the
+//! operators `+ - * / % == != < <= > >= & | ^ ! && || ??`; calls of script functions, `type_of`
+//! and `parse_int`; the table and row API, `push` and `len`. Anything else (`switch`, `try`,
+//! closures, other built-in functions, a name that a script function redefines) leaves the whole
+//! handler, and every handler that calls it, to Rhai.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -12,7 +12,8 @@
 //! stops with [`Stop::Fallback`], the caller rolls the call's writes back and runs the same
 //! handler again in Rhai, which produces the answer or the error, with its message and position.
 //! Handlers that use anything outside the subset are not compiled at all and always run in Rhai.
-//! `throw` is the one error path kept here: it is how handlers answer bad requests.
+//! Two stops are decided here: `throw`, which is how handlers answer bad requests, and a spent
+//! wall-clock budget, which Rhai would only spend a second time.
 //!
 //! It must not know threads, the record format or HTTP, like the rest of `lang`.
 
