@@ -289,64 +289,65 @@ impl App {
             });
         };
         let mut context = context;
-        let compiled = self.program.handler(handler).filter(|_| self.use_compiled);
-        if let Some(compiled) = compiled {
-            let deadline = Instant::now() + self.limits.wall_clock_max;
-            context::install(context, deadline, self.limits.scan_rows_max);
-            let env = Env {
-                engine: &self.engine,
-                schema: &self.schema,
-                limits: &self.limits,
-            };
-            let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                self.program
-                    .run(compiled, value::request_to_dynamic(request), &env)
-            }));
-            // Whatever stopped the compiled call, once its wall-clock budget is spent (a scan
-            // notices it too) Rhai would only spend a second one before stopping it.
-            let out_of_time = context::deadline_passed();
-            context = context::take();
-            let result = match result {
-                Ok(Err(Stop::Fallback)) if out_of_time => Ok(Err(Stop::OutOfTime)),
-                other => other,
-            };
-            let error = match result {
-                Ok(Ok(value)) => {
-                    restore(context);
-                    return self.answer(handler, value);
-                }
-                Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
-                Ok(Err(Stop::OutOfTime)) => {
-                    rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), Position::NONE)
-                }
-                Ok(Err(_)) => {
-                    // Not decided here: undo what the call wrote and run it in Rhai.
-                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
-                    if let Context::Write { tables, writes } = &mut context {
-                        tables.roll_back(writes);
-                    }
-                    let argument = value::request_to_dynamic(request);
-                    return self.call_rhai(handler, argument, definition, context, restore);
-                }
-                Err(payload) => {
-                    restore(context);
-                    return Err(HandlerError::Panicked {
-                        handler: handler.to_string(),
-                        message: panic_message(payload.as_ref()),
-                    });
-                }
-            };
-            restore(context);
-            return Err(from_eval(
-                &error,
-                handler,
-                *definition,
-                &self.sources,
-                &self.schema,
-            ));
+        if let Some(compiled) = self.program.handler(handler).filter(|_| self.use_compiled) {
+            let (decided, back) =
+                self.call_compiled(compiled, handler, request, context, definition);
+            context = back;
+            if let Some(result) = decided {
+                restore(context);
+                return result;
+            }
+            // Not decided there: undo what the call wrote and run it in Rhai.
+            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            if let Context::Write { tables, writes } = &mut context {
+                tables.roll_back(writes);
+            }
         }
         let argument = value::request_to_dynamic(request);
         self.call_rhai(handler, argument, definition, context, restore)
+    }
+
+    /// Runs the compiled form of a handler: its answer, or `None` for a call that Rhai must
+    /// decide, with the context taken back either way.
+    fn call_compiled(
+        &self,
+        compiled: usize,
+        handler: &str,
+        request: &Request,
+        context: Context,
+        definition: &Position,
+    ) -> (Option<Result<Value, HandlerError>>, Context) {
+        let deadline = Instant::now() + self.limits.wall_clock_max;
+        context::install(context, deadline, self.limits.scan_rows_max);
+        let env = Env {
+            engine: &self.engine,
+            schema: &self.schema,
+            limits: &self.limits,
+        };
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.program
+                .run(compiled, value::request_to_dynamic(request), &env)
+        }));
+        // Whatever stopped the call, once its wall-clock budget is spent (a scan notices it too)
+        // Rhai would only spend a second one before stopping it.
+        let out_of_time = context::deadline_passed();
+        let context = context::take();
+        let error = match result {
+            Ok(Ok(value)) => return (Some(self.answer(handler, value)), context),
+            Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
+            Ok(Err(Stop::OutOfTime)) => time_limit(),
+            Ok(Err(Stop::Fallback)) if out_of_time => time_limit(),
+            Ok(Err(_)) => return (None, context),
+            Err(payload) => {
+                let panicked = HandlerError::Panicked {
+                    handler: handler.to_string(),
+                    message: panic_message(payload.as_ref()),
+                };
+                return (Some(Err(panicked)), context);
+            }
+        };
+        let error = from_eval(&error, handler, *definition, &self.sources, &self.schema);
+        (Some(Err(error)), context)
     }
 
     fn call_rhai(
@@ -391,6 +392,11 @@ impl App {
             message: format!("the return value: {message}"),
         })
     }
+}
+
+/// The error Rhai stops a call with when its wall-clock budget is spent.
+fn time_limit() -> rhai::EvalAltResult {
+    rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), Position::NONE)
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
