@@ -11,7 +11,7 @@ use std::time::Instant;
 use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope, AST};
 use serde_json::Value;
 
-use crate::compiled::{self as compiled_code, Env, Program, Stop};
+use crate::compiled::{Env, Program, Stop};
 use crate::context::{self, Context};
 use crate::engine::{self, Limits};
 use crate::error::{from_eval, HandlerError, LoadError, SourceMap};
@@ -334,7 +334,8 @@ impl App {
         let context = context::take();
         let error = match result {
             Ok(Ok(value)) => return (Some(self.answer(handler, value)), context),
-            Ok(Err(Stop::Throw(value))) => compiled_code::thrown_error(value),
+            // As Rhai reports a `throw`: the value, without a position.
+            Ok(Err(Stop::Throw(value))) => rhai::EvalAltResult::ErrorRuntime(value, Position::NONE),
             Ok(Err(Stop::OutOfTime)) => time_limit(),
             Ok(Err(Stop::Fallback)) if out_of_time => time_limit(),
             Ok(Err(_)) => return (None, context),

@@ -22,12 +22,10 @@ mod ops;
 
 use std::collections::HashMap;
 
-use rhai::{Dynamic, Engine, Position, AST};
+use rhai::{Dynamic, Engine, AST};
 
 use crate::engine::Limits;
 use crate::schema::Schema;
-
-pub(crate) use compile::compile_program;
 
 /// Why compiled code stopped before its value.
 pub(crate) enum Stop {
@@ -136,7 +134,7 @@ impl Frame<'_> {
 
 impl Program {
     pub(crate) fn compile(ast: &AST, schema: &Schema, handlers: &[String]) -> Program {
-        compile_program(ast, schema, handlers)
+        compile::compile_program(ast, schema, handlers)
     }
 
     /// The compiled form of `handler`, if it has one.
@@ -167,9 +165,4 @@ impl Program {
         };
         frame.call(function, vec![argument])
     }
-}
-
-/// The position-free `throw` value of a compiled handler, as Rhai would report it.
-pub(crate) fn thrown_error(value: Dynamic) -> rhai::EvalAltResult {
-    rhai::EvalAltResult::ErrorRuntime(value, Position::NONE)
 }
