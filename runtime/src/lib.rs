@@ -11,6 +11,7 @@
 //! It must not know HTTP (that is `serve`) nor the bytes of frames and files (that is `store`);
 //! the script API and the transaction mechanics are `lang`'s.
 
+mod building;
 mod checkpoint;
 mod inbox;
 mod metrics;

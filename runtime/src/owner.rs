@@ -1,25 +1,26 @@
-//! The owner thread: runs write handlers one at a time, in groups.
+//! The owner thread: runs write handlers one at a time, each into the group being built.
 //!
-//! Steps per group:
-//! 1. run each write as it arrives (the inbox's order), up to a bound per group; a returned
-//!    handler's write set is encoded as one record, a failed one was rolled back by `lang` and
-//!    leaves nothing;
-//! 2. as soon as the syncer is idle and no write is waiting, take one snapshot of the state after
-//!    the group (O(1) per table; one per group, not per write: RHAI.md point 6);
-//! 3. hand the group to the syncer. So the owner builds group N+1 while the syncer commits group
-//!    N, every write that arrives meanwhile joins N+1, and the owner never runs further ahead.
+//! Per write, in the inbox's order and holding the `Building` lock:
+//! 1. run the handler over the tables; a returned handler's write set is encoded as one record,
+//!    a failed one was rolled back by `lang` and leaves nothing;
+//! 2. add the record and the answer to the group.
+//!
+//! The syncer takes the group, with a snapshot of the tables after it (O(1) per table; one per
+//! group, not per write: RHAI.md point 6), the moment it is done with the previous one. So the
+//! owner builds group N+1 while the syncer commits group N, every write that arrives meanwhile
+//! joins N+1, and the owner never runs further ahead: it waits only when a group is full.
 //!
 //! Answers are never sent from here: they travel with the group and leave after its commit.
 //! A handler that panics poisons the runtime: its group and every later write are refused.
 
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pure_lang::{HandlerError, Request, Schema, Tables, WriteSet};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::building::{Building, State};
 use crate::inbox::{Inbox, Next};
 use crate::record;
 use crate::runtime::Shared;
@@ -53,72 +54,52 @@ impl Group {
     }
 }
 
-/// Most writes in one group: bounds the time a group's first request waits for its answer.
-const GROUP_WRITES_MAX: usize = 1024;
-
 pub(crate) struct Owner {
     pub shared: Arc<Shared>,
-    pub tables: Tables,
+    /// The tables and the group being built; the syncer takes groups from it.
+    pub building: Arc<Building>,
     /// The state's schema; logged once before this run's first write record.
     pub schema: Schema,
     pub inbox: Arc<Inbox>,
-    pub syncer: SyncSender<Group>,
-    /// No more writes join a group past this many bytes, and no record may be larger: a group
-    /// then stays under twice this, which always fits one frame of the log.
+    /// No record may be larger: with `Building`'s bound on a group's bytes, a group then stays
+    /// under twice this, which always fits one frame of the log.
     pub group_bytes_max: usize,
 }
 
 impl Owner {
-    pub fn run(mut self) {
+    pub fn run(self) {
         let mut writes = WriteSet::default();
         let mut record = Vec::with_capacity(256);
         let mut schema_logged = false;
-        let mut group = Group::default();
-        let mut busy = Duration::ZERO;
-        let mut failed = 0;
         let _stopped = Stopped {
             inbox: self.inbox.clone(),
             shared: self.shared.clone(),
+            building: self.building.clone(),
         };
-        loop {
-            let room =
-                group.replies.len() < GROUP_WRITES_MAX && group.bytes.len() < self.group_bytes_max;
-            match self.inbox.next(room, !group.replies.is_empty()) {
-                Next::Job(job) => {
-                    let started = Instant::now();
-                    self.shared
-                        .queue_depth
-                        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                    if !schema_logged {
-                        record::encode_schema(&mut group.bytes, &self.schema);
-                        group.ends.push(group.bytes.len());
-                        schema_logged = true;
-                    }
-                    let result = self.run_one(&job, &mut writes, &mut record, &mut group);
-                    failed += u64::from(result.is_err());
-                    group.replies.push((job.reply, result));
-                    busy += started.elapsed();
-                }
-                Next::SyncerIdle => {
-                    let started = Instant::now();
-                    group.snapshot = Arc::new(self.tables.clone());
-                    let count = group.replies.len() as u64;
-                    busy += started.elapsed();
-                    self.shared.metrics.owner_group(busy, count, failed);
-                    (busy, failed) = (Duration::ZERO, 0);
-                    // The syncer said it waits for a group: this rendezvous completes at once.
-                    if self.syncer.send(std::mem::take(&mut group)).is_err() {
-                        break;
-                    }
-                }
-                // Drained after a shutdown, or the syncer is gone (after a panic there): the
-                // group's callers see their answer dropped; nothing of it was acknowledged.
-                Next::Stop => {
-                    let count = group.replies.len() as u64;
-                    self.shared.metrics.owner_group(busy, count, failed);
-                    break;
-                }
+        // Room first, then a write: a write stays queued (where a full queue refuses more)
+        // rather than held here while the group is full.
+        while self.building.wait_for_room() {
+            let job = match self.inbox.next() {
+                Next::Job(job) => job,
+                // Drained after a shutdown, or the syncer is gone (after a panic there).
+                Next::Stop => break,
+            };
+            let started = Instant::now();
+            self.shared
+                .queue_depth
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            let mut state = self.building.lock();
+            if !schema_logged {
+                record::encode_schema(&mut state.group.bytes, &self.schema);
+                let end = state.group.bytes.len();
+                state.group.ends.push(end);
+                schema_logged = true;
             }
+            let result = self.run_one(&job, &mut state, &mut writes, &mut record);
+            state.failed += u64::from(result.is_err());
+            state.group.replies.push((job.reply, result));
+            state.busy += started.elapsed();
+            self.building.added(state);
         }
     }
 }
@@ -130,6 +111,7 @@ impl Owner {
 struct Stopped {
     inbox: Arc<Inbox>,
     shared: Arc<Shared>,
+    building: Arc<Building>,
 }
 
 impl Drop for Stopped {
@@ -149,22 +131,25 @@ impl Drop for Stopped {
                  the durable state from the log"
             ));
         }
+        // Last, so that a failed owner's group meets the poison: the syncer takes the last
+        // group (committing it only when nothing is poisoned), then ends.
+        self.building.owner_done();
     }
 }
 
 impl Owner {
     fn run_one(
-        &mut self,
+        &self,
         job: &Job,
+        state: &mut State,
         writes: &mut WriteSet,
         record: &mut Vec<u8>,
-        group: &mut Group,
     ) -> Result<Value, HandlerError> {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(HandlerError::Unavailable { reason });
         }
         let app = &self.shared.app;
-        let result = app.run_write(&job.handler, &job.request, &mut self.tables, writes);
+        let result = app.run_write(&job.handler, &job.request, &mut state.tables, writes);
         if let Err(HandlerError::Panicked { handler, message }) = &result {
             // A bug in Pure or Rhai struck halfway through a change to the tables: the undo log
             // may not know all of it. Nothing from here on is made durable or published; the
@@ -180,7 +165,7 @@ impl Owner {
             record::encode_writes(record, writes.changes());
             if record.len() > self.group_bytes_max {
                 // One write larger than a frame can hold: it can never be made durable.
-                self.tables.roll_back(writes);
+                state.tables.roll_back(writes);
                 return Err(HandlerError::Unavailable {
                     reason: format!(
                         "the write's record of {} bytes is larger than the log allows",
@@ -188,8 +173,9 @@ impl Owner {
                     ),
                 });
             }
-            group.bytes.extend_from_slice(record);
-            group.ends.push(group.bytes.len());
+            state.group.bytes.extend_from_slice(record);
+            let end = state.group.bytes.len();
+            state.group.ends.push(end);
         }
         writes.clear();
         result

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -13,6 +12,7 @@ use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::building::Building;
 use crate::inbox::{Inbox, Refused};
 use crate::metrics::{Health, Metrics, MetricsCell};
 use crate::owner::{Job, Owner};
@@ -285,23 +285,21 @@ impl Runtime {
             .metrics
             .log(store.log_used_bytes(), store.log_capacity_bytes());
         let inbox = Arc::new(Inbox::new(options.queue_capacity));
-        // A rendezvous: the owner hands over group N+1 only when the syncer is done with N.
-        let (groups_tx, groups_rx) = mpsc::sync_channel(0);
+        let building = Arc::new(Building::new(state.tables, group_bytes_max));
         let syncer = Syncer {
             shared: shared.clone(),
             store,
             schema: Arc::new(state.schema.clone()),
-            groups: groups_rx,
+            building: building.clone(),
             inbox: inbox.clone(),
             checkpoint_interval_bytes: options.checkpoint_interval_bytes,
             commit_gate: options.commit_gate.clone(),
         };
         let owner = Owner {
             shared: shared.clone(),
-            tables: state.tables,
+            building,
             schema: state.schema,
             inbox: inbox.clone(),
-            syncer: groups_tx,
             group_bytes_max,
         };
         let syncer = std::thread::Builder::new()

@@ -1,6 +1,7 @@
 //! The syncer thread: owns the store; makes each group durable, then publishes and answers it.
 //!
 //! Steps per group (in the order the owner made them):
+//! 0. take the group being built, as soon as it holds a write (`Building::take`);
 //! 1. append the group's records and commit them: one write and one fdatasync;
 //! 2. publish the group's snapshot (reads now see it: it is durable);
 //! 3. send the group's answers;
@@ -17,8 +18,9 @@ use std::time::{Duration, Instant};
 use pure_lang::{HandlerError, Schema, Tables};
 use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
 
+use crate::building::Building;
 use crate::checkpoint::write_image;
-use crate::inbox::{Inbox, SyncerGone};
+use crate::inbox::Inbox;
 use crate::owner::Group;
 use crate::runtime::{CommitGate, Shared, Snapshot};
 
@@ -32,7 +34,7 @@ pub(crate) struct Syncer {
     pub shared: Arc<Shared>,
     pub store: Store,
     pub schema: Arc<Schema>,
-    pub groups: Receiver<Group>,
+    pub building: Arc<Building>,
     pub inbox: Arc<Inbox>,
     pub checkpoint_interval_bytes: u64,
     pub commit_gate: Option<CommitGate>,
@@ -42,11 +44,16 @@ impl Syncer {
     pub fn run(mut self) {
         let (done_tx, done_rx) = mpsc::channel::<CheckpointResult>();
         let mut checkpoint_running = false;
-        let inbox = self.inbox.clone();
-        let _gone = SyncerGone(&inbox);
-        loop {
-            inbox.syncer_idle();
-            let Ok(group) = self.groups.recv() else { break };
+        let _gone = SyncerGone {
+            inbox: self.inbox.clone(),
+            building: self.building.clone(),
+        };
+        while let Some(taken) = self.building.take() {
+            let group = taken.group;
+            let count = group.replies.len() as u64;
+            self.shared
+                .metrics
+                .owner_group(taken.busy, count, taken.failed);
             if checkpoint_running {
                 if let Ok(result) = done_rx.try_recv() {
                     checkpoint_running = false;
@@ -251,6 +258,20 @@ fn finish_checkpoint(
     written.map_err(|e| e.to_string())?;
     let done = finished.map_err(|e| e.to_string())?;
     Ok((done, started))
+}
+
+/// Tells the owner's side when the syncer thread ends, even by a panic: the owner stops taking
+/// writes, and no write waits for a group that will never be taken.
+struct SyncerGone {
+    inbox: Arc<Inbox>,
+    building: Arc<Building>,
+}
+
+impl Drop for SyncerGone {
+    fn drop(&mut self) {
+        self.inbox.syncer_gone();
+        self.building.syncer_gone();
+    }
 }
 
 /// A checkpoint written on this thread (when the log is full and the owner must wait anyway).
