@@ -1,14 +1,15 @@
-//! The pure-serve side of `pure-bench scoreboard`: starting the server (or finding a running
-//! one) and a hand-written HTTP/1.1 keep-alive client for its answers.
+//! The pure-serve side of `pure-bench scoreboard`: starting the server, or finding a running
+//! one.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::{Args, Connection, System};
+use super::wire::Protocol;
+use super::{Args, System};
 
 /// pure-serve, started here or already running.
 pub(super) struct PureServe {
@@ -86,76 +87,15 @@ impl System for PureServe {
         "pure-serve"
     }
 
-    fn connect(&self) -> anyhow::Result<Box<dyn Connection>> {
-        let stream = TcpStream::connect(self.address)?;
-        stream.set_nodelay(true)?;
-        Ok(Box::new(HttpConnection {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            buffer: Vec::new(),
-        }))
+    fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    fn protocol(&self) -> Protocol {
+        Protocol::Http
     }
 
     fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
-    }
-}
-
-/// A hand-written HTTP/1.1 keep-alive client: enough for pure-serve's Content-Length answers.
-struct HttpConnection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    buffer: Vec<u8>,
-}
-
-impl HttpConnection {
-    fn exchange(&mut self, request: &[u8]) -> anyhow::Result<()> {
-        self.writer.write_all(request)?;
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        let status = line.split_whitespace().nth(1).unwrap_or("").to_string();
-        let ok = status == "200";
-        let mut length = 0;
-        loop {
-            line.clear();
-            if self.reader.read_line(&mut line)? == 0 {
-                bail!("connection closed");
-            }
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse()?;
-                }
-            }
-        }
-        self.buffer.resize(length, 0);
-        self.reader.read_exact(&mut self.buffer)?;
-        if !ok {
-            bail!("status {status}: {}", String::from_utf8_lossy(&self.buffer));
-        }
-        Ok(())
-    }
-}
-
-impl Connection for HttpConnection {
-    fn post(&mut self, player: &str, score: i64) -> anyhow::Result<()> {
-        let body = format!("{{\"player\":\"{player}\",\"score\":{score}}}");
-        let request = format!(
-            "POST /scores HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        self.exchange(request.as_bytes())
-    }
-
-    fn read(&mut self, player: &str) -> anyhow::Result<()> {
-        let request = format!("GET /players/{player} HTTP/1.1\r\nHost: bench\r\n\r\n");
-        match self.exchange(request.as_bytes()) {
-            // A player not posted yet is a normal answer for a read.
-            Err(error) if error.to_string().starts_with("status 404") => Ok(()),
-            other => other,
-        }
     }
 }

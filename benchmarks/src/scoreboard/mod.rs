@@ -1,9 +1,11 @@
 //! `pure-bench scoreboard`: the scoreboard app over HTTP, side by side with Redis.
 //!
-//! A closed-loop load generator: each connection is one thread with one keep-alive socket that
-//! sends a request, waits for its answer and sends the next, so the figures are those a client
-//! sees (HTTP and JSON included). Posts go to random players among `--players`; with
-//! `--read-ratio` some requests are `GET /players/{player}` instead.
+//! A closed-loop load generator: each connection is one keep-alive socket that sends a request,
+//! waits for its answer and sends the next, so the figures are those a client sees (HTTP and
+//! JSON included). The connections are tasks on `--client-threads` event loops (one by
+//! default), so the client costs little of the CPU it shares with the server (`wire`). Posts go
+//! to random players among `--players`; with `--read-ratio` some requests are
+//! `GET /players/{player}` instead.
 //!
 //! With `--vs-redis` the same logic runs as a Lua script in a local `redis-server` started with
 //! `appendonly yes` and `appendfsync always` on the same device (a directory under `--data`),
@@ -13,9 +15,10 @@
 
 mod http;
 mod redis;
+mod wire;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -24,6 +27,7 @@ use hdrhistogram::Histogram;
 use crate::device::DeviceCounter;
 use http::PureServe;
 use redis::Redis;
+use wire::{Protocol, Wire};
 
 /// Load the scoreboard app over HTTP (and, with --vs-redis, the same logic in Redis) and print
 /// requests/s and latency percentiles per number of connections.
@@ -51,9 +55,13 @@ pub struct Args {
     #[arg(long, value_name = "MODE", default_value = "always")]
     pub sync: String,
 
-    /// Concurrent connections (one client thread each); a comma-separated list runs each in turn.
+    /// Concurrent connections; a comma-separated list runs each in turn.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_values_t = [16])]
     pub connections: Vec<usize>,
+
+    /// Client threads, each an event loop driving its share of the connections.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub client_threads: usize,
 
     /// Seconds of measured load per run (after --warmup).
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
@@ -89,24 +97,25 @@ struct RunFigures {
     seconds: f64,
     /// Server CPU time (user + system) during the run, if its pid is known.
     server_cpu_seconds: Option<f64>,
+    /// The load generator's own CPU time during the run.
+    client_cpu_seconds: Option<f64>,
     device_bytes: Option<u64>,
 }
 
-/// One system under load: how to open a client connection, and the server process if ours.
+/// One system under load: where it listens, what it speaks, and the server process if ours.
 trait System: Sync {
     fn name(&self) -> &str;
-    fn connect(&self) -> anyhow::Result<Box<dyn Connection>>;
+    fn address(&self) -> SocketAddr;
+    fn protocol(&self) -> Protocol;
     fn pid(&self) -> Option<u32>;
-}
-
-trait Connection: Send {
-    fn post(&mut self, player: &str, score: i64) -> anyhow::Result<()>;
-    fn read(&mut self, player: &str) -> anyhow::Result<()>;
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.read_ratio) {
         bail!("--read-ratio must be between 0 and 1");
+    }
+    if args.client_threads == 0 {
+        bail!("--client-threads must be at least 1");
     }
     let (pure, device) = match (&args.url, &args.data) {
         (Some(url), data) => (
@@ -126,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         describe(&args, &pure, redis.as_ref(), device.as_ref())
     );
     println!(
-        "{:<11} {:>5} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8}",
+        "{:<11} {:>5} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>9}",
         "system",
         "conns",
         "posts/s",
@@ -138,7 +147,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "reads/s",
         "errors",
         "cpu µs/op",
-        "dev B/op"
+        "dev B/op",
+        "client µs"
     );
     let mut ratios = Vec::new();
     for &connections in &args.connections {
@@ -167,10 +177,18 @@ fn describe(
     device: Option<&DeviceCounter>,
 ) -> String {
     let mut text = format!(
-        "scoreboard: {} players, read ratio {}, {} s per run after {} s warm-up; closed loop, one \
-         keep-alive connection per client thread; latencies are of posts, as the client sees them.\n\
+        "scoreboard: {} players, read ratio {}, {} s per run after {} s warm-up; closed loop, \
+         keep-alive connections on {} client event-loop thread(s); latencies are of posts, as the \
+         client sees them; cpu µs/op is the server's CPU, client µs the load generator's, per \
+         request.\n\
          pure-serve at {}: HTTP/1.1 + JSON, sync {}",
-        args.players, args.read_ratio, args.seconds, args.warmup, pure.address, pure.sync
+        args.players,
+        args.read_ratio,
+        args.seconds,
+        args.warmup,
+        args.client_threads,
+        pure.address,
+        pure.sync
     );
     if let Some(redis) = redis {
         text.push_str(&format!(
@@ -203,8 +221,11 @@ fn print_row(name: &str, connections: usize, figures: &RunFigures) {
     let device = figures
         .device_bytes
         .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / ops));
+    let client = figures
+        .client_cpu_seconds
+        .map_or("-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
     println!(
-        "{:<11} {:>5} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9.0} {:>7} {:>9} {:>8}",
+        "{:<11} {:>5} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9.0} {:>7} {:>9} {:>8} {:>9}",
         name,
         connections,
         posts.len() as f64 / figures.seconds,
@@ -216,46 +237,63 @@ fn print_row(name: &str, connections: usize, figures: &RunFigures) {
         figures.reads.len() as f64 / figures.seconds,
         figures.errors,
         cpu,
-        device
+        device,
+        client
     );
 }
 
-/// Runs `connections` client threads for the warm-up and the measured window.
+/// Runs `connections` closed-loop connections, spread over the client threads, for the warm-up
+/// and the measured window.
 fn measure(
     args: &Args,
     system: &dyn System,
     connections: usize,
     device: Option<&DeviceCounter>,
 ) -> anyhow::Result<RunFigures> {
-    let warmup = Duration::from_secs_f64(args.warmup);
-    let window = Duration::from_secs_f64(args.seconds);
-    let (started_sender, started) = mpsc::channel();
+    let started = Instant::now();
+    let window = Window {
+        measure_from: started + Duration::from_secs_f64(args.warmup),
+        end: started + Duration::from_secs_f64(args.warmup + args.seconds),
+    };
+    let (address, protocol) = (system.address(), system.protocol());
+    let threads = args.client_threads.min(connections.max(1));
     let results = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..connections)
-            .map(|index| {
-                let started_sender = started_sender.clone();
-                scope.spawn(move || {
-                    client_loop(args, system, index as u64, warmup, window, started_sender)
-                })
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                // Connections thread, thread + threads, ...: an even share each.
+                let indices: Vec<u64> = (thread..connections)
+                    .step_by(threads)
+                    .map(|i| i as u64)
+                    .collect();
+                let protocol = protocol.clone();
+                scope.spawn(move || client_thread(args, address, protocol, indices, window))
             })
             .collect();
-        // Only the clients hold senders now: if they all fail before the window (a refused
-        // connection, say), `recv_timeout` returns at once instead of waiting out its timeout.
-        drop(started_sender);
-        // Every client has measured from the same instant: sample the counters around the window.
+        // Sample the counters around the window; a client that failed before it ends the run.
         let mut before = None;
-        if started
-            .recv_timeout(warmup + Duration::from_secs(30))
-            .is_ok()
-        {
+        while Instant::now() < window.measure_from {
+            if handles.iter().any(|h| h.is_finished()) {
+                break;
+            }
+            std::thread::sleep(
+                Duration::from_millis(5).min(
+                    window
+                        .measure_from
+                        .saturating_duration_since(Instant::now()),
+                ),
+            );
+        }
+        if Instant::now() >= window.measure_from {
             before = Some((
                 cpu_seconds(system.pid()),
+                cpu_seconds(Some(std::process::id())),
                 device.and_then(DeviceCounter::bytes_written),
             ));
         }
         let results: Vec<_> = handles.into_iter().map(|handle| handle.join()).collect();
         let after = (
             cpu_seconds(system.pid()),
+            cpu_seconds(Some(std::process::id())),
             device.and_then(DeviceCounter::bytes_written),
         );
         (results, before, after)
@@ -265,8 +303,9 @@ fn measure(
         posts: new_histogram(),
         reads: new_histogram(),
         errors: 0,
-        seconds: window.as_secs_f64(),
+        seconds: args.seconds,
         server_cpu_seconds: None,
+        client_cpu_seconds: None,
         device_bytes: None,
     };
     for result in results {
@@ -281,11 +320,19 @@ fn measure(
             .context("merge histograms")?;
         figures.errors += client.errors;
     }
-    if let Some((cpu_before, device_before)) = before {
-        figures.server_cpu_seconds = cpu_before.zip(after.0).map(|(b, a)| a - b);
-        figures.device_bytes = device_before.zip(after.1).map(|(b, a)| a.saturating_sub(b));
+    if let Some((server_before, client_before, device_before)) = before {
+        figures.server_cpu_seconds = server_before.zip(after.0).map(|(b, a)| a - b);
+        figures.client_cpu_seconds = client_before.zip(after.1).map(|(b, a)| a - b);
+        figures.device_bytes = device_before.zip(after.2).map(|(b, a)| a.saturating_sub(b));
     }
     Ok(figures)
+}
+
+/// When a run measures: requests sent from `measure_from` on, until `end`.
+#[derive(Clone, Copy)]
+struct Window {
+    measure_from: Instant,
+    end: Instant,
 }
 
 struct ClientFigures {
@@ -294,49 +341,89 @@ struct ClientFigures {
     errors: u64,
 }
 
+impl ClientFigures {
+    fn new() -> ClientFigures {
+        ClientFigures {
+            posts: new_histogram(),
+            reads: new_histogram(),
+            errors: 0,
+        }
+    }
+}
+
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
 }
 
-fn client_loop(
+/// One client thread: an event loop running its connections to the end of the window.
+fn client_thread(
     args: &Args,
-    system: &dyn System,
-    index: u64,
-    warmup: Duration,
-    window: Duration,
-    started: mpsc::Sender<()>,
+    address: SocketAddr,
+    protocol: Protocol,
+    indices: Vec<u64>,
+    window: Window,
 ) -> anyhow::Result<ClientFigures> {
-    let mut connection = system.connect()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    runtime.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for index in indices {
+            let (players, read_ratio, protocol) = (args.players, args.read_ratio, protocol.clone());
+            tasks.spawn(connection_loop(
+                players, read_ratio, address, protocol, index, window,
+            ));
+        }
+        let mut figures = ClientFigures::new();
+        while let Some(result) = tasks.join_next().await {
+            let client = result.map_err(|_| anyhow!("a client connection panicked"))??;
+            figures
+                .posts
+                .add(&client.posts)
+                .context("merge histograms")?;
+            figures
+                .reads
+                .add(&client.reads)
+                .context("merge histograms")?;
+            figures.errors += client.errors;
+        }
+        Ok(figures)
+    })
+}
+
+/// One closed-loop connection: a request, its answer, the next request.
+async fn connection_loop(
+    players: u64,
+    read_ratio: f64,
+    address: SocketAddr,
+    protocol: Protocol,
+    index: u64,
+    window: Window,
+) -> anyhow::Result<ClientFigures> {
+    let mut wire = Wire::connect(address, protocol.clone()).await?;
     let mut random =
         XorShift::new(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03);
-    let mut figures = ClientFigures {
-        posts: new_histogram(),
-        reads: new_histogram(),
-        errors: 0,
-    };
-    let start = Instant::now();
-    let measure_from = start + warmup;
-    let end = measure_from + window;
-    let mut signalled = false;
+    let mut figures = ClientFigures::new();
+    let mut player = String::with_capacity(32);
     loop {
-        let now = Instant::now();
-        if now >= end {
+        if Instant::now() >= window.end {
             return Ok(figures);
         }
-        if !signalled && now >= measure_from && index == 0 {
-            let _ = started.send(());
-            signalled = true;
+        player.clear();
+        {
+            use std::fmt::Write as _;
+            write!(player, "player{}", random.next() % players.max(1))?;
         }
-        let player = format!("player{}", random.next() % args.players.max(1));
-        let read = (random.next() % 1_000_000) as f64 / 1e6 < args.read_ratio;
+        let read = (random.next() % 1_000_000) as f64 / 1e6 < read_ratio;
         let sent = Instant::now();
         let outcome = if read {
-            connection.read(&player)
+            wire.read(&player).await
         } else {
-            connection.post(&player, (random.next() % 1_000_000) as i64)
+            wire.post(&player, (random.next() % 1_000_000) as i64).await
         };
         let micros = sent.elapsed().as_micros().max(1) as u64;
-        if sent < measure_from {
+        if sent < window.measure_from {
             outcome?;
             continue;
         }
@@ -345,7 +432,7 @@ fn client_loop(
             Ok(()) => figures.posts.saturating_record(micros),
             Err(_) => {
                 figures.errors += 1;
-                connection = system.connect()?;
+                wire = Wire::connect(address, protocol.clone()).await?;
             }
         }
     }

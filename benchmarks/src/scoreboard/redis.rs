@@ -1,7 +1,7 @@
 //! The Redis side of `pure-bench scoreboard`: a redis-server started with `appendonly yes` and
-//! `appendfsync always`, the scoreboard logic as a Lua script, and a hand-written RESP2 client.
+//! `appendfsync always`, and the scoreboard logic as a Lua script.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::{Args, Connection, System};
+use super::wire::{encode_resp, parse_resp, Protocol, Resp};
+use super::{Args, System};
 
 /// The Redis side of the scoreboard: KEYS[1] the player's hash, KEYS[2] the leaderboard sorted
 /// set; ARGV[1] the player, ARGV[2] the score. Returns {best, posts} like POST /scores.
@@ -127,12 +128,14 @@ impl System for Redis {
         "redis"
     }
 
-    fn connect(&self) -> anyhow::Result<Box<dyn Connection>> {
-        let connection = RespConnection::new(TcpStream::connect(self.address)?)?;
-        Ok(Box::new(RedisScoreboard {
-            connection,
-            sha: self.script_sha.clone(),
-        }))
+    fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    fn protocol(&self) -> Protocol {
+        Protocol::Resp {
+            script_sha: self.script_sha.clone(),
+        }
     }
 
     fn pid(&self) -> Option<u32> {
@@ -145,105 +148,39 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-struct RedisScoreboard {
-    connection: RespConnection,
-    sha: String,
-}
-
-impl Connection for RedisScoreboard {
-    fn post(&mut self, player: &str, score: i64) -> anyhow::Result<()> {
-        let key = format!("player:{player}");
-        let score = score.to_string();
-        let reply = self.connection.call(&[
-            b"EVALSHA",
-            self.sha.as_bytes(),
-            b"2",
-            key.as_bytes(),
-            b"leaderboard",
-            player.as_bytes(),
-            score.as_bytes(),
-        ])?;
-        match reply {
-            Resp::Array(Some(items)) if items.len() == 2 => Ok(()),
-            other => bail!("EVALSHA answered {other:?}"),
-        }
-    }
-
-    fn read(&mut self, player: &str) -> anyhow::Result<()> {
-        let key = format!("player:{player}");
-        match self
-            .connection
-            .call(&[b"HMGET", key.as_bytes(), b"best", b"posts"])?
-        {
-            Resp::Array(Some(_)) => Ok(()),
-            other => bail!("HMGET answered {other:?}"),
-        }
-    }
-}
-
-/// A RESP2 reply. The payloads are read only through `Debug`, in error messages.
-#[derive(Debug)]
-#[allow(dead_code)]
-enum Resp {
-    Simple(String),
-    Integer(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Option<Vec<Resp>>),
-}
-
-/// A hand-written RESP2 client: commands as arrays of bulk strings, replies parsed recursively.
+/// A blocking RESP2 connection for setting Redis up (the load runs on `wire::Wire`).
 struct RespConnection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    stream: TcpStream,
+    input: Vec<u8>,
 }
 
 impl RespConnection {
     fn new(stream: TcpStream) -> anyhow::Result<RespConnection> {
         stream.set_nodelay(true)?;
         Ok(RespConnection {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
+            stream,
+            input: Vec::new(),
         })
     }
 
     fn call(&mut self, arguments: &[&[u8]]) -> anyhow::Result<Resp> {
-        let mut command = format!("*{}\r\n", arguments.len()).into_bytes();
-        for argument in arguments {
-            command.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
-            command.extend_from_slice(argument);
-            command.extend_from_slice(b"\r\n");
+        let mut command = Vec::new();
+        encode_resp(&mut command, arguments);
+        self.stream.write_all(&command)?;
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some((reply, length)) = parse_resp(&self.input)? {
+                self.input.drain(..length);
+                return match reply {
+                    Resp::Error(message) => Err(anyhow!("redis error: {message}")),
+                    reply => Ok(reply),
+                };
+            }
+            let read = self.stream.read(&mut chunk)?;
+            if read == 0 {
+                bail!("redis closed the connection");
+            }
+            self.input.extend_from_slice(&chunk[..read]);
         }
-        self.writer.write_all(&command)?;
-        self.reply()
-    }
-
-    fn reply(&mut self) -> anyhow::Result<Resp> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            bail!("redis closed the connection");
-        }
-        let line = line.trim_end();
-        let (kind, rest) = line.split_at(1);
-        Ok(match kind {
-            "+" => Resp::Simple(rest.to_string()),
-            "-" => bail!("redis error: {rest}"),
-            ":" => Resp::Integer(rest.parse()?),
-            "$" => match rest.parse::<i64>()? {
-                -1 => Resp::Bulk(None),
-                length => {
-                    let mut bytes = vec![0; length as usize + 2];
-                    self.reader.read_exact(&mut bytes)?;
-                    bytes.truncate(length as usize);
-                    Resp::Bulk(Some(bytes))
-                }
-            },
-            "*" => match rest.parse::<i64>()? {
-                -1 => Resp::Array(None),
-                count => Resp::Array(Some(
-                    (0..count).map(|_| self.reply()).collect::<Result<_, _>>()?,
-                )),
-            },
-            other => bail!("unexpected RESP type {other:?}"),
-        })
     }
 }
