@@ -159,6 +159,22 @@ impl Ord for Key {
         {
             return a.cmp(b).then(a_len.cmp(b_len));
         }
+        // The common case of string keys, without going through `part`: a third of the
+        // scoreboard handler's comparisons' cost was that indirection.
+        if let (Key::Parts(a), Key::Parts(b)) = (self, other) {
+            for (x, y) in a.iter().zip(b.iter()) {
+                let order = match (x, y) {
+                    (KeyPart::Str(x), KeyPart::Str(y)) => x.as_str().cmp(y.as_str()),
+                    (KeyPart::Int(x), KeyPart::Int(y)) => x.cmp(y),
+                    (KeyPart::Int(_), KeyPart::Str(_)) => Ordering::Less,
+                    (KeyPart::Str(_), KeyPart::Int(_)) => Ordering::Greater,
+                };
+                if order != Ordering::Equal {
+                    return order;
+                }
+            }
+            return a.len().cmp(&b.len());
+        }
         let common = self.len().min(other.len());
         for i in 0..common {
             match self.part(i).cmp(&other.part(i)) {
@@ -235,6 +251,9 @@ mod tests {
             k(&[Int(2)]),
             k(&[s("a")]),
             k(&[s("a"), Int(1)]),
+            k(&[s("a"), s("")]),
+            k(&[s("ab")]),
+            k(&[s("ab"), s("c")]),
             k(&[s("b")]),
         ];
         for (i, a) in ordered.iter().enumerate() {
