@@ -1,24 +1,28 @@
-//! The group being built: the owner's tables and the writes run since the last group left, and
-//! how a group passes to the syncer.
+//! The group being built: the owner's tables and the writes run since the syncer last took a
+//! group, behind one lock.
 //!
-//! The owner runs each write holding the `state` lock, so a write's changes to the tables, its
-//! record and its answer join the group in one step. A group leaves as soon as the syncer is
-//! idle, at the first moment one of the two threads can cut it:
-//! - the syncer, done with a group, takes the next one itself when the owner is not in the
-//!   middle of a write (`try_lock`): the owner need not be woken;
-//! - otherwise the owner cuts it right after the write it is running, and hands it over through
-//!   `handoff`, a lock of its own: the syncer never waits for the owner's lock, which the owner
-//!   takes again at once for the next write and so would hold for as long as writes keep coming.
+//! The owner runs each write holding this lock, so a write's changes to the tables, its record
+//! and its answer join the group in one step. The syncer, as soon as it has answered a group,
+//! takes the next one itself: the records so far, their answers, and a snapshot of the tables
+//! after them (O(1) per table). A commit thus follows the previous one without a hand-over: the
+//! owner is never woken for it, and never waits for the syncer unless the group is full.
 //!
-//! Cutting a group means taking its records and answers with a snapshot of the tables after
-//! them (O(1) per table). The owner waits for the syncer only when a group is full.
+//! When the syncer comes for the lock while the owner is running writes back to back, the owner
+//! usually keeps it until its queue is empty: std's mutex is not fair, and the owner takes it
+//! again within a microsecond while the syncer is still being woken. So a busy group grows by the
+//! writes already waiting, up to its bound, and is cut the moment the owner pauses. That costs
+//! one commit's worth of latency to nobody (the syncer would otherwise be committing a smaller
+//! group) and saves syncs: cutting at the first write boundary instead (the owner handing the
+//! group over through a second lock) made groups of 19.5 writes instead of 24-25 at 64
+//! connections and ran 5-13% slower (research note 007). A long write keeps the syncer asleep on
+//! the lock, not polling. Correctness does not depend on who wins the lock.
 //!
-//! (The owner used to hand a group over itself, once the syncer said it was idle and no write was
-//! queued. On a busy machine the owner first had to be woken and scheduled, and it ran the writes
-//! queued meanwhile first: at 64 connections the syncer stood idle about 0.8 ms per group, four
-//! times its commit. Research note 007.)
+//! (The owner used to hand each group over once the syncer said it was idle. On a busy machine
+//! the owner first had to be woken and scheduled, and it ran the writes queued meanwhile first:
+//! at 64 connections the syncer stood idle about 0.8 ms per group, four times its commit.
+//! Research note 007.)
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use pure_lang::Tables;
@@ -28,18 +32,12 @@ use crate::owner::Group;
 /// Most writes in one group: bounds the time a group's first request waits for its answer.
 const GROUP_WRITES_MAX: usize = 1024;
 
-/// How long the syncer sleeps before looking again when it found the owner holding its lock:
-/// normally the owner hands the group over when that write ends; this bounds the wait in the
-/// one race where the owner had already looked (then went to sleep with the group).
-const RETRY: Duration = Duration::from_micros(200);
-
 pub(crate) struct Building {
     state: Mutex<State>,
+    /// The syncer waits here for a group to take.
+    ready: Condvar,
     /// The owner waits here for room when the group is full.
     room: Condvar,
-    handoff: Mutex<Handoff>,
-    /// The syncer waits here for a group (with `handoff`).
-    ready: Condvar,
     /// No more writes join a group past this many bytes (see `Owner`).
     group_bytes_max: usize,
 }
@@ -50,21 +48,13 @@ pub(crate) struct State {
     /// The owner's time spent on this group's writes, and how many of them failed.
     pub busy: Duration,
     pub failed: u64,
-    /// The owner sleeps on `room` (a notify is a system call, worth it only then).
+    /// Who sleeps on a condition variable: a notify is a system call, worth it only then.
+    syncer_waits: bool,
     owner_waits: bool,
+    /// The owner has stopped: the group now is the last one.
+    owner_done: bool,
     /// The syncer has stopped: no group will be taken again.
     syncer_gone: bool,
-}
-
-/// The syncer's side of the passage.
-#[derive(Default)]
-struct Handoff {
-    /// The syncer wants a group: the next one to be cut goes to it.
-    idle: bool,
-    /// A group the owner cut for the syncer.
-    taken: Option<Taken>,
-    /// The owner has stopped: what is in `state` now is the last group.
-    owner_done: bool,
 }
 
 /// What the syncer takes: a group with the state after it, and the owner's figures for it.
@@ -82,12 +72,13 @@ impl Building {
                 group: Group::default(),
                 busy: Duration::ZERO,
                 failed: 0,
+                syncer_waits: false,
                 owner_waits: false,
+                owner_done: false,
                 syncer_gone: false,
             }),
-            room: Condvar::new(),
-            handoff: Mutex::new(Handoff::default()),
             ready: Condvar::new(),
+            room: Condvar::new(),
             group_bytes_max,
         }
     }
@@ -96,10 +87,6 @@ impl Building {
     /// own panic ends the owner, so whoever locks after that is the owner's stop guard.
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn handoff(&self) -> MutexGuard<'_, Handoff> {
-        self.handoff.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn has_room(&self, state: &State) -> bool {
@@ -118,10 +105,6 @@ impl Building {
             if self.has_room(&state) {
                 return true;
             }
-            state = self.hand_over_if_idle(state);
-            if self.has_room(&state) {
-                continue;
-            }
             state.owner_waits = true;
             state = self
                 .room
@@ -131,85 +114,55 @@ impl Building {
         }
     }
 
-    /// Called by the owner after adding a write's answer to the group, still under the lock:
-    /// the group goes to the syncer now if it waits for one.
+    /// Called by the owner after adding a write's answer to the group, still under the lock.
     pub(crate) fn added(&self, state: MutexGuard<'_, State>) {
-        drop(self.hand_over_if_idle(state));
+        let wake = state.syncer_waits;
+        drop(state);
+        if wake {
+            self.ready.notify_one();
+        }
     }
 
-    fn hand_over_if_idle<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        if state.group.replies.is_empty() {
-            return state;
-        }
-        let mut handoff = self.handoff();
-        if !handoff.idle {
-            return state;
-        }
-        handoff.idle = false;
-        handoff.taken = Some(cut(&mut state));
-        drop(handoff);
-        self.ready.notify_one();
-        state
-    }
-
-    /// The syncer's wait for the next group. `None` once the owner has stopped and its last
-    /// group is taken, or when the owner panicked while changing the state (the tables may then
-    /// hold a change that no record describes: nothing of it may be published).
+    /// The syncer's wait for the next group: takes it as soon as it holds a write. `None` once
+    /// the owner has stopped and its last group is taken, or when the owner panicked while
+    /// changing the state (the tables may then hold a change that no record describes: nothing
+    /// of it may be published).
     pub(crate) fn take(&self) -> Option<Taken> {
-        self.handoff().idle = true;
+        let mut state = match self.state.lock() {
+            Ok(state) => state,
+            Err(_) => return None,
+        };
         loop {
-            // Whether the owner holds its lock: it may then have looked at `idle` already.
-            let contended = match self.state.try_lock() {
-                Ok(mut state) => {
-                    if !state.group.replies.is_empty() {
-                        let mut handoff = self.handoff();
-                        // Unless the owner cut one for us just before.
-                        if let Some(taken) = handoff.taken.take() {
-                            return Some(taken);
-                        }
-                        handoff.idle = false;
-                        drop(handoff);
-                        let taken = cut(&mut state);
-                        let wake = state.owner_waits;
-                        drop(state);
-                        if wake {
-                            self.room.notify_one();
-                        }
-                        return Some(taken);
-                    }
-                    false
+            if !state.group.replies.is_empty() {
+                let mut group = std::mem::take(&mut state.group);
+                group.snapshot = Arc::new(state.tables.clone());
+                let taken = Taken {
+                    group,
+                    busy: std::mem::take(&mut state.busy),
+                    failed: std::mem::take(&mut state.failed),
+                };
+                let wake = state.owner_waits;
+                drop(state);
+                if wake {
+                    self.room.notify_one();
                 }
-                Err(TryLockError::Poisoned(_)) => return None,
-                Err(TryLockError::WouldBlock) => true,
-            };
-            let mut handoff = self.handoff();
-            if let Some(taken) = handoff.taken.take() {
                 return Some(taken);
             }
-            if handoff.owner_done {
-                drop(handoff);
-                // The owner is gone: its lock is free unless it was poisoned by its panic.
-                let mut state = self.state.lock().ok()?;
-                return (!state.group.replies.is_empty()).then(|| cut(&mut state));
+            if state.owner_done {
+                return None;
             }
-            // With the lock seen free and the group empty, the owner's next write sees `idle`
-            // and cuts the group: no need to look again before that.
-            handoff = if contended {
-                let waited = self.ready.wait_timeout(handoff, RETRY);
-                waited.unwrap_or_else(PoisonError::into_inner).0
-            } else {
-                let waited = self.ready.wait(handoff);
-                waited.unwrap_or_else(PoisonError::into_inner)
+            state.syncer_waits = true;
+            state = match self.ready.wait(state) {
+                Ok(state) => state,
+                Err(_) => return None,
             };
-            if let Some(taken) = handoff.taken.take() {
-                return Some(taken);
-            }
+            state.syncer_waits = false;
         }
     }
 
     /// Called when the owner thread ends, however it ends.
     pub(crate) fn owner_done(&self) {
-        self.handoff().owner_done = true;
+        self.lock().owner_done = true;
         self.ready.notify_one();
     }
 
@@ -217,16 +170,5 @@ impl Building {
     pub(crate) fn syncer_gone(&self) {
         self.lock().syncer_gone = true;
         self.room.notify_one();
-    }
-}
-
-/// Takes the group out of `state`, with a snapshot of the tables after it.
-fn cut(state: &mut State) -> Taken {
-    let mut group = std::mem::take(&mut state.group);
-    group.snapshot = Arc::new(state.tables.clone());
-    Taken {
-        group,
-        busy: std::mem::take(&mut state.busy),
-        failed: std::mem::take(&mut state.failed),
     }
 }
