@@ -16,6 +16,8 @@ pub(super) struct PureServe {
     pub(super) address: SocketAddr,
     child: Option<Child>,
     pub(super) sync: String,
+    /// Its HTTP threads, as the report names them.
+    pub(super) threads: String,
 }
 
 impl PureServe {
@@ -29,6 +31,7 @@ impl PureServe {
             address,
             child: None,
             sync: "as configured".into(),
+            threads: "HTTP threads as configured".into(),
         })
     }
 
@@ -44,11 +47,17 @@ impl PureServe {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
         }
-        let mut child = Command::new(&binary)
-            .arg(&args.app)
-            .arg("--data")
-            .arg(&dir)
-            .args(["--listen", "127.0.0.1:0", "--sync", &args.sync])
+        let mut command = Command::new(&binary);
+        command.arg(&args.app).arg("--data").arg(&dir).args([
+            "--listen",
+            "127.0.0.1:0",
+            "--sync",
+            &args.sync,
+        ]);
+        if let Some(threads) = args.server_threads {
+            command.args(["--threads", &threads.to_string()]);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -59,6 +68,10 @@ impl PureServe {
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             child: Some(child),
             sync: args.sync.clone(),
+            threads: match args.server_threads {
+                Some(n) => format!("{n} HTTP thread(s)"),
+                None => "HTTP threads by default (one per core)".into(),
+            },
         };
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;

@@ -28,6 +28,8 @@ pub(super) struct Wire {
     protocol: Protocol,
     output: Vec<u8>,
     input: Vec<u8>,
+    /// Where a Redis key and score are formatted before they are encoded.
+    scratch: Vec<u8>,
 }
 
 impl Wire {
@@ -42,6 +44,7 @@ impl Wire {
             protocol,
             output: Vec::with_capacity(256),
             input: Vec::with_capacity(4096),
+            scratch: Vec::with_capacity(64),
         })
     }
 
@@ -65,18 +68,22 @@ impl Wire {
                 }
             }
             Protocol::Resp { script_sha } => {
-                let key = format!("player:{player}");
-                let score = score.to_string();
+                let scratch = &mut self.scratch;
+                scratch.clear();
+                write!(scratch, "player:{player}")?;
+                let key_end = scratch.len();
+                write!(scratch, "{score}")?;
+                let (key, score) = scratch.split_at(key_end);
                 encode_resp(
                     output,
                     &[
                         b"EVALSHA",
                         script_sha.as_bytes(),
                         b"2",
-                        key.as_bytes(),
+                        key,
                         b"leaderboard",
                         player.as_bytes(),
-                        score.as_bytes(),
+                        score,
                     ],
                 );
                 match self.exchange_resp().await? {
@@ -105,8 +112,10 @@ impl Wire {
                 }
             }
             Protocol::Resp { .. } => {
-                let key = format!("player:{player}");
-                encode_resp(output, &[b"HMGET", key.as_bytes(), b"best", b"posts"]);
+                let key = &mut self.scratch;
+                key.clear();
+                write!(key, "player:{player}")?;
+                encode_resp(output, &[b"HMGET", key, b"best", b"posts"]);
                 match self.exchange_resp().await? {
                     Resp::Array(Some(_)) => {}
                     other => bail!("HMGET answered {other:?}"),
@@ -183,6 +192,9 @@ fn parse_http(input: &[u8]) -> anyhow::Result<Option<(u16, usize)>> {
             if name.eq_ignore_ascii_case("content-length") {
                 body_length = Some(value.trim().parse::<usize>()?);
             }
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                bail!("an answer with Transfer-Encoding: {}", value.trim());
+            }
         }
     }
     let body_length = body_length.ok_or_else(|| anyhow!("an answer without Content-Length"))?;
@@ -203,9 +215,11 @@ pub(super) enum Resp {
 
 /// A command as an array of bulk strings.
 pub(super) fn encode_resp(output: &mut Vec<u8>, arguments: &[&[u8]]) {
-    output.extend_from_slice(format!("*{}\r\n", arguments.len()).as_bytes());
+    use std::io::Write as _;
+    // Writing to a Vec cannot fail.
+    let _ = write!(output, "*{}\r\n", arguments.len());
     for argument in arguments {
-        output.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+        let _ = write!(output, "${}\r\n", argument.len());
         output.extend_from_slice(argument);
         output.extend_from_slice(b"\r\n");
     }
@@ -225,14 +239,21 @@ pub(super) fn parse_resp(input: &[u8]) -> anyhow::Result<Option<(Resp, usize)>> 
         ":" => Some((Resp::Integer(rest.parse()?), after)),
         "$" => match rest.parse::<i64>()? {
             -1 => Some((Resp::Bulk(None), after)),
-            length => {
+            length if length >= 0 => {
                 let end = after + length as usize;
-                (input.len() >= end + 2)
-                    .then(|| (Resp::Bulk(Some(input[after..end].to_vec())), end + 2))
+                if input.len() < end + 2 {
+                    return Ok(None);
+                }
+                if &input[end..end + 2] != b"\r\n" {
+                    bail!("a RESP bulk string longer than its length {length}");
+                }
+                Some((Resp::Bulk(Some(input[after..end].to_vec())), end + 2))
             }
+            length => bail!("a RESP bulk string of length {length}"),
         },
         "*" => match rest.parse::<i64>()? {
             -1 => Some((Resp::Array(None), after)),
+            count if count < 0 => bail!("a RESP array of {count} items"),
             count => {
                 let mut items = Vec::with_capacity(count as usize);
                 let mut at = after;
@@ -268,6 +289,8 @@ mod tests {
         let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\n{\"a\":";
         assert!(parse_http(&answer[..answer.len() - 1]).unwrap().is_none());
         assert_eq!(parse_http(answer).unwrap(), Some((200, answer.len())));
+        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n";
+        assert!(parse_http(chunked).is_err());
         let mut two = answer.to_vec();
         two.extend_from_slice(b"HTTP/1.1 404");
         assert_eq!(parse_http(&two).unwrap(), Some((200, answer.len())));
@@ -291,5 +314,8 @@ mod tests {
             parse_resp(b"-NOSCRIPT x\r\n").unwrap(),
             Some((Resp::Error(_), 13))
         ));
+        for broken in [&b"$-2\r\n"[..], b"*-2\r\n", b"$2\r\nabc\r\n"] {
+            assert!(parse_resp(broken).is_err(), "{broken:?}");
+        }
     }
 }
