@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,9 +21,7 @@ use pure_runtime::{App, CommitGate, Runtime, RuntimeOptions, SyncMode, WriteRepl
 use serde_json::{json, Value};
 use tokio::sync::oneshot::error::TryRecvError;
 
-use support::{app, body, check_ledger, state};
-
-const WAIT: Duration = Duration::from_secs(30);
+use support::{app, body, check_ledger, eventually, gate, state, WAIT};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -83,35 +81,6 @@ fn answer(reply: &mut WriteReply, what: &str) -> Value {
             Err(TryRecvError::Closed) => panic!("{what}: the answer was dropped"),
         }
     }
-}
-
-fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < WAIT, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// A commit gate: each commit waits until the test releases it.
-struct Gate {
-    entered: Receiver<()>,
-    release: mpsc::Sender<()>,
-}
-
-fn gate() -> (CommitGate, Gate) {
-    let (entered_tx, entered) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
-    let hook = CommitGate(Arc::new(move || {
-        let _ = entered_tx.lock().unwrap().send(());
-        release_rx
-            .lock()
-            .unwrap()
-            .recv_timeout(WAIT)
-            .expect("the test releases the commit");
-    }));
-    (hook, Gate { entered, release })
 }
 
 /// An idle runtime: after one write, neither the syncer nor the owner wakes up (no polling).

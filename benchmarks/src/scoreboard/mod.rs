@@ -315,27 +315,19 @@ fn measure(
         (results, before, after)
     });
     let (results, before, after) = results;
+    let mut clients = ClientFigures::new();
+    for result in results {
+        clients.merge(result.map_err(|_| anyhow!("a client thread panicked"))??)?;
+    }
     let mut figures = RunFigures {
-        posts: new_histogram(),
-        reads: new_histogram(),
-        errors: 0,
+        posts: clients.posts,
+        reads: clients.reads,
+        errors: clients.errors,
         seconds: args.seconds,
         server_cpu_seconds: None,
         client_cpu_seconds: None,
         device_bytes: None,
     };
-    for result in results {
-        let client = result.map_err(|_| anyhow!("a client thread panicked"))??;
-        figures
-            .posts
-            .add(&client.posts)
-            .context("merge histograms")?;
-        figures
-            .reads
-            .add(&client.reads)
-            .context("merge histograms")?;
-        figures.errors += client.errors;
-    }
     if let Some((server_before, client_before, device_before)) = before {
         figures.server_cpu_seconds = server_before.zip(after.0).map(|(b, a)| a - b);
         figures.client_cpu_seconds = client_before.zip(after.1).map(|(b, a)| a - b);
@@ -365,6 +357,13 @@ impl ClientFigures {
             errors: 0,
         }
     }
+
+    fn merge(&mut self, other: ClientFigures) -> anyhow::Result<()> {
+        self.posts.add(&other.posts).context("merge histograms")?;
+        self.reads.add(&other.reads).context("merge histograms")?;
+        self.errors += other.errors;
+        Ok(())
+    }
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -393,16 +392,7 @@ fn client_thread(
         }
         let mut figures = ClientFigures::new();
         while let Some(result) = tasks.join_next().await {
-            let client = result.map_err(|_| anyhow!("a client connection panicked"))??;
-            figures
-                .posts
-                .add(&client.posts)
-                .context("merge histograms")?;
-            figures
-                .reads
-                .add(&client.reads)
-                .context("merge histograms")?;
-            figures.errors += client.errors;
+            figures.merge(result.map_err(|_| anyhow!("a client connection panicked"))??)?;
         }
         Ok(figures)
     })

@@ -2,8 +2,8 @@
 //! stops writes and keeps reads on the last durable state.
 
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pure_runtime::{CommitGate, HandlerError, Runtime, RuntimeOptions, SyncMode};
@@ -11,31 +11,7 @@ use pure_store::sim::{Faults, SimDisk};
 use serde_json::json;
 use tokio::sync::oneshot::error::TryRecvError;
 
-use crate::{app, body, check_ledger, state, transfer};
-
-/// Generous bound for a condition on a loaded 2-core machine; only reached when a test fails.
-const WAIT: Duration = Duration::from_secs(30);
-
-/// A gate that holds every commit until the test releases it.
-struct Gate {
-    entered: Receiver<()>,
-    release: mpsc::Sender<()>,
-}
-
-fn gate() -> (CommitGate, Gate) {
-    let (entered_tx, entered) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
-    let hook = CommitGate(Arc::new(move || {
-        entered_tx.lock().unwrap().send(()).unwrap();
-        release_rx
-            .lock()
-            .unwrap()
-            .recv_timeout(WAIT)
-            .expect("the test releases the commit");
-    }));
-    (hook, Gate { entered, release })
-}
+use crate::{app, body, check_ledger, eventually, gate, state, transfer, Gate, WAIT};
 
 fn wait_entered(gate: &Gate) {
     gate.entered
@@ -96,15 +72,6 @@ fn an_answer_leaves_only_after_its_group_is_synced() {
     assert_eq!(check_ledger(&state(&rt)), 3);
     // Shutdown drains: nothing else is queued, so it needs no further release.
     rt.shutdown();
-}
-
-/// Polls `condition` until it holds; fails the test after `WAIT`.
-fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = std::time::Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < WAIT, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Writes that arrive one by one while a group commits are all run at once and all join the very

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use pure_lang::Limits;
-use pure_runtime::{App, HandlerError, Request, Runtime};
+use pure_runtime::{App, CommitGate, HandlerError, Request, Runtime};
 use serde_json::{json, Value};
 
 /// A test app, with the default limits except a long wall clock: these tests run on a loaded
@@ -93,4 +95,37 @@ pub fn check_ledger(state: &Value) -> u64 {
 fn a_runtime_handle_is_shared_between_threads() {
     fn shared<T: Clone + Send + Sync + 'static>() {}
     shared::<Runtime>();
+}
+
+/// Generous bound for a condition on a loaded 2-core machine; only reached when a test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Polls `condition` until it holds; fails the test after `WAIT`.
+pub fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < WAIT, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A gate that holds every commit until the test releases it.
+pub struct Gate {
+    pub entered: Receiver<()>,
+    pub release: mpsc::Sender<()>,
+}
+
+pub fn gate() -> (CommitGate, Gate) {
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let hook = CommitGate(Arc::new(move || {
+        let _ = entered_tx.lock().unwrap().send(());
+        release_rx
+            .lock()
+            .unwrap()
+            .recv_timeout(WAIT)
+            .expect("the test releases the commit");
+    }));
+    (hook, Gate { entered, release })
 }
