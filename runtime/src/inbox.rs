@@ -1,5 +1,5 @@
-//! The owner's inbox: the queue of writes from every HTTP thread, bounded, and the owner's one
-//! place to wait. Pushing never blocks: a full queue refuses at once.
+//! The owner's inbox: the queue of writes from every HTTP thread, bounded, where the owner waits
+//! for work. Pushing never blocks: a full queue refuses at once.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
