@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::wire::{encode_resp, parse_resp, Protocol, Resp};
+use super::wire::{encode_resp, take_resp, Protocol, Resp};
 use super::{Args, System};
 
 /// The Redis side of the scoreboard: KEYS[1] the player's hash, KEYS[2] the leaderboard sorted
@@ -169,12 +169,8 @@ impl RespConnection {
         self.stream.write_all(&command)?;
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some((reply, length)) = parse_resp(&self.input)? {
-                self.input.drain(..length);
-                return match reply {
-                    Resp::Error(message) => Err(anyhow!("redis error: {message}")),
-                    reply => Ok(reply),
-                };
+            if let Some(reply) = take_resp(&mut self.input)? {
+                return Ok(reply);
             }
             let read = self.stream.read(&mut chunk)?;
             if read == 0 {

@@ -140,12 +140,8 @@ impl Wire {
     async fn exchange_resp(&mut self) -> anyhow::Result<Resp> {
         self.stream.write_all(&self.output).await?;
         loop {
-            if let Some((reply, length)) = parse_resp(&self.input)? {
-                self.input.drain(..length);
-                return match reply {
-                    Resp::Error(message) => Err(anyhow!("redis error: {message}")),
-                    reply => Ok(reply),
-                };
+            if let Some(reply) = take_resp(&mut self.input)? {
+                return Ok(reply);
             }
             self.fill().await?;
         }
@@ -222,6 +218,19 @@ pub(super) fn encode_resp(output: &mut Vec<u8>, arguments: &[&[u8]]) {
         let _ = write!(output, "${}\r\n", argument.len());
         output.extend_from_slice(argument);
         output.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The whole RESP2 reply at the front of `input`, taken out of it, or `None` while incomplete. A
+/// Redis error reply is an error.
+pub(super) fn take_resp(input: &mut Vec<u8>) -> anyhow::Result<Option<Resp>> {
+    let Some((reply, length)) = parse_resp(input)? else {
+        return Ok(None);
+    };
+    input.drain(..length);
+    match reply {
+        Resp::Error(message) => Err(anyhow!("redis error: {message}")),
+        reply => Ok(Some(reply)),
     }
 }
 
