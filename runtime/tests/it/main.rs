@@ -8,3 +8,11 @@ mod support;
 mod transcript;
 
 pub use support::*;
+
+use pure_runtime::Runtime;
+
+#[test]
+fn a_runtime_handle_is_shared_between_threads() {
+    fn shared<T: Clone + Send + Sync + 'static>() {}
+    shared::<Runtime>();
+}

@@ -91,12 +91,6 @@ pub fn check_ledger(state: &Value) -> u64 {
     seq
 }
 
-#[test]
-fn a_runtime_handle_is_shared_between_threads() {
-    fn shared<T: Clone + Send + Sync + 'static>() {}
-    shared::<Runtime>();
-}
-
 /// Generous bound for a condition on a loaded 2-core machine; only reached when a test fails.
 pub const WAIT: Duration = Duration::from_secs(30);
 
