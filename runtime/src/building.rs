@@ -48,7 +48,8 @@ pub(crate) struct State {
     /// The owner's time spent on this group's writes, and how many of them failed.
     pub busy: Duration,
     pub failed: u64,
-    /// Who sleeps on a condition variable: a notify is a system call, worth it only then.
+    /// Who sleeps on a condition variable and has not been woken yet: a notify is a system
+    /// call, worth it only then, and once.
     syncer_waits: bool,
     owner_waits: bool,
     /// The owner has stopped: the group now is the last one.
@@ -115,8 +116,10 @@ impl Building {
     }
 
     /// Called by the owner after adding a write's answer to the group, still under the lock.
-    pub(crate) fn added(&self, state: MutexGuard<'_, State>) {
-        let wake = state.syncer_waits;
+    pub(crate) fn added(&self, mut state: MutexGuard<'_, State>) {
+        // Cleared by the waker, not the woken: the writes added while the syncer waits for a
+        // core then cost no further system call.
+        let wake = std::mem::replace(&mut state.syncer_waits, false);
         drop(state);
         if wake {
             self.ready.notify_one();
@@ -141,7 +144,7 @@ impl Building {
                     busy: std::mem::take(&mut state.busy),
                     failed: std::mem::take(&mut state.failed),
                 };
-                let wake = state.owner_waits;
+                let wake = std::mem::replace(&mut state.owner_waits, false);
                 drop(state);
                 if wake {
                     self.room.notify_one();

@@ -19,8 +19,8 @@ struct State {
     syncer_gone: bool,
     /// No more writes are accepted; the owner drains what is queued and stops.
     closed: bool,
-    /// The owner is asleep in `next`. A notify is a system call: only a sleeping owner is
-    /// worth it.
+    /// The owner is asleep in `next` and nobody has woken it yet. A notify is a system call:
+    /// only a sleeping owner is worth one, and one is enough.
     owner_waits: bool,
 }
 
@@ -95,8 +95,10 @@ impl Inbox {
         self.wake_owner(state);
     }
 
-    fn wake_owner(&self, state: MutexGuard<'_, State>) {
-        let waiting = state.owner_waits;
+    fn wake_owner(&self, mut state: MutexGuard<'_, State>) {
+        // Cleared here, not by the owner once it runs: a burst of writes pushed while the
+        // woken owner waits for a core would otherwise make a system call each.
+        let waiting = std::mem::replace(&mut state.owner_waits, false);
         drop(state);
         if waiting {
             self.wake.notify_one();
