@@ -41,9 +41,9 @@ pub struct Options {
     pub sync: Sync,
 
     /// HTTP worker threads, which also run read handlers [default: the number of CPUs]. Writes
-    /// run on the owner thread whatever this is; on a 2-CPU machine with mostly writes, 1 leaves
-    /// a CPU to the owner and the syncer and served about 20% more posts/s at 64 connections
-    /// (research note 007), while mostly reads want one per CPU.
+    /// run on the owner thread whatever this is; on a 2-CPU machine with only writes, 1 leaves a
+    /// CPU to the owner and the syncer and served 10-20% more posts/s at 64 connections, while
+    /// with 90% reads it served about 11% fewer (research notes 007 and 008).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
