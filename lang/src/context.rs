@@ -1,8 +1,8 @@
 //! The tables a running handler works on, reachable from the registered script functions.
 //!
 //! Registered Rhai functions get no pointer to the caller's data, so the handler's context lives
-//! in a thread-local for the duration of one call: the owner thread moves its tables and write set
-//! in and takes them back after the call (a move of a few pointers); a reader thread installs the
+//! in a thread-local for the duration of one call: the thread running a write moves the tables and
+//! write set in and takes them back after the call (a move of a few pointers); a reader thread installs the
 //! snapshot it reads. Only one handler runs on a thread at a time, and registered functions never
 //! call back into the engine, so the `RefCell` is never borrowed twice.
 

@@ -90,6 +90,12 @@ impl Building {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether the group has room for one more write now.
+    pub(crate) fn has_room_now(&self) -> bool {
+        let state = self.lock();
+        self.has_room(&state)
+    }
+
     fn has_room(&self, state: &State) -> bool {
         state.group.replies.len() < GROUP_WRITES_MAX
             && state.group.bytes.len() < self.group_bytes_max

@@ -1,5 +1,6 @@
-//! The owner's inbox: the queue of writes from every HTTP thread, bounded, where the owner waits
-//! for work. Pushing never blocks: a full queue refuses at once.
+//! The owner's inbox: the queue of writes from every caller, bounded. Pushing never blocks: a
+//! full queue refuses at once. Whoever holds the owner's role pops (`owner.rs`); the owner
+//! thread sleeps here until a caller cannot run the queue itself and wakes it.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -19,15 +20,15 @@ struct State {
     syncer_gone: bool,
     /// No more writes are accepted; the owner drains what is queued and stops.
     closed: bool,
-    /// The owner is asleep in `next` and nobody has woken it yet. A notify is a system call:
+    /// The owner thread is asleep in `wait` and nobody has woken it yet. A notify is a system call:
     /// only a sleeping owner is worth one, and one is enough.
     owner_waits: bool,
 }
 
-/// What the owner should do next.
-pub(crate) enum Next {
-    /// Run this write.
-    Job(Job),
+/// What the owner thread should do next.
+pub(crate) enum Wait {
+    /// Writes are queued: take the role and run them.
+    Queued,
     /// Closed and drained (or the syncer is gone): stop.
     Stop,
 }
@@ -68,7 +69,7 @@ impl Inbox {
             return Err((job, Refused::Full));
         }
         state.jobs.push_back(job);
-        self.wake_owner(state);
+        // No wake-up: the caller runs the queue itself next (`Owner::run_here`).
         Ok(())
     }
 
@@ -105,15 +106,31 @@ impl Inbox {
         }
     }
 
-    /// The owner's wait for the next write.
-    pub(crate) fn next(&self) -> Next {
+    /// The next queued write, for the holder of the owner's role.
+    pub(crate) fn pop(&self) -> Option<Job> {
+        self.lock().jobs.pop_front()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().jobs.is_empty()
+    }
+
+    /// Asks the owner thread to run the queue: a caller could not (the group was full, or the
+    /// role's holder panicked).
+    pub(crate) fn wake_owner_thread(&self) {
+        let state = self.lock();
+        self.wake_owner(state);
+    }
+
+    /// The owner thread's wait until it is asked to run the queue, or to stop.
+    pub(crate) fn wait(&self) -> Wait {
         let mut state = self.lock();
         loop {
-            if let Some(job) = state.jobs.pop_front() {
-                return Next::Job(job);
+            if !state.jobs.is_empty() {
+                return Wait::Queued;
             }
             if state.syncer_gone || state.closed {
-                return Next::Stop;
+                return Wait::Stop;
             }
             state.owner_waits = true;
             state = self

@@ -1,7 +1,8 @@
 //! pure-runtime: the owner.
 //!
-//! It runs an app's write handlers one at a time on one thread (the owner) over the state of
-//! persistent maps, encodes each handler's write set as one record, has the store commit the
+//! It runs an app's write handlers one at a time over the state of persistent maps (whoever holds
+//! the owner's role runs them: the caller that queued a write when the role is free, else the
+//! owner thread), encodes each handler's write set as one record, has the store commit the
 //! records of a group with one sync (on the syncer thread, pipelined with the owner's next
 //! group), answers the group's requests only after that sync returned, and only then publishes the
 //! snapshot that holds them for read handlers on any thread. At open it recovers the state from

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -221,6 +221,10 @@ struct Inner {
     shared: Arc<Shared>,
     /// The owner's inbox: writes are pushed here; closed at shutdown or when the owner stops.
     inbox: Arc<Inbox>,
+    /// Callers of `write` run the queue with it when the owner's role is free. Weak: once the
+    /// owner thread has stopped, the group being built (and the answers it holds) must go with
+    /// it, or a caller would wait forever for an answer that cannot come.
+    owner: Weak<Owner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -295,18 +299,20 @@ impl Runtime {
             checkpoint_interval_bytes: options.checkpoint_interval_bytes,
             commit_gate: options.commit_gate.clone(),
         };
-        let owner = Owner {
+        let owner = Arc::new(Owner {
             shared: shared.clone(),
             building,
             schema: state.schema,
             inbox: inbox.clone(),
             group_bytes_max,
-        };
+            scratch: Default::default(),
+        });
+        let owner_role = Arc::downgrade(&owner);
         let syncer = std::thread::Builder::new()
             .name("pure-syncer".into())
             .spawn(move || syncer.run())
             .map_err(OpenError::Thread)?;
-        let owner = std::thread::Builder::new()
+        let owner_handle = std::thread::Builder::new()
             .name("pure-owner".into())
             .stack_size(OWNER_STACK_BYTES)
             .spawn(move || owner.run())
@@ -314,7 +320,8 @@ impl Runtime {
         let inner = Inner {
             shared,
             inbox,
-            threads: Mutex::new(vec![owner, syncer]),
+            owner: owner_role,
+            threads: Mutex::new(vec![owner_handle, syncer]),
         };
         Ok(Runtime {
             inner: Arc::new(inner),
@@ -325,8 +332,10 @@ impl Runtime {
         &self.inner.shared.app
     }
 
-    /// Queues a write handler call; never blocks. The reply arrives after the group holding
-    /// this write is durable (or with the handler's error, or `Unavailable`).
+    /// Queues a write handler call and, when the owner's role is free, runs the queued writes
+    /// right here, this one included (each bounded by the script limits); it never waits for
+    /// another write, for room in a group, or for the disk. The reply arrives after the group
+    /// holding this write is durable (or with the handler's error, or `Unavailable`).
     pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
         let shared = &self.inner.shared;
         if let Some(reason) = shared.poison_reason().or_else(|| shared.log_full_reason()) {
@@ -344,7 +353,12 @@ impl Runtime {
             request,
             reply,
         }) {
-            Ok(()) => Ok(receiver),
+            Ok(()) => {
+                if let Some(owner) = self.inner.owner.upgrade() {
+                    owner.run_here();
+                }
+                Ok(receiver)
+            }
             Err((_, refused)) => {
                 shared.queue_depth.fetch_sub(1, Ordering::Relaxed);
                 Err(unavailable(match refused {

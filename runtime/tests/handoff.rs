@@ -107,6 +107,37 @@ fn an_idle_runtime_does_not_wake_its_threads() {
     rt.shutdown();
 }
 
+/// The owner's role: a caller whose write finds the role free runs it on its own thread, so a
+/// run of writes, each awaited before the next, does not wake the owner thread at all (handing
+/// each to it cost one wake-up per write), and each answer still comes only after its group's
+/// commit, with the state it reports.
+#[test]
+fn a_caller_runs_its_write_without_waking_the_owner_thread() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(app("ledger"), dir.path(), RuntimeOptions::default()).unwrap();
+    let mut reply = rt.write("transfer", transfer_req(0)).unwrap();
+    assert_eq!(answer(&mut reply, "the first write"), json!(1));
+    let writes = 200;
+    let woke = wakeups_during("pure-owner", || {
+        for i in 1..=writes {
+            let mut reply = rt.write("transfer", transfer_req(i)).unwrap();
+            assert_eq!(answer(&mut reply, "a write"), json!(i + 1));
+        }
+    });
+    eprintln!("{writes} writes, one at a time: the owner thread woke {woke} times");
+    assert!(
+        woke <= 5,
+        "the owner thread woke {woke} times for {writes} writes its callers could run"
+    );
+    assert_eq!(
+        rt.metrics().groups_total,
+        writes as u64 + 1,
+        "a group per write"
+    );
+    rt.shutdown();
+}
+
 /// A long-running write (about a second of Rhai operations, ended by the operation limit) while
 /// the syncer has nothing else to do: the syncer has no group to take until the write ends, so it
 /// sleeps instead of polling the owner's lock. (A syncer that looked again on a timer woke about

@@ -19,8 +19,8 @@ Exit codes:
       drain so that a supervisor restarts it and recovery reads what is really on disk";
 
 /// pure-serve: serves a Pure app directory over HTTP with JSON. Write handlers run one at a time
-/// on the owner thread and are answered only once durable; read handlers run on every HTTP
-/// thread against the latest durable snapshot.
+/// and are answered only once durable; read handlers run on every HTTP thread at once against
+/// the latest durable snapshot.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "pure-serve", version, after_help = EXIT_CODES)]
 pub struct Options {
@@ -40,10 +40,10 @@ pub struct Options {
     #[arg(long, value_enum, default_value_t = Sync::Always)]
     pub sync: Sync,
 
-    /// HTTP worker threads, which also run read handlers [default: the number of CPUs]. Writes
-    /// run on the owner thread whatever this is; on a 2-CPU machine with only writes, 1 leaves a
-    /// CPU to the owner and the syncer and served 10-20% more posts/s at 64 connections, while
-    /// with 90% reads it served about 11% fewer (research notes 007 and 008).
+    /// HTTP worker threads, which also run read handlers, and write handlers one at a time
+    /// [default: the number of CPUs]. Reads run on all of them at once: on 2 CPUs with 90%
+    /// reads, 1 thread served about 11% fewer requests than 2; with only writes, 1 and 2 served
+    /// as many (research notes 008 and 009).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 

@@ -8,8 +8,9 @@
 //! inline is that a slow read holds up the other connections of its worker until it ends;
 //! `--offload-reads` chooses `block_in_place` instead, for apps with long reads.
 //!
-//! Write handlers go to the owner through `Runtime::write`; the task awaits the reply, which
-//! arrives only once the write's group is durable.
+//! Write handlers go through `Runtime::write`, which runs them right here when the owner's role is
+//! free (one write at a time, bounded by the script limits like a read); the task awaits the
+//! reply, which arrives only once the write's group is durable.
 
 use std::convert::Infallible;
 use std::sync::Arc;
