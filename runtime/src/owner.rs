@@ -25,7 +25,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pure_lang::{HandlerError, Request, Schema, Tables, WriteSet};
 use serde_json::Value;
@@ -64,6 +64,12 @@ impl Group {
             .map(|(s, e)| &self.bytes[s..e])
     }
 }
+
+/// The longest a caller of `Runtime::write` runs queued writes (its own and others') before it
+/// leaves the rest to the owner thread: under a steady stream of writes the queue never
+/// empties, and the HTTP thread holding the role has connections of its own to serve. About
+/// 150 scoreboard posts; a burst from 64 connections takes less.
+const RUN_HERE_BUDGET: Duration = Duration::from_millis(1);
 
 pub(crate) struct Owner {
     pub shared: Arc<Shared>,
@@ -112,12 +118,12 @@ impl Owner {
         // rather than held here while the group is full.
         while self.building.wait_for_room() {
             match self.inbox.wait() {
-                Wait::Queued => self.run_queued(&mut self.role()),
+                Wait::Queued => self.run_queued(&mut self.role(), None),
                 // Closed and drained after a shutdown, or the syncer is gone (after a panic
                 // there): take the role for good, and run what a caller queued meanwhile.
                 Wait::Stop => {
                     let mut role = self.role();
-                    self.run_queued(&mut role);
+                    self.run_queued(&mut role, None);
                     last_role = Some(role);
                     break;
                 }
@@ -128,33 +134,42 @@ impl Owner {
     }
 
     /// Called by a caller that has just queued a write: runs the queued writes on this thread
-    /// unless someone holds the role (who then runs them). Never waits for the role.
+    /// unless someone holds the role (who then runs them), for at most `RUN_HERE_BUDGET`; what
+    /// is left then goes to the owner thread. Never waits for the role.
     pub fn run_here(&self) {
+        let deadline = Instant::now() + RUN_HERE_BUDGET;
         loop {
             let mut scratch = match self.scratch.try_lock() {
                 Ok(scratch) => scratch,
                 Err(TryLockError::WouldBlock) => return,
-                // A holder panicked and poisoned the runtime: the owner thread answers the rest.
-                Err(TryLockError::Poisoned(_)) => return self.inbox.wake_owner_thread(),
+                // Only a panic of the owner thread poisons the role (a caller's is caught
+                // below), and that thread has stopped: leave it to its stop guard.
+                Err(TryLockError::Poisoned(_)) => return,
             };
-            let ran = panic::catch_unwind(AssertUnwindSafe(|| self.run_queued(&mut scratch)));
+            let ran = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.run_queued(&mut scratch, Some(deadline))
+            }));
             drop(scratch);
             if let Err(panicked) = ran {
-                self.shared.poison(
-                    "internal error: running a write panicked; writes cannot be made durable: \
-                     restart to recover the durable state from the log"
-                        .to_string(),
-                );
-                self.inbox.wake_owner_thread();
-                panic::resume_unwind(panicked);
+                // Not re-raised: the write that panicked may be another caller's, and this one
+                // has nothing to do with it. That write's reply went with it (its caller sees
+                // the answer dropped); the poison answers every later write.
+                let message = panic_message(panicked.as_ref());
+                eprintln!("pure-runtime: running a write panicked: {message}");
+                self.shared.poison(format!(
+                    "internal error: running a write panicked ({message}); writes cannot be \
+                     made durable: restart to recover the durable state from the log"
+                ));
+                return self.inbox.wake_owner_thread();
             }
             // A write queued while this thread held the role, by a caller that found the role
             // taken, is this thread's to run: look again now that the role is free.
             if self.inbox.is_empty() {
                 return;
             }
-            if !self.building.has_room_now() {
-                // The syncer makes room; the owner thread waits for it, not this caller.
+            if !self.building.has_room_now() || Instant::now() >= deadline {
+                // The owner thread waits for room, or takes over a steady stream of writes, so
+                // that no caller waits for it.
                 return self.inbox.wake_owner_thread();
             }
         }
@@ -164,11 +179,17 @@ impl Owner {
         self.scratch.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs queued writes until the queue is empty or the group is full.
-    fn run_queued(&self, scratch: &mut Scratch) {
+    /// Runs queued writes until the queue is empty, the group is full, or `deadline` has passed
+    /// (after at least one write).
+    fn run_queued(&self, scratch: &mut Scratch, deadline: Option<Instant>) {
+        let mut ran = false;
         while self.building.has_room_now() {
+            if ran && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return;
+            }
             let Some(job) = self.inbox.pop() else { return };
             self.run_job(job, scratch);
+            ran = true;
         }
     }
 
@@ -268,5 +289,15 @@ impl Owner {
         }
         writes.clear();
         result
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(message) = payload.downcast_ref::<&str>() {
+        message.to_string()
+    } else if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }
