@@ -96,7 +96,7 @@ impl Building {
         self.has_room(&state)
     }
 
-    fn has_room(&self, state: &State) -> bool {
+    pub(crate) fn has_room(&self, state: &State) -> bool {
         state.group.replies.len() < GROUP_WRITES_MAX
             && state.group.bytes.len() < self.group_bytes_max
     }

@@ -20,8 +20,8 @@ struct State {
     syncer_gone: bool,
     /// No more writes are accepted; the owner drains what is queued and stops.
     closed: bool,
-    /// The owner thread is asleep in `wait` and nobody has woken it yet. A notify is a system call:
-    /// only a sleeping owner is worth one, and one is enough.
+    /// The owner thread is asleep in `wait` and nobody has woken it yet. A notify is a system
+    /// call: only a sleeping owner thread is worth one, and one is enough.
     owner_waits: bool,
 }
 
@@ -115,8 +115,8 @@ impl Inbox {
         self.lock().jobs.is_empty()
     }
 
-    /// Asks the owner thread to run the queue: a caller could not (the group was full, or the
-    /// role's holder panicked).
+    /// Asks the owner thread to run the queue: a caller could not (the group is full, its budget
+    /// ran out, or running a write panicked).
     pub(crate) fn wake_owner_thread(&self) {
         let state = self.lock();
         self.wake_owner(state);

@@ -4,7 +4,8 @@
 //! `Runtime::write` queues its write in the inbox and then, if the role is free, takes it and
 //! runs what is queued, its own write included, on its own thread; while someone else holds
 //! the role, the holder runs it. The owner thread takes the role only when a caller cannot: the
-//! group was full, or the runtime is stopping. Handing each write to a dedicated thread cost a
+//! group is full, the caller has run others' writes for its whole budget (1 ms), or the runtime
+//! is stopping. Handing each write to a dedicated thread cost a
 //! wake-up of that thread per burst of writes, and on a busy 2-core machine a woken thread
 //! waits 30-80 µs for a core: that hand-off sat on every write's path. Without it, paired runs
 //! at 64 connections gave medians of 1.03-1.19x the posts/s (research note 009).
@@ -182,18 +183,20 @@ impl Owner {
     /// Runs queued writes until the queue is empty, the group is full, or `deadline` has passed
     /// (after at least one write).
     fn run_queued(&self, scratch: &mut Scratch, deadline: Option<Instant>) {
+        let mut room = self.building.has_room_now();
         let mut ran = false;
-        while self.building.has_room_now() {
+        while room {
             if ran && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 return;
             }
             let Some(job) = self.inbox.pop() else { return };
-            self.run_job(job, scratch);
+            room = self.run_job(job, scratch);
             ran = true;
         }
     }
 
-    fn run_job(&self, job: Job, scratch: &mut Scratch) {
+    /// Runs one write into the group; whether the group still has room after it.
+    fn run_job(&self, job: Job, scratch: &mut Scratch) -> bool {
         let started = Instant::now();
         self.shared
             .queue_depth
@@ -210,7 +213,9 @@ impl Owner {
         state.failed += u64::from(result.is_err());
         state.group.replies.push((job.reply, result));
         state.busy += started.elapsed();
+        let room = self.building.has_room(&state);
         self.building.added(state);
+        room
     }
 }
 
