@@ -84,6 +84,8 @@ pub(crate) struct Owner {
     pub group_bytes_max: usize,
     /// The owner's role: its holder, and only its holder, pops and runs writes.
     pub scratch: Mutex<Scratch>,
+    /// Test hook (`RuntimeOptions::run_gate`).
+    pub run_gate: Option<crate::runtime::CommitGate>,
 }
 
 /// What running writes reuses from one write to the next.
@@ -210,6 +212,9 @@ impl Owner {
         }
         let Scratch { writes, record, .. } = scratch;
         let result = self.run_one(&job, &mut state, writes, record);
+        if let Some(gate) = &self.run_gate {
+            (gate.0)();
+        }
         state.failed += u64::from(result.is_err());
         state.group.replies.push((job.reply, result));
         state.busy += started.elapsed();

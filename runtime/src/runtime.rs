@@ -30,6 +30,9 @@ pub struct RuntimeOptions {
     pub queue_capacity: usize,
     /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync).
     pub commit_gate: Option<CommitGate>,
+    /// Test hook: called by whoever runs a write, after its handler, under the group's lock
+    /// (e.g. to make running writes panic).
+    pub run_gate: Option<CommitGate>,
 }
 
 impl Default for RuntimeOptions {
@@ -40,11 +43,12 @@ impl Default for RuntimeOptions {
             checkpoint_interval_bytes: 64 << 20,
             queue_capacity: 4096,
             commit_gate: None,
+            run_gate: None,
         }
     }
 }
 
-/// A function the syncer calls before each commit (tests hold syncs with it).
+/// A function the runtime calls at a fixed point (tests hold syncs, or inject panics, with it).
 #[derive(Clone)]
 pub struct CommitGate(pub Arc<dyn Fn() + Send + Sync>);
 
@@ -306,6 +310,7 @@ impl Runtime {
             inbox: inbox.clone(),
             group_bytes_max,
             scratch: Default::default(),
+            run_gate: options.run_gate.clone(),
         });
         let owner_role = Arc::downgrade(&owner);
         let syncer = std::thread::Builder::new()

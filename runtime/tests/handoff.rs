@@ -191,6 +191,81 @@ fn a_caller_runs_others_writes_for_a_bounded_time() {
     rt.shutdown();
 }
 
+/// A panic while running writes (injected after a handler, under the group's lock), at a
+/// varying moment while three callers write: no caller's `write` panics (the panicking write
+/// may be another caller's), the runtime is poisoned, and every accepted write gets an answer or
+/// a dropped reply; none waits forever.
+#[test]
+fn a_panic_while_running_writes_leaves_no_write_waiting_and_no_caller_panicking() {
+    let _serial = serial();
+    let mut fired = 0;
+    for round in 0..12u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let armed = Arc::new(AtomicBool::new(false));
+        let trigger = armed.clone();
+        let options = RuntimeOptions {
+            sync: if round % 2 == 0 {
+                SyncMode::None
+            } else {
+                SyncMode::Always
+            },
+            run_gate: Some(CommitGate(Arc::new(move || {
+                if trigger.swap(false, Ordering::SeqCst) {
+                    panic!("fault injection: running a write panics");
+                }
+            }))),
+            ..RuntimeOptions::default()
+        };
+        let rt = Runtime::open(app("ledger"), dir.path(), options).unwrap();
+        let replies: Vec<WriteReply> = std::thread::scope(|s| {
+            let writers: Vec<_> = (0..3)
+                .map(|w| {
+                    let rt = rt.clone();
+                    s.spawn(move || {
+                        let mut accepted = Vec::new();
+                        for i in 0..300 {
+                            if let Ok(reply) = rt.write("transfer", transfer_req(w * 1000 + i)) {
+                                accepted.push(reply);
+                            }
+                        }
+                        accepted
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_micros(round * 397 % 3000));
+            armed.store(true, Ordering::SeqCst);
+            writers
+                .into_iter()
+                .flat_map(|w| w.join().expect("no caller's write panics"))
+                .collect()
+        });
+        if armed.load(Ordering::SeqCst) {
+            // The writers were done before the panic was armed: nothing to see this round.
+            rt.shutdown();
+            continue;
+        }
+        fired += 1;
+        for (i, mut reply) in replies.into_iter().enumerate() {
+            let started = Instant::now();
+            loop {
+                match reply.try_recv() {
+                    Ok(_) | Err(TryRecvError::Closed) => break,
+                    Err(TryRecvError::Empty) => {
+                        assert!(started.elapsed() < WAIT, "round {round}: write {i} waits");
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            }
+        }
+        eventually("the runtime is poisoned", || rt.poisoned().is_some());
+        rt.shutdown();
+    }
+    assert!(
+        fired >= 6,
+        "the panic struck during the writes in only {fired} of 12 rounds"
+    );
+}
+
 /// A long-running write (about a second of Rhai operations, ended by the operation limit) while
 /// the syncer has nothing else to do: the syncer has no group to take until the write ends, so it
 /// sleeps instead of polling the owner's lock. (A syncer that looked again on a timer woke about
