@@ -400,7 +400,8 @@ fn time_limit() -> rhai::EvalAltResult {
     rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), Position::NONE)
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+/// The message a panic carried, for an error that names it.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         text.to_string()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -21,7 +21,7 @@ mod tables;
 mod value;
 
 pub use api::{Row, SCAN_ROWS_MAX};
-pub use app::{App, Execution, HandlerKind, Request, Route};
+pub use app::{panic_message, App, Execution, HandlerKind, Request, Route};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
 pub use key::{Key, KeyPart};

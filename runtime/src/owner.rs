@@ -28,7 +28,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use pure_lang::{HandlerError, Request, Schema, Tables, WriteSet};
+use pure_lang::{panic_message, HandlerError, Request, Schema, Tables, WriteSet};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -299,15 +299,5 @@ impl Owner {
         }
         writes.clear();
         result
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(message) = payload.downcast_ref::<&str>() {
-        message.to_string()
-    } else if let Some(message) = payload.downcast_ref::<String>() {
-        message.clone()
-    } else {
-        "a panic without a message".to_string()
     }
 }
