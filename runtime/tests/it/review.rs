@@ -384,16 +384,23 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
         checkpoint_interval_bytes: 256 << 10,
         ..RuntimeOptions::default()
     };
-    let rt = Runtime::open_with_io(app("review"), dir, options, disk.clone()).unwrap();
+    let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
     let big = "x".repeat(4000);
+    let rt = open();
     for i in 0..40i64 {
         let ops: Vec<Value> = (0..10)
             .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big}]))
             .collect();
         call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
     }
+    // A background checkpoint started before the fault could outlast every write below on a
+    // busy machine, and no other would start. Reopening waits for it: none runs at the fault.
+    rt.shutdown();
+    drop(rt);
+    let rt = open();
+    // The first image chunk lands, the second finds the disk full: the temporary file has data.
     disk.set_faults(Faults {
-        enospc_from_alloc_write: Some(1),
+        enospc_from_alloc_write: Some(2),
         ..Faults::default()
     });
     // More than a checkpoint interval of log after the fault: at least one checkpoint starts,
