@@ -168,8 +168,16 @@ fn values() -> Vec<Value> {
     ]
 }
 
+/// The coverage app, with a wall clock too long to interfere: the two forms are compared on
+/// the limits that count (operations, sizes, depth), and on a busy machine the wall clock could
+/// stop one of them first.
 fn coverage() -> App {
-    App::load(&repo().join("lang/tests/apps/coverage")).expect("the coverage app loads")
+    let limits = Limits {
+        wall_clock_max: std::time::Duration::from_secs(60),
+        ..Limits::default()
+    };
+    App::load_with(&repo().join("lang/tests/apps/coverage"), limits)
+        .expect("the coverage app loads")
 }
 
 /// Every handler of the coverage app but one compiles; the one with a `switch` runs in Rhai.

@@ -32,8 +32,9 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Context switches (voluntary + involuntary) per thread of this process named `name`.
-fn switches(name: &str) -> BTreeMap<u32, u64> {
+/// Per thread of this process named `name`: its context switches (voluntary + involuntary),
+/// and whether it is asleep.
+fn switches(name: &str) -> BTreeMap<u32, (u64, bool)> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let dir = entry.path();
@@ -47,23 +48,35 @@ fn switches(name: &str) -> BTreeMap<u32, u64> {
             .filter(|l| l.contains("ctxt_switches"))
             .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
             .sum();
+        let asleep = status.lines().any(|l| l.starts_with("State:\tS"));
         let tid = entry.file_name().to_string_lossy().parse().unwrap();
-        out.insert(tid, count);
+        out.insert(tid, (count, asleep));
     }
     out
 }
 
-/// The one thread named `name` (fails if there are several: another runtime is running).
+/// The one thread named `name` and its context switches, once it sleeps (fails if there are
+/// several: another runtime is running). A thread names itself when it first runs, which on a
+/// busy machine can be well after the runtime has opened.
 fn only(name: &str) -> (u32, u64) {
+    eventually(&format!("a {name} thread, asleep"), || {
+        switches(name).values().any(|&(_, asleep)| asleep)
+    });
     let all = switches(name);
     assert_eq!(all.len(), 1, "one {name} thread: {all:?}");
-    all.into_iter().next().unwrap()
+    let (tid, (count, _)) = all.into_iter().next().unwrap();
+    (tid, count)
+}
+
+/// Context switches of the thread `tid`, named `name`.
+fn switches_of(name: &str, tid: u32) -> u64 {
+    switches(name)[&tid].0
 }
 
 fn wakeups_during(name: &str, span: impl FnOnce()) -> u64 {
     let (tid, before) = only(name);
     span();
-    let after = switches(name)[&tid];
+    let after = switches_of(name, tid);
     after - before
 }
 
@@ -100,8 +113,8 @@ fn an_idle_runtime_does_not_wake_its_threads() {
         let (o_tid, o0) = only("pure-owner");
         std::thread::sleep(Duration::from_secs(1));
         (
-            switches("pure-syncer")[&s_tid] - s0,
-            switches("pure-owner")[&o_tid] - o0,
+            switches_of("pure-syncer", s_tid) - s0,
+            switches_of("pure-owner", o_tid) - o0,
         )
     };
     eprintln!("idle 1 s: syncer woke {syncer} times, owner {owner} times");
