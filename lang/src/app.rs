@@ -275,7 +275,23 @@ impl App {
         self.call(handler, request, Context::Read { tables }, |_| {})
     }
 
+    /// Runs a handler on this thread's stack or, when less is left on it than the limits may
+    /// need, on a fresh one: the runtime runs writes on whichever thread queued them, and an
+    /// embedder's thread may have a small stack. Overflowing it would abort the process.
     fn call(
+        &self,
+        handler: &str,
+        request: &Request,
+        context: Context,
+        restore: impl FnOnce(Context),
+    ) -> Result<Value, HandlerError> {
+        let needed = self.limits.stack_bytes();
+        stacker::maybe_grow(needed, 2 * needed, || {
+            self.call_here(handler, request, context, restore)
+        })
+    }
+
+    fn call_here(
         &self,
         handler: &str,
         request: &Request,

@@ -24,8 +24,8 @@ pub struct Limits {
     /// operations and before every scan. Generous on purpose: wall-clock time also runs while
     /// the thread waits for a core, and a busy machine must not fail legitimate handlers.
     pub wall_clock_max: Duration,
-    /// Script function call depth. Rhai recurses on the native stack; 32 levels fit the 2 MiB
-    /// stacks of tokio's worker threads.
+    /// Script function call depth. Rhai recurses on the native stack: a handler call that finds
+    /// less than [`Limits::stack_bytes`] left on its thread's stack runs on a fresh one.
     pub call_levels_max: usize,
     /// Expression nesting (statements, inside functions).
     pub expr_depth_max: (usize, usize),
@@ -48,6 +48,22 @@ impl Default for Limits {
             array_items_max: 50_000,
             map_items_max: 50_000,
         }
+    }
+}
+
+/// Native stack per script call level, more than twice the most measured: 32 levels of a
+/// function whose recursive call sits as deep in parentheses as the expression limit allows
+/// (12) needed 512-640 KiB in a release build, about 20 KiB a level; nested blocks, arrays, maps
+/// and method calls needed less.
+const STACK_PER_CALL_LEVEL: usize = 48 << 10;
+/// The handler's own frames, the compiled handlers' and the engine's, above the first level.
+const STACK_BASE: usize = 256 << 10;
+
+impl Limits {
+    /// The native stack a handler call may need within these limits: 1.75 MiB at the default
+    /// 32 levels.
+    pub fn stack_bytes(&self) -> usize {
+        STACK_BASE + self.call_levels_max * STACK_PER_CALL_LEVEL
     }
 }
 

@@ -340,8 +340,8 @@ impl Runtime {
     /// Queues a write handler call and, when the owner's role is free, runs the queued writes
     /// right here, this one included, for about a millisecond at most (a single write may take
     /// longer, up to the script limits); it never waits for another write, for room in a group,
-    /// or for the disk. Handlers then run on the caller's stack: the script limits' call depth
-    /// fits in 2 MiB. The reply arrives after the group holding this write is durable (or with
+    /// or for the disk. Handlers then run on the caller's stack, or on a fresh one when little
+    /// is left of it (`pure_lang::Limits::stack_bytes`). The reply arrives after the group holding this write is durable (or with
     /// the handler's error, or `Unavailable`).
     pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
         let shared = &self.inner.shared;
