@@ -83,8 +83,9 @@ fn start(options: &Options) -> Result<u8, exit::Failure> {
     let tokio_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.threads())
         .thread_name("pure-http")
-        // Read handlers run on these threads and Rhai recurses on the native stack: room for the
-        // call-depth limit with a wide margin.
+        // Handlers run on these threads and Rhai recurses on the native stack: room for the
+        // call-depth limit with a wide margin, so that no call needs a fresh stack (pure-lang
+        // switches to one when short).
         .thread_stack_size(8 << 20)
         .enable_all()
         .build()
