@@ -56,7 +56,9 @@ pub struct Args {
     pub sync: String,
 
     /// HTTP threads of the pure-serve started here (its --threads; default: its own, one per
-    /// core). On 2 cores a write-only load runs faster on one (research note 007).
+    /// core). Since writes run on the HTTP thread that queued them, one and two run a
+    /// write-only load alike on 2 cores; with 90% reads two served about 11% more (notes 008,
+    /// 009).
     #[arg(long, value_name = "N")]
     pub server_threads: Option<usize>,
 
