@@ -168,15 +168,18 @@ fn values() -> Vec<Value> {
     ]
 }
 
-/// The coverage app, with a wall clock too long to interfere: the two forms are compared on
-/// the limits that count (operations, sizes, depth), and on a busy machine the wall clock could
-/// stop one of them first.
-fn coverage() -> App {
-    let limits = Limits {
+/// The default limits but for a wall clock too long to interfere: the two forms are compared
+/// on the limits that do not depend on the machine (operations, sizes, depth), and on a busy
+/// machine the wall clock could stop one of them first. Its own test covers the wall clock.
+fn limits() -> Limits {
+    Limits {
         wall_clock_max: std::time::Duration::from_secs(60),
         ..Limits::default()
-    };
-    App::load_with(&repo().join("lang/tests/apps/coverage"), limits)
+    }
+}
+
+fn coverage() -> App {
+    App::load_with(&repo().join("lang/tests/apps/coverage"), limits())
         .expect("the coverage app loads")
 }
 
@@ -284,7 +287,8 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
 fn the_scoreboard_runs_compiled_exactly_as_in_rhai() {
     let (seed, scale) = seed_and_scale("scoreboard");
     let mut rng = Rng(seed);
-    let mut pair = Pair::new(|| App::load(&repo().join("apps/scoreboard")).expect("loads"));
+    let mut pair =
+        Pair::new(|| App::load_with(&repo().join("apps/scoreboard"), limits()).expect("loads"));
     assert_eq!(
         pair.compiled.execution("post_score"),
         Some(Execution::Compiled)
@@ -391,7 +395,7 @@ fn load(req) {
                 ("neworder.rhai".into(), script.clone()),
                 ("load.rhai".into(), loader.into()),
             ],
-            Limits::default(),
+            limits(),
         )
         .expect("compiles")
     };
@@ -549,7 +553,7 @@ fn statements_on_a_very_long_line_stay_in_their_function() {
         App::from_sources(
             manifest,
             vec![("long.rhai".into(), script.clone())],
-            Limits::default(),
+            limits(),
         )
         .expect("compiles")
     };
@@ -588,7 +592,7 @@ fn fill(req) { for i in 0..req.body.n { t.put(i, #{ n: i }); } 0 }
 fn scan_len(req) { t.scan(0, 1000, req.body.n).len() }
 "#;
     let items: Vec<i64> = (0..60_000).collect();
-    let mut pair = pair_of(script, Limits::default());
+    let mut pair = pair_of(script, limits());
     let body = json!({ "items": items });
     assert_eq!(
         pair.call("len_body", body.clone()).expect_err("too large")["status"],
@@ -612,7 +616,7 @@ fn scan_len(req) { t.scan(0, 1000, req.body.n).len() }
 
     let small = Limits {
         array_items_max: 5,
-        ..Limits::default()
+        ..limits()
     };
     let mut pair = pair_of(script, small);
     pair.call("fill", json!({ "n": 10 })).expect("filled");
