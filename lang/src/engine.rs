@@ -51,19 +51,27 @@ impl Default for Limits {
     }
 }
 
-/// Native stack per script call level, more than twice the most measured: 32 levels of a
-/// function whose recursive call sits as deep in parentheses as the expression limit allows
-/// (12) needed 512-640 KiB in a release build, about 20 KiB a level; nested blocks, arrays, maps
-/// and method calls needed less.
-const STACK_PER_CALL_LEVEL: usize = 48 << 10;
+/// Native stack per level of expression nesting, per script call level: a handler recursing to
+/// the call-depth limit (32) with its recursive call as deep in an expression as the limit in
+/// functions (32) allows needed up to 1.1 MB in a release build (a chain of additions; nested
+/// parentheses, blocks, arrays, maps and calls needed 0.3-0.9 MB), about 1.1 KiB per level of
+/// each; an unoptimized build needed 2.9-6.0 MB. Debug assertions stand in for "unoptimized".
+const STACK_PER_NESTING: usize = if cfg!(debug_assertions) {
+    12 << 10
+} else {
+    2 << 10
+};
 /// The handler's own frames, the compiled handlers' and the engine's, above the first level.
 const STACK_BASE: usize = 256 << 10;
 
 impl Limits {
-    /// The native stack a handler call may need within these limits: 1.75 MiB at the default
-    /// 32 levels.
+    /// The native stack a handler call may need within these limits, about twice the most
+    /// measured: 2.4 MiB at the defaults in a release build. The nesting of the handler's body,
+    /// then of each call level.
     pub fn stack_bytes(&self) -> usize {
-        STACK_BASE + self.call_levels_max * STACK_PER_CALL_LEVEL
+        let (body, function) = self.expr_depth_max;
+        let nesting = body + self.call_levels_max * function;
+        STACK_BASE + nesting * STACK_PER_NESTING
     }
 }
 
