@@ -286,7 +286,7 @@ impl App {
         restore: impl FnOnce(Context),
     ) -> Result<Value, HandlerError> {
         let needed = self.limits.stack_bytes();
-        stacker::maybe_grow(needed, 2 * needed, || {
+        stacker::maybe_grow(needed, needed.saturating_mul(2), || {
             self.call_here(handler, request, context, restore)
         })
     }

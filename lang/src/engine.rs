@@ -55,7 +55,8 @@ impl Default for Limits {
 /// the call-depth limit (32) with its recursive call as deep in an expression as the limit in
 /// functions (32) allows needed up to 1.1 MB in a release build (a chain of additions; nested
 /// parentheses, blocks, arrays, maps and calls needed 0.3-0.9 MB), about 1.1 KiB per level of
-/// each; an unoptimized build needed 2.9-6.0 MB. Debug assertions stand in for "unoptimized".
+/// each. An unoptimized build needed 2.9-6.0 MB; debug assertions stand in for it, so a test
+/// build (optimized, with debug assertions) overestimates, which is safe.
 const STACK_PER_NESTING: usize = if cfg!(debug_assertions) {
     12 << 10
 } else {
@@ -63,15 +64,24 @@ const STACK_PER_NESTING: usize = if cfg!(debug_assertions) {
 };
 /// The handler's own frames, the compiled handlers' and the engine's, above the first level.
 const STACK_BASE: usize = 256 << 10;
+/// The most `stack_bytes` asks for, also for limits that leave expression nesting unlimited
+/// (0, for Rhai) or would need more: a fresh stack is only reserved, so this costs address
+/// space, not memory.
+const STACK_MAX: usize = 256 << 20;
 
 impl Limits {
     /// The native stack a handler call may need within these limits, about twice the most
-    /// measured: 2.4 MiB at the defaults in a release build. The nesting of the handler's body,
-    /// then of each call level.
+    /// measured: 2.4 MiB at the defaults in a release build (13 MiB with debug assertions). The
+    /// nesting of the handler's body, then of each call level.
     pub fn stack_bytes(&self) -> usize {
         let (body, function) = self.expr_depth_max;
-        let nesting = body + self.call_levels_max * function;
-        STACK_BASE + nesting * STACK_PER_NESTING
+        if body == 0 || function == 0 {
+            return STACK_MAX;
+        }
+        let nesting = body.saturating_add(self.call_levels_max.saturating_mul(function));
+        STACK_BASE
+            .saturating_add(nesting.saturating_mul(STACK_PER_NESTING))
+            .min(STACK_MAX)
     }
 }
 

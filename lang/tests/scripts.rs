@@ -383,7 +383,12 @@ fn a_handler_on_a_small_stack_stops_at_the_call_depth_limit() {
         };
         // The deepest nesting the expression limit accepts: nothing deeper can run.
         let nesting = (1..200).take_while(|&n| load(n).is_ok()).last();
-        let app = Arc::new(load(nesting.expect("some nesting compiles")).unwrap());
+        let nesting = nesting.expect("some nesting compiles");
+        assert!(
+            nesting < 199,
+            "{shape}: the search stopped short of the limit"
+        );
+        let app = Arc::new(load(nesting).unwrap());
         for bytes in [128 << 10, just_enough] {
             let app = app.clone();
             let (write, read) = std::thread::Builder::new()
@@ -416,5 +421,24 @@ fn a_handler_on_a_small_stack_stops_at_the_call_depth_limit() {
                 }
             }
         }
+    }
+}
+
+/// Limits a user raised to huge values, or left unlimited (0 for Rhai), ask for the most stack
+/// instead of overflowing the arithmetic (a wrapped estimate let a call run in place).
+#[test]
+fn the_stack_estimate_saturates_for_huge_or_unlimited_limits() {
+    let default = Limits::default().stack_bytes();
+    let huge = Limits {
+        call_levels_max: usize::MAX / 2,
+        ..Limits::default()
+    };
+    let unlimited = Limits {
+        expr_depth_max: (0, 0),
+        ..Limits::default()
+    };
+    for limits in [huge, unlimited] {
+        let bytes = limits.stack_bytes();
+        assert!(bytes > default && bytes <= 256 << 20, "{limits:?}: {bytes}");
     }
 }

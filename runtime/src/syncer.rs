@@ -36,7 +36,8 @@ const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// after this answer leaves, and a sleeping syncer put its wake-up on that write's path. Paired
 /// runs at 1 connection: 1.13x the posts/s, for about 60 µs more CPU per post; at 4, 16 and 64
 /// connections within the noise. Writes spaced wider than this find the syncer asleep, as
-/// before, rather than cost it 300 µs awake each. A syncer that spun without yielding, after
+/// before, rather than cost it 300 µs awake each; so do the first two after a pause, as the
+/// decision uses the gap before the group just taken. A syncer that spun without yielding, after
 /// every group, ran 0.83x at 64 connections: it took a core from the threads that make the
 /// writes (research note 010).
 const AWAKE_AFTER_LONE_WRITE: Duration = Duration::from_micros(300);
@@ -80,6 +81,7 @@ impl Syncer {
                 }
             }
             self.commit_group(group, &mut checkpoint_running, &done_rx);
+            answered_at = Instant::now();
             let used = self.store.log_used_bytes();
             self.shared
                 .metrics
@@ -87,7 +89,6 @@ impl Syncer {
             if !checkpoint_running && used > self.checkpoint_interval_bytes && !self.is_poisoned() {
                 checkpoint_running = self.start_checkpoint(&done_tx);
             }
-            answered_at = Instant::now();
         }
         if checkpoint_running {
             if let Ok(result) = done_rx.recv() {
