@@ -342,8 +342,9 @@ impl Runtime {
     /// longer, up to the script limits); it never waits for another write, for room in a group,
     /// or for the disk. Handlers then run on the caller's stack, or on a fresh one when less is
     /// left of it than `pure_lang::Limits::stack_bytes` (2.4 MiB by default, in a release
-    /// build): about 11 µs more per call on such a thread, so give callers a larger stack. The reply arrives after the group holding this write is durable (or with
-    /// the handler's error, or `Unavailable`).
+    /// build): about 11 µs more per call on such a thread, so give callers a larger stack. The
+    /// reply arrives after the group holding this write is durable (or with the handler's
+    /// error, or `Unavailable`).
     pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
         let shared = &self.inner.shared;
         if let Some(reason) = shared.poison_reason().or_else(|| shared.log_full_reason()) {
