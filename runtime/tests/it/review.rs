@@ -420,6 +420,15 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
     // The failures are counted and their reason shown, not only printed.
     let metrics = rt.metrics();
     assert!(metrics.checkpoint_failures_total >= 1, "{metrics:?}");
+    // Only checkpoints allocate (the log is preallocated), and a failed one stops at its first
+    // failed write: one allocating write more than the failures is the first image chunk,
+    // which landed, so the first failed image was partway.
+    assert!(
+        disk.alloc_writes() > metrics.checkpoint_failures_total,
+        "{} allocating writes, {} failed checkpoints",
+        disk.alloc_writes(),
+        metrics.checkpoint_failures_total
+    );
     let error = rt
         .health()
         .last_checkpoint_error
