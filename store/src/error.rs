@@ -26,6 +26,9 @@ pub enum Error {
     },
     /// A record larger than the format or the log allows.
     RecordTooLarge { bytes: u64, max_bytes: u64 },
+    /// Another process (or another open in this one) has the directory open: one store, one
+    /// opener, or two writers would interleave their frames and destroy each other's data.
+    Locked { dir: PathBuf, pid: Option<u32> },
 }
 
 impl fmt::Display for Error {
@@ -52,6 +55,18 @@ impl fmt::Display for Error {
                     f,
                     "corrupt data in {} at byte {position}: {reason}",
                     path.display()
+                )
+            }
+            Error::Locked { dir, pid } => {
+                let holder = match pid {
+                    Some(pid) => format!("another process (PID {pid})"),
+                    None => "another process".to_string(),
+                };
+                write!(
+                    f,
+                    "{} is in use by {holder}: only one process may open a data directory at a \
+                     time; stop that process first, or use another directory",
+                    dir.display()
                 )
             }
             Error::RecordTooLarge { bytes, max_bytes } => {

@@ -16,6 +16,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Read-only bytes of a whole file: a memory map on the real file system.
 pub type Mapping = Box<dyn Deref<Target = [u8]> + Send + Sync>;
 
+/// The exclusive lock of a store directory: held while this value lives.
+pub type DirLock = Box<dyn Send + Sync>;
+
+/// Why `Io::lock_dir` did not lock.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another open holds the lock: another process, or another open in this one. `pid` is
+    /// the holder's process id where the system says (Linux's `/proc/locks`).
+    Held {
+        pid: Option<u32>,
+    },
+    Io(io::Error),
+}
+
 /// File-system operations the store uses. Every method is one storage step.
 pub trait Io: Send + Sync {
     /// Creates `dir` and its parents if missing.
@@ -36,6 +50,11 @@ pub trait Io: Send + Sync {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// A value that differs between any two opens of a store (see "session" in the format doc).
     fn session_salt(&self) -> u64;
+    /// Takes the exclusive lock of the existing directory `dir` without waiting. The
+    /// simulated disk has one process, so by default this locks nothing.
+    fn lock_dir(&self, _dir: &Path) -> Result<DirLock, LockError> {
+        Ok(Box::new(()))
+    }
 }
 
 /// An open file.
@@ -112,6 +131,9 @@ impl Io for RealIo {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
+    fn lock_dir(&self, dir: &Path) -> Result<DirLock, LockError> {
+        lock_directory(dir)
+    }
     fn session_salt(&self) -> u64 {
         static OPENS: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
@@ -121,6 +143,50 @@ impl Io for RealIo {
         let opens = OPENS.fetch_add(1, Ordering::Relaxed);
         mix64(nanos ^ (u64::from(std::process::id()) << 32) ^ opens.rotate_left(17))
     }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on the directory itself, not on a file in it: nothing is created,
+/// so `check` and `salvage` can lock a directory they must not change (or that is mounted
+/// read-only), and the kernel drops the lock when the process dies, so a restart after kill -9
+/// needs no cleanup. flock locks belong to the open file description: a second open in the
+/// same process conflicts too, and closing some other descriptor of the directory (as
+/// `sync_dir` does) does not release it, as it would a POSIX record lock.
+fn lock_directory(dir: &Path) -> Result<DirLock, LockError> {
+    use std::os::fd::AsRawFd;
+    let handle = File::open(dir).map_err(LockError::Io)?;
+    // SAFETY: flock(2) on a descriptor this function owns; it touches no memory.
+    let locked = unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if locked == 0 {
+        return Ok(Box::new(handle));
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(LockError::Held {
+            pid: lock_holder(&handle),
+        });
+    }
+    Err(LockError::Io(error))
+}
+
+/// The process holding a flock on `file`, from `/proc/locks` (lines such as
+/// `1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234 0 EOF`: the pid, then device major:minor in hex
+/// and the inode number). `None` where that file is missing or names no holder.
+fn lock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = file.metadata().ok()?;
+    let device = metadata.dev();
+    let wanted = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(device),
+        libc::minor(device),
+        metadata.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let is_flock = fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&wanted.as_str());
+        is_flock.then(|| fields[4].parse().ok()).flatten()
+    })
 }
 
 /// SplitMix64's finalizer: spreads every input bit over the output.

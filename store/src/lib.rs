@@ -34,7 +34,7 @@ mod store;
 
 pub use checkpoint::{CheckpointDone, CheckpointImage, CheckpointWriter};
 pub use error::Error;
-pub use io::{Io, IoFile, Mapping, RealIo};
+pub use io::{DirLock, Io, IoFile, LockError, Mapping, RealIo};
 pub use open::LOG_FILE_NAME;
 pub use ring::HEADER_AREA_BYTES as LOG_HEADER_AREA_BYTES;
 pub use store::Store;

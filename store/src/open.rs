@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::checkpoint::{self, CheckpointImage};
 use crate::error::{io_error, Error};
 use crate::frame::HEADER_BYTES;
-use crate::io::{Io, IoFile};
+use crate::io::{DirLock, Io, IoFile, LockError};
 use crate::recovery::{self, ChainState, Failure, Replay};
 use crate::ring::{self, LogHeader};
 use crate::ring_reader::RingReader;
@@ -28,6 +28,9 @@ pub const LOG_FILE_NAME: &str = "log";
 const LOG_TMP_NAME: &str = "log.tmp";
 
 pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result<Recovered, Error> {
+    io.create_dir_all(dir)
+        .map_err(|e| io_error("create directory", dir, e))?;
+    let lock = lock(&*io, dir)?;
     let names = prepare_directory(&*io, dir)?;
     let newest = names.iter().filter_map(|n| checkpoint::parse_name(n)).max();
     let log_path = dir.join(LOG_FILE_NAME);
@@ -47,7 +50,8 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
     let replay = replay_log(&ring, &log_path, &header, start, covered)?;
     harden(&*log, &log_path, &header, &ring, &replay, start)?;
     drop(ring);
-    let store = build(io, dir, log, header, options, &replay, start, covered);
+    let mut store = build(io, dir, log, header, options, &replay, start, covered);
+    store.lock = lock;
     Ok(Recovered {
         store,
         checkpoint,
@@ -56,10 +60,20 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
     })
 }
 
-/// Creates the directory if needed, removes leftovers, and syncs it; returns its entries.
+/// Takes the directory's exclusive lock (see `Io::lock_dir`): before anything is read, so
+/// that nothing another opener writes meanwhile can be mistaken for damage or recovered.
+pub(crate) fn lock(io: &dyn Io, dir: &Path) -> Result<DirLock, Error> {
+    io.lock_dir(dir).map_err(|e| match e {
+        LockError::Held { pid } => Error::Locked {
+            dir: dir.to_path_buf(),
+            pid,
+        },
+        LockError::Io(e) => io_error("lock", dir, e),
+    })
+}
+
+/// Removes leftovers in the (locked) directory and syncs it; returns its entries.
 fn prepare_directory(io: &dyn Io, dir: &Path) -> Result<Vec<String>, Error> {
-    io.create_dir_all(dir)
-        .map_err(|e| io_error("create directory", dir, e))?;
     let names = io
         .list_dir(dir)
         .map_err(|e| io_error("list directory", dir, e))?;
@@ -244,6 +258,7 @@ fn build(
     pending.resize(HEADER_BYTES, 0);
     Store {
         io,
+        lock: Box::new(()),
         dir: dir.to_path_buf(),
         log_path: dir.join(LOG_FILE_NAME),
         log,

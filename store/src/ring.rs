@@ -102,16 +102,25 @@ pub fn create(io: &dyn Io, dir: &Path, path: &Path, header: LogHeader) -> Result
     let file = io
         .create_file(&tmp)
         .map_err(|e| io_error("create", &tmp, e))?;
-    fill_zeros(&*file, &tmp, HEADER_AREA_BYTES + header.capacity)?;
-    file.write_at(&header.encode(), 0)
-        .map_err(|e| io_error("write", &tmp, e))?;
-    file.sync_data()
-        .map_err(|e| io_error("fdatasync", &tmp, e))?;
+    if let Err(error) = fill(&*file, &tmp, header) {
+        // A partly preallocated file would keep a full disk full after the process exits.
+        drop(file);
+        let _ = io.remove_file(&tmp);
+        return Err(error);
+    }
     drop(file);
     io.rename(&tmp, path)
         .map_err(|e| io_error("rename", &tmp, e))?;
     io.sync_dir(dir)
         .map_err(|e| io_error("sync directory", dir, e))
+}
+
+/// Zero-fills the new log, writes its header and syncs it.
+fn fill(file: &dyn IoFile, path: &Path, header: LogHeader) -> Result<(), Error> {
+    fill_zeros(file, path, HEADER_AREA_BYTES + header.capacity)?;
+    file.write_at(&header.encode(), 0)
+        .map_err(|e| io_error("write", path, e))?;
+    file.sync_data().map_err(|e| io_error("fdatasync", path, e))
 }
 
 /// Writes zeros over `[0, len)`: real blocks, not holes or unwritten extents, so that later

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::checkpoint::{self, CheckpointDone, CheckpointHeader, CheckpointWriter};
 use crate::error::{io_error, Error};
 use crate::frame::{self, FrameHeader, HEADER_BYTES};
-use crate::io::{Io, IoFile};
+use crate::io::{DirLock, Io, IoFile};
 use crate::recovery::{ChainState, FrameMark};
 use crate::ring;
 use crate::{Lsn, SyncMode};
@@ -18,6 +18,8 @@ use crate::{Lsn, SyncMode};
 /// by design of its `&mut self` API.
 pub struct Store {
     pub(crate) io: Arc<dyn Io>,
+    /// The directory's exclusive lock, released when the store is dropped.
+    pub(crate) lock: DirLock,
     pub(crate) dir: PathBuf,
     pub(crate) log_path: PathBuf,
     pub(crate) log: Box<dyn IoFile>,

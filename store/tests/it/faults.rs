@@ -117,6 +117,14 @@ fn disk_full_at_every_allocating_write_with(seed: u64) {
         };
         let (disk, mut model, store) = run(seed, faults, 40);
         let context = format!("seed {seed}, ENOSPC from allocating write {k}");
+        // A failed allocation leaves no temporary file behind, or a full disk would stay full
+        // after the process gave up (the log's preallocation, a checkpoint's image).
+        let leftovers: Vec<_> = disk
+            .file_names()
+            .into_iter()
+            .filter(|path| path.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{context}: left {leftovers:?}");
         if let Some(store) = store {
             // Only log creation and checkpoints allocate: commits overwrite preallocated space.
             assert_eq!(

@@ -226,3 +226,38 @@ fn store_writer_and_image_are_send() {
     assert_send::<pure_store::CheckpointImage>();
     assert_send::<pure_store::Recovered>();
 }
+
+/// Two openers of one directory would both append frames where the other does, and the log
+/// would refuse to open afterwards: the second opener is refused at once, naming the
+/// directory, and the directory opens again once the first is gone.
+#[test]
+fn a_second_open_of_a_directory_is_refused_while_the_first_lives() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let first = Store::open(dir.path(), options(1 << 20)).expect("first open");
+    let second = Store::open(dir.path(), options(1 << 20));
+    match second {
+        Err(Error::Locked { dir: locked, pid }) => {
+            assert_eq!(locked, dir.path());
+            // /proc/locks names the holder: this very process.
+            if Path::new("/proc/locks").exists() {
+                assert_eq!(pid, Some(std::process::id()));
+            }
+        }
+        Err(other) => panic!("refused, but not as locked: {other}"),
+        Ok(_) => panic!("a second open of a locked directory succeeded"),
+    }
+    let message = Store::open(dir.path(), options(1 << 20))
+        .err()
+        .expect("still locked")
+        .to_string();
+    assert!(
+        message.contains(&dir.path().display().to_string()) && message.contains("in use"),
+        "{message}"
+    );
+    drop(first);
+    let mut store = Store::open(dir.path(), options(1 << 20))
+        .expect("opens once the first store is gone")
+        .store;
+    store.append(b"after").expect("append");
+    store.commit().expect("commit");
+}
