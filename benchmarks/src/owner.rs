@@ -298,7 +298,7 @@ fn answer(
 
 fn body(value: serde_json::Value) -> Request {
     Request {
-        body: value,
+        body: pure_lang::to_dynamic(&value),
         ..Request::default()
     }
 }

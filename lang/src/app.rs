@@ -11,6 +11,7 @@ use std::time::Instant;
 use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope, AST};
 use serde_json::Value;
 
+use crate::body::BodyError;
 use crate::compiled::{Env, Program, Stop};
 use crate::context::{self, Context};
 use crate::engine::{self, Limits};
@@ -43,8 +44,9 @@ pub struct Request {
     pub params: Vec<(String, String)>,
     /// Query string pairs, already percent-decoded.
     pub query: Vec<(String, String)>,
-    /// `Null` when there is no body.
-    pub body: Value,
+    /// The body as script values, unit when there is none: from `App::request`, which
+    /// checked it against the handlers' limits.
+    pub body: Dynamic,
 }
 
 /// A loaded, compiled app. `Send + Sync`: one engine and one AST serve every thread.
@@ -224,6 +226,24 @@ impl App {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// A request for this app's handlers: `body` (JSON text, or empty) parsed into script
+    /// values and checked, together with `params` and `query`, against the handlers' size
+    /// limits. Meant for the thread that read the body, so that a body no handler could hold
+    /// costs the owner nothing.
+    pub fn request(
+        &self,
+        params: Vec<(String, String)>,
+        query: Vec<(String, String)>,
+        body: &[u8],
+    ) -> Result<Request, BodyError> {
+        let body = crate::body::parse(body, &params, &query, &self.limits)?;
+        Ok(Request {
+            params,
+            query,
+            body,
+        })
     }
 
     pub fn has_handler(&self, handler: &str) -> bool {

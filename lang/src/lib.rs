@@ -11,6 +11,7 @@
 
 mod api;
 mod app;
+mod body;
 mod compiled;
 mod context;
 mod engine;
@@ -22,6 +23,7 @@ mod value;
 
 pub use api::{Row, SCAN_ROWS_MAX};
 pub use app::{panic_message, App, Execution, HandlerKind, Request, Route};
+pub use body::BodyError;
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
 pub use key::{Key, KeyPart};

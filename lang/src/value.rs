@@ -111,6 +111,6 @@ pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
     let mut map = Map::new();
     map.insert("params".into(), pairs(&request.params));
     map.insert("query".into(), pairs(&request.query));
-    map.insert("body".into(), to_dynamic(&request.body));
+    map.insert("body".into(), request.body.clone());
     Dynamic::from_map(map)
 }

@@ -23,6 +23,6 @@ mod runtime;
 mod syncer;
 
 pub use metrics::{Health, Metrics};
-pub use pure_lang::{App, Execution, HandlerError, HandlerKind, Request, Route};
+pub use pure_lang::{App, BodyError, Execution, HandlerError, HandlerKind, Request, Route};
 pub use pure_store::SyncMode;
 pub use runtime::{CommitGate, OpenError, Runtime, RuntimeOptions, WriteReply};

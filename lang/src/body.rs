@@ -1,0 +1,330 @@
+//! A request body: JSON text to script values, checked against the handlers' limits as it is
+//! parsed, so that a body a handler could not hold is refused before it is queued.
+//!
+//! The text goes straight into Rhai values (no `serde_json::Value` tree in between, which cost
+//! several times the body's bytes while a write waited in the queue), on the thread that read
+//! the body. The size limits are the engine's, counted the way Rhai counts them
+//! (`calc_data_sizes`): array items, object entries and string bytes each summed over every
+//! level of the whole request map `#{params, query, body}`, which is what a handler holds. A
+//! body over one of them would only fail inside the handler, as a 500 naming a script line.
+//!
+//! Also refused: an object with the same key twice (parsers disagree on which one wins, so two
+//! programs in a chain could act on different values). `-0` is the integer 0.
+
+use std::fmt;
+
+use rhai::{Array, Dynamic, ImmutableString, Map};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::engine::Limits;
+
+/// Why a request body was refused; nothing ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// Not JSON, or an object with a repeated key: serde's message, with line and column.
+    Malformed { message: String },
+    /// Over one of the handlers' size limits (counted over the whole request).
+    TooLarge {
+        /// The limit's name, as `Limits` calls it: `string_bytes_max`, `array_items_max`,
+        /// `map_items_max`.
+        limit: &'static str,
+        max: usize,
+    },
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BodyError::Malformed { message } => write!(f, "malformed JSON body: {message}"),
+            BodyError::TooLarge { limit, max } => {
+                let what = match *limit {
+                    "string_bytes_max" => "bytes of strings",
+                    "array_items_max" => "array items",
+                    _ => "object entries",
+                };
+                write!(
+                    f,
+                    "the request holds more than {max} {what} in all (the handlers' limit \
+                     {limit}, counted over every level of the body, the path parameters and \
+                     the query); send less"
+                )
+            }
+        }
+    }
+}
+
+/// What the request holds so far, against the limits.
+struct Budget {
+    array_items: usize,
+    map_items: usize,
+    string_bytes: usize,
+    limits: Limits,
+    /// The first limit passed: serde's error type cannot carry it.
+    exceeded: Option<BodyError>,
+}
+
+impl Budget {
+    fn add(&mut self, array_items: usize, map_items: usize, string_bytes: usize) -> bool {
+        self.array_items += array_items;
+        self.map_items += map_items;
+        self.string_bytes += string_bytes;
+        let over = if self.string_bytes > self.limits.string_bytes_max {
+            Some(("string_bytes_max", self.limits.string_bytes_max))
+        } else if self.array_items > self.limits.array_items_max {
+            Some(("array_items_max", self.limits.array_items_max))
+        } else if self.map_items > self.limits.map_items_max {
+            Some(("map_items_max", self.limits.map_items_max))
+        } else {
+            None
+        };
+        if let Some((limit, max)) = over {
+            self.exceeded
+                .get_or_insert(BodyError::TooLarge { limit, max });
+        }
+        over.is_none()
+    }
+}
+
+/// Parses a request body into the value a handler sees as `request.body` (unit for an empty
+/// or blank body), counting it together with the request's `params` and `query` pairs.
+pub(crate) fn parse(
+    bytes: &[u8],
+    params: &[(String, String)],
+    query: &[(String, String)],
+    limits: &Limits,
+) -> Result<Dynamic, BodyError> {
+    let mut budget = Budget {
+        array_items: 0,
+        map_items: 0,
+        string_bytes: 0,
+        limits: limits.clone(),
+        exceeded: None,
+    };
+    // The request map's own three entries, and each pair of its two maps.
+    let pairs = params.iter().chain(query);
+    let pair_bytes = pairs.clone().map(|(_, value)| value.len()).sum();
+    if !budget.add(0, 3 + pairs.count(), pair_bytes) {
+        return Err(budget.exceeded.expect("set when add fails"));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Dynamic::UNIT);
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let parsed = ValueSeed {
+        budget: &mut budget,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|value| deserializer.end().map(|()| value));
+    match (parsed, budget.exceeded) {
+        (_, Some(exceeded)) => Err(exceeded),
+        (Ok(value), None) => Ok(value),
+        (Err(error), None) => Err(BodyError::Malformed {
+            message: error.to_string(),
+        }),
+    }
+}
+
+/// Deserializes one JSON value into a script value, charging it to the budget.
+struct ValueSeed<'a> {
+    budget: &'a mut Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Dynamic;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Dynamic, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl ValueSeed<'_> {
+    fn charge<E: de::Error>(
+        &mut self,
+        array_items: usize,
+        map_items: usize,
+        bytes: usize,
+    ) -> Result<(), E> {
+        if self.budget.add(array_items, map_items, bytes) {
+            Ok(())
+        } else {
+            Err(E::custom("over a size limit"))
+        }
+    }
+
+    fn string<E: de::Error>(mut self, text: ImmutableString) -> Result<Dynamic, E> {
+        self.charge(0, 0, text.len())?;
+        Ok(Dynamic::from(text))
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_> {
+    type Value = Dynamic;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Dynamic, E> {
+        Ok(Dynamic::UNIT)
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Dynamic, E> {
+        Ok(Dynamic::from_bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Dynamic, E> {
+        Ok(Dynamic::from_int(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Dynamic, E> {
+        Ok(match i64::try_from(value) {
+            Ok(value) => Dynamic::from_int(value),
+            Err(_) => Dynamic::from_float(value as f64),
+        })
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Dynamic, E> {
+        // serde_json reads `-0` as the float -0.0 (and cannot tell it from `-0.0`): as a
+        // number written without a fraction it is the integer 0.
+        if value == 0.0 && value.is_sign_negative() {
+            return Ok(Dynamic::from_int(0));
+        }
+        Ok(Dynamic::from_float(value))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Dynamic, E> {
+        self.string(ImmutableString::from(value))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Dynamic, E> {
+        self.string(ImmutableString::from(value))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Dynamic, A::Error> {
+        let mut items = Array::new();
+        loop {
+            let seed = ValueSeed {
+                budget: &mut *self.budget,
+            };
+            let Some(item) = seq.next_element_seed(seed)? else {
+                break;
+            };
+            // Charged as each item arrives, so that a huge array stops at the limit.
+            self.charge(1, 0, 0)?;
+            items.push(item);
+        }
+        Ok(Dynamic::from_array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut entries: A) -> Result<Dynamic, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = entries.next_key::<String>()? {
+            self.charge(0, 1, 0)?;
+            let seed = ValueSeed {
+                budget: &mut *self.budget,
+            };
+            let value = entries.next_value_seed(seed)?;
+            if map.insert(key.as_str().into(), value).is_some() {
+                return Err(de::Error::custom(format_args!(
+                    "the key {key:?} appears twice in one object"
+                )));
+            }
+        }
+        Ok(Dynamic::from_map(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            string_bytes_max: 10,
+            array_items_max: 4,
+            map_items_max: 6,
+            ..Limits::default()
+        }
+    }
+
+    fn parse_body(text: &str) -> Result<Dynamic, BodyError> {
+        parse(text.as_bytes(), &[], &[], &limits())
+    }
+
+    fn too_large(limit: &'static str, max: usize) -> Option<BodyError> {
+        Some(BodyError::TooLarge { limit, max })
+    }
+
+    #[test]
+    fn converts_every_kind_of_value() {
+        let text = r#"{"a": [1, -0, 2.5, true, null], "b": "xy"}"#;
+        let value = parse(text.as_bytes(), &[], &[], &Limits::default()).expect("parses");
+        let map = value.cast::<Map>();
+        let items = map["a"].clone().cast::<Array>();
+        assert_eq!(items[0].as_int(), Ok(1));
+        assert_eq!(items[1].as_int(), Ok(0), "-0 is the integer 0");
+        assert_eq!(items[2].as_float(), Ok(2.5));
+        assert_eq!(items[3].as_bool(), Ok(true));
+        assert!(items[4].is_unit());
+        assert_eq!(map["b"].clone().into_string().as_deref(), Ok("xy"));
+        assert!(parse_body("  \n").expect("blank").is_unit());
+        let big = parse_body("18446744073709551615").expect("u64");
+        assert_eq!(big.as_float(), Ok(u64::MAX as f64));
+    }
+
+    #[test]
+    fn counts_as_rhai_does_over_every_level() {
+        // The request map itself holds 3 entries: 3 more fit the limit of 6.
+        assert!(parse_body(r#"{"a": 1, "b": {"c": 2}}"#).is_ok());
+        assert_eq!(
+            parse_body(r#"{"a": 1, "b": {"c": 2, "d": 3}}"#).err(),
+            too_large("map_items_max", 6)
+        );
+        assert!(parse_body("[1, [2, 3]]").is_ok(), "4 items in all");
+        assert_eq!(
+            parse_body("[1, [2, 3], 4]").err(),
+            too_large("array_items_max", 4)
+        );
+        assert!(parse_body(r#"["12345", {"k": "12345"}]"#).is_ok());
+        assert_eq!(
+            parse_body(r#"["12345", "123456"]"#).err(),
+            too_large("string_bytes_max", 10)
+        );
+        // Keys are not string bytes, to Rhai.
+        assert!(parse_body(r#"{"a_long_key_name": 1}"#).is_ok());
+        // Path parameters and query pairs count too.
+        let params = [("p".to_string(), "123456".to_string())];
+        assert_eq!(
+            parse(br#""12345""#, &params, &[], &limits()).err(),
+            too_large("string_bytes_max", 10)
+        );
+    }
+
+    #[test]
+    fn a_limit_wins_over_a_later_syntax_error() {
+        assert_eq!(
+            parse_body("[1, 2, 3, 4, 5, oops").err(),
+            too_large("array_items_max", 4)
+        );
+    }
+
+    #[test]
+    fn refuses_repeated_keys_and_malformed_text() {
+        let Err(BodyError::Malformed { message }) =
+            parse_body(r#"{"player": "d1", "player": "d2"}"#)
+        else {
+            panic!("a repeated key is refused");
+        };
+        assert!(message.contains("\"player\" appears twice"), "{message}");
+        assert!(matches!(parse_body("{"), Err(BodyError::Malformed { .. })));
+        assert!(matches!(
+            parse_body("1 2"),
+            Err(BodyError::Malformed { .. })
+        ));
+        // Nested repeats too.
+        assert!(matches!(
+            parse_body(r#"[{"a": 1, "a": 1}]"#),
+            Err(BodyError::Malformed { .. })
+        ));
+    }
+}
