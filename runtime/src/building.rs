@@ -51,6 +51,9 @@ pub(crate) struct State {
     /// The owner's time spent on this group's writes, and how many of them failed.
     pub busy: Duration,
     pub failed: u64,
+    /// The schema record is in a group already: logged once before the first write record of
+    /// a run, and again after a roll-back (which may have discarded it).
+    pub schema_logged: bool,
     /// Who sleeps on a condition variable and has not been woken yet: a notify is a system
     /// call, worth it only then, and once.
     syncer_waits: bool,
@@ -59,6 +62,17 @@ pub(crate) struct State {
     owner_done: bool,
     /// The syncer has stopped: no group will be taken again.
     syncer_gone: bool,
+}
+
+/// What the syncer's wait ended with.
+pub(crate) enum Take {
+    Group(Taken),
+    /// Nothing came within the patience given.
+    Idle,
+    /// The owner has stopped and its last group is taken, or the owner panicked while changing
+    /// the state (the tables may then hold a change that no record describes: nothing of it
+    /// may be published).
+    Done,
 }
 
 /// What the syncer takes: a group with the state after it, and the owner's figures for it.
@@ -76,6 +90,7 @@ impl Building {
                 group: Group::default(),
                 busy: Duration::ZERO,
                 failed: 0,
+                schema_logged: false,
                 syncer_waits: false,
                 owner_waits: false,
                 owner_done: false,
@@ -138,14 +153,13 @@ impl Building {
     }
 
     /// The syncer's wait for the next group: takes it as soon as it holds a write, watching for
-    /// one awake for up to `awake` before it sleeps. `None` once the owner has stopped and its
-    /// last group is taken, or when the owner panicked while changing the state (the tables may
-    /// then hold a change that no record describes: nothing of it may be published).
-    pub(crate) fn take(&self, awake: Duration) -> Option<Taken> {
+    /// one awake for up to `awake` before it sleeps, and asleep for up to `patience` (without
+    /// end if `None`).
+    pub(crate) fn take(&self, awake: Duration, patience: Option<Duration>) -> Take {
         let mut awake_until = (!awake.is_zero()).then(|| Instant::now() + awake);
-        let mut state = match self.state.lock() {
-            Ok(state) => state,
-            Err(_) => return None,
+        let give_up = patience.map(|patience| Instant::now() + awake + patience);
+        let Ok(mut state) = self.state.lock() else {
+            return Take::Done;
         };
         loop {
             if !state.group.replies.is_empty() {
@@ -161,10 +175,10 @@ impl Building {
                 if wake {
                     self.room.notify_one();
                 }
-                return Some(taken);
+                return Take::Group(taken);
             }
             if state.owner_done {
-                return None;
+                return Take::Done;
             }
             if let Some(until) = awake_until.take() {
                 let seen = self.added_total.load(Ordering::Acquire);
@@ -174,17 +188,47 @@ impl Building {
                 }
                 state = match self.state.lock() {
                     Ok(state) => state,
-                    Err(_) => return None,
+                    Err(_) => return Take::Done,
                 };
                 continue;
             }
+            let left = match give_up {
+                Some(at) if Instant::now() >= at => return Take::Idle,
+                Some(at) => Some(at - Instant::now()),
+                None => None,
+            };
             state.syncer_waits = true;
-            state = match self.ready.wait(state) {
-                Ok(state) => state,
-                Err(_) => return None,
+            state = match left {
+                Some(left) => match self.ready.wait_timeout(state, left) {
+                    Ok((state, _)) => state,
+                    Err(_) => return Take::Done,
+                },
+                None => match self.ready.wait(state) {
+                    Ok(state) => state,
+                    Err(_) => return Take::Done,
+                },
             };
             state.syncer_waits = false;
         }
+    }
+
+    /// Undoes every write that is not durable: the tables go back to `durable` (the published
+    /// state), and the group being built, whose writes ran on top of the one the syncer could
+    /// not commit, is returned for the syncer to refuse. The schema is logged again before the
+    /// next write, as its record may have been in a refused group.
+    pub(crate) fn roll_back(&self, durable: &Tables) -> Group {
+        let mut state = self.lock();
+        state.tables = durable.clone();
+        state.schema_logged = false;
+        state.busy = Duration::ZERO;
+        state.failed = 0;
+        let group = std::mem::take(&mut state.group);
+        let wake = std::mem::replace(&mut state.owner_waits, false);
+        drop(state);
+        if wake {
+            self.room.notify_one();
+        }
+        group
     }
 
     /// Called when the owner thread ends, however it ends.

@@ -9,6 +9,10 @@ pub struct Metrics {
     pub queue_depth: u64,
     pub writes_total: u64,
     pub writes_failed_total: u64,
+    /// Writes accepted into the queue whose handler ran but that were answered 503 instead of
+    /// being made durable (and were undone): a full log that no checkpoint freed in time, a
+    /// failed sync, a stop. None of them is ever applied later.
+    pub writes_refused_total: u64,
     pub groups_total: u64,
     /// (upper bound, cumulative count), Prometheus style.
     pub group_records_buckets: Vec<(u64, u64)>,
@@ -61,6 +65,7 @@ const SYNC_SECONDS_BOUNDS: [f64; 12] = [
 struct Counts {
     writes_total: u64,
     writes_failed_total: u64,
+    writes_refused_total: u64,
     groups_total: u64,
     group_records: [u64; GROUP_RECORDS_BOUNDS.len() + 1],
     group_records_sum: u64,
@@ -102,6 +107,10 @@ impl MetricsCell {
         c.owner_busy += busy;
         c.writes_total += writes;
         c.writes_failed_total += failed;
+    }
+
+    pub(crate) fn refused(&self, writes: u64) {
+        self.lock().writes_refused_total += writes;
     }
 
     /// The durable LSN found at open: no group was committed.
@@ -165,6 +174,7 @@ impl MetricsCell {
         Metrics {
             writes_total: c.writes_total,
             writes_failed_total: c.writes_failed_total,
+            writes_refused_total: c.writes_refused_total,
             groups_total: c.groups_total,
             group_records_buckets: GROUP_RECORDS_BOUNDS.iter().copied().zip(group).collect(),
             group_records_sum: c.group_records_sum,

@@ -92,7 +92,6 @@ pub(crate) struct Owner {
 pub(crate) struct Scratch {
     writes: WriteSet,
     record: Vec<u8>,
-    schema_logged: bool,
 }
 
 impl Default for Scratch {
@@ -100,7 +99,6 @@ impl Default for Scratch {
         Scratch {
             writes: WriteSet::default(),
             record: Vec::with_capacity(256),
-            schema_logged: false,
         }
     }
 }
@@ -204,11 +202,11 @@ impl Owner {
             .queue_depth
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         let mut state = self.building.lock();
-        if !scratch.schema_logged {
+        if !state.schema_logged {
             record::encode_schema(&mut state.group.bytes, &self.schema);
             let end = state.group.bytes.len();
             state.group.ends.push(end);
-            scratch.schema_logged = true;
+            state.schema_logged = true;
         }
         let Scratch { writes, record, .. } = scratch;
         let result = self.run_one(&job, &mut state, writes, record);
@@ -240,6 +238,8 @@ impl Drop for Stopped {
         self.shared
             .queue_depth
             .fetch_sub(stranded.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        // Their callers find the answer dropped: a 503, never run.
+        self.shared.metrics.refused(stranded.len() as u64);
         if !orderly {
             let cause = if std::thread::panicking() {
                 "the owner thread panicked"

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pure_lang::{App, HandlerError, Request, Tables};
 use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
@@ -28,6 +28,9 @@ pub struct RuntimeOptions {
     pub checkpoint_interval_bytes: u64,
     /// Bound of the write queue: a full queue answers `Unavailable` at once (backpressure).
     pub queue_capacity: usize,
+    /// The longest a write waits for room in a full log (for checkpoints to free it) before it
+    /// is refused with `Unavailable` and undone, never to be applied.
+    pub write_timeout: Duration,
     /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync).
     pub commit_gate: Option<CommitGate>,
     /// Test hook: called by whoever runs a write, after its handler, under the group's lock
@@ -42,6 +45,7 @@ impl Default for RuntimeOptions {
             log_capacity_bytes: 256 << 20,
             checkpoint_interval_bytes: 64 << 20,
             queue_capacity: 4096,
+            write_timeout: Duration::from_secs(5),
             commit_gate: None,
             run_gate: None,
         }
@@ -301,7 +305,10 @@ impl Runtime {
             building: building.clone(),
             inbox: inbox.clone(),
             checkpoint_interval_bytes: options.checkpoint_interval_bytes,
+            write_timeout: options.write_timeout,
             commit_gate: options.commit_gate.clone(),
+            checkpoint: None,
+            log_full: Default::default(),
         };
         let owner = Arc::new(Owner {
             shared: shared.clone(),

@@ -10,15 +10,23 @@
 //!
 //! A failed commit poisons the store: the group and every later write are answered
 //! `Unavailable`, the published snapshot stays the last durable one.
+//!
+//! A full log is backpressure, not a fault: the group waits while checkpoints try to free the
+//! log, but for `write_timeout` at most from the moment the log filled. Past that (a disk that
+//! stays full, so that no checkpoint can be written), the group is refused: its records are
+//! dropped unwritten, the owner's tables go back to the durable state (`Building::roll_back`),
+//! and its writes and those built on top of it are answered 503. A refused write is never
+//! applied later. New writes are refused at the door until a checkpoint frees the log, which
+//! the syncer keeps trying, so writes resume by themselves once space returns.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pure_lang::{HandlerError, Schema, Tables};
 use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
 
-use crate::building::Building;
+use crate::building::{Building, Take};
 use crate::checkpoint::write_image;
 use crate::inbox::Inbox;
 use crate::owner::Group;
@@ -49,20 +57,55 @@ pub(crate) struct Syncer {
     pub building: Arc<Building>,
     pub inbox: Arc<Inbox>,
     pub checkpoint_interval_bytes: u64,
+    /// The longest a group waits for log space (see the module doc).
+    pub write_timeout: Duration,
     pub commit_gate: Option<CommitGate>,
+    /// The checkpoint being written on its own thread, if any.
+    pub checkpoint: Option<Receiver<CheckpointResult>>,
+    pub log_full: LogFull,
+}
+
+/// What the syncer knows of a full log.
+#[derive(Default)]
+pub(crate) struct LogFull {
+    /// Since when no group could be committed for want of space (cleared when one is, or when
+    /// a checkpoint is installed).
+    since: Option<Instant>,
+    /// When to start the next checkpoint after one failed, and the pause after that one.
+    next_attempt: Option<Instant>,
+    pause: Duration,
+}
+
+/// What became of a group.
+enum Outcome {
+    /// On stable storage; the sync's duration when there was one.
+    Durable(Option<Duration>),
+    /// Not made durable, and undone: the reason for its 503s.
+    Refused(String),
+    /// A storage failure: the store is poisoned.
+    Failed(String),
 }
 
 impl Syncer {
     pub fn run(mut self) {
-        let (done_tx, done_rx) = mpsc::channel::<CheckpointResult>();
-        let mut checkpoint_running = false;
         let _gone = SyncerGone {
             inbox: self.inbox.clone(),
             building: self.building.clone(),
         };
         let mut awake = Duration::ZERO;
         let mut answered_at = Instant::now();
-        while let Some(taken) = self.building.take(awake) {
+        loop {
+            // With a full log, wake up now and then to try to free it even without writes.
+            let patience = self.log_full.since.map(|_| RETRY_PAUSE_MAX / 4);
+            let taken = match self.building.take(awake, patience) {
+                Take::Group(taken) => taken,
+                Take::Idle => {
+                    awake = Duration::ZERO;
+                    self.free_log_space(Instant::now() + RETRY_PAUSE_MIN);
+                    continue;
+                }
+                Take::Done => break,
+            };
             let group = taken.group;
             let count = group.replies.len() as u64;
             let back_to_back = answered_at.elapsed() < AWAKE_AFTER_LONE_WRITE;
@@ -74,24 +117,22 @@ impl Syncer {
             self.shared
                 .metrics
                 .owner_group(taken.busy, count, taken.failed);
-            if checkpoint_running {
-                if let Ok(result) = done_rx.try_recv() {
-                    checkpoint_running = false;
-                    self.install(result);
-                }
-            }
-            self.commit_group(group, &mut checkpoint_running, &done_rx);
+            self.poll_checkpoint();
+            self.commit_group(group);
             answered_at = Instant::now();
             let used = self.store.log_used_bytes();
             self.shared
                 .metrics
                 .log(used, self.store.log_capacity_bytes());
-            if !checkpoint_running && used > self.checkpoint_interval_bytes && !self.is_poisoned() {
-                checkpoint_running = self.start_checkpoint(&done_tx);
+            if self.checkpoint.is_none()
+                && used > self.checkpoint_interval_bytes
+                && !self.is_poisoned()
+            {
+                self.start_checkpoint();
             }
         }
-        if checkpoint_running {
-            if let Ok(result) = done_rx.recv() {
+        if let Some(running) = self.checkpoint.take() {
+            if let Ok(result) = running.recv() {
                 self.install(result);
             }
         }
@@ -101,16 +142,10 @@ impl Syncer {
         self.shared.poison_reason().is_some()
     }
 
-    fn commit_group(
-        &mut self,
-        group: Group,
-        checkpoint_running: &mut bool,
-        done_rx: &Receiver<CheckpointResult>,
-    ) {
+    fn commit_group(&mut self, group: Group) {
         let records = group.ends.len() as u64;
-        let outcome = self.make_durable(&group, checkpoint_running, done_rx);
-        match outcome {
-            Ok(sync) => {
+        match self.make_durable(&group) {
+            Outcome::Durable(sync) => {
                 let lsn = self.store.durable_lsn();
                 self.shared.publish(Snapshot::new(group.snapshot, lsn.0));
                 self.shared.metrics.committed(records, sync, lsn.0);
@@ -119,130 +154,183 @@ impl Syncer {
                     let _ = reply.send(result);
                 }
             }
-            Err(reason) => {
-                self.shared.poison(reason.clone());
-                for (reply, result) in group.replies {
-                    // The write whose panic poisoned the runtime keeps its own answer (a 500:
-                    // retrying it would only panic again); the others were not made durable.
-                    let answer = match result {
-                        Err(panicked @ HandlerError::Panicked { .. }) => panicked,
-                        _ => HandlerError::Unavailable {
-                            reason: reason.clone(),
-                        },
-                    };
-                    let _ = reply.send(Err(answer));
+            Outcome::Refused(reason) => {
+                self.store.discard_pending();
+                // Until a checkpoint frees the log, new writes are refused at the door rather
+                // than run and then refused here.
+                if !self.shared.is_stopping() {
+                    self.shared.set_log_full(Some(reason.clone()));
                 }
+                let durable = self.shared.published();
+                let behind = self.building.roll_back(&durable.tables);
+                self.refuse(group, &reason);
+                self.refuse(behind, &reason);
+            }
+            Outcome::Failed(reason) => {
+                self.shared.poison(reason.clone());
+                self.refuse(group, &reason);
             }
         }
     }
 
-    /// Appends and commits the group; the sync's duration when there was one.
-    fn make_durable(
-        &mut self,
-        group: &Group,
-        checkpoint_running: &mut bool,
-        done_rx: &Receiver<CheckpointResult>,
-    ) -> Result<Option<Duration>, String> {
+    /// Answers a group's writes that ran `Unavailable`: none of it was made durable. A write
+    /// that failed keeps its own answer (it changed nothing), and so does the write whose panic
+    /// poisoned the runtime (a 500: retrying it would only panic again).
+    fn refuse(&self, group: Group, reason: &str) {
+        let mut refused = 0;
+        for (reply, result) in group.replies {
+            let answer = match result {
+                Ok(_) => {
+                    refused += 1;
+                    HandlerError::Unavailable {
+                        reason: reason.to_string(),
+                    }
+                }
+                Err(HandlerError::Unavailable { reason }) => {
+                    refused += 1;
+                    HandlerError::Unavailable { reason }
+                }
+                Err(other) => other,
+            };
+            let _ = reply.send(Err(answer));
+        }
+        self.shared.metrics.refused(refused);
+    }
+
+    /// Appends and commits the group.
+    fn make_durable(&mut self, group: &Group) -> Outcome {
         if let Some(reason) = self.shared.poison_reason() {
-            return Err(reason);
+            return Outcome::Failed(reason);
         }
         if group.ends.is_empty() {
-            return Ok(None);
+            return Outcome::Durable(None);
         }
         for record in group.records() {
-            self.store
-                .append(record)
-                .map_err(|e| format!("cannot log a write: {e}"))?;
+            if let Err(e) = self.store.append(record) {
+                return Outcome::Failed(format!("cannot log a write: {e}"));
+            }
         }
         if let Some(gate) = &self.commit_gate {
             (gate.0)();
         }
+        match self.commit() {
+            Some(outcome) => outcome,
+            None => self.commit_when_log_has_room(),
+        }
+    }
+
+    /// One commit of the pending records: `None` when the log is full.
+    fn commit(&mut self) -> Option<Outcome> {
         let started = Instant::now();
         match self.store.commit() {
-            Ok(_) => return Ok(Some(started.elapsed())),
-            Err(StoreError::LogFull { .. }) => {}
-            Err(e) => return Err(format!("storage failure, writes stopped: {e}")),
-        }
-        // The log is full: free it with a checkpoint of the durable state, then retry.
-        if *checkpoint_running {
-            *checkpoint_running = false;
-            let result = done_rx
-                .recv()
-                .map_err(|_| "the checkpoint thread died".to_string())?;
-            self.install(result);
-        }
-        self.commit_after_checkpoints()
-    }
-
-    /// Commits the pending group of a full log, writing checkpoints of the durable state until
-    /// one frees the log. A checkpoint that cannot be written (a full disk) loses nothing: the
-    /// log still holds every record, so this is backpressure, not a storage fault. Until it
-    /// succeeds new writes are refused (`Unavailable`, a 503) and this group waits; it retries
-    /// with a growing pause, so writes resume by themselves once space returns. Only a
-    /// shutdown gives up (and poisons: the group's effects are in the owner's state).
-    fn commit_after_checkpoints(&mut self) -> Result<Option<Duration>, String> {
-        let mut pause = RETRY_PAUSE_MIN;
-        let mut attempts = 0u32;
-        loop {
-            let started = Instant::now();
-            match self.store.commit() {
-                Ok(_) => {
+            Ok(_) => {
+                if self.log_full.since.take().is_some() {
                     self.shared.set_log_full(None);
-                    return Ok(Some(started.elapsed()));
                 }
-                Err(StoreError::LogFull { .. }) => {}
-                Err(e) => return Err(format!("storage failure, writes stopped: {e}")),
+                Some(Outcome::Durable(Some(started.elapsed())))
             }
-            if attempts > 0 {
-                if self.shared.is_stopping() {
-                    return Err("the log is full and no checkpoint could free it; shutting \
-                                down, writes stopped"
-                        .to_string());
-                }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(RETRY_PAUSE_MAX);
-            }
-            attempts += 1;
-            let published = self.shared.published();
-            let result = checkpoint(
-                &self.store,
-                &self.schema,
-                &published.tables,
-                Lsn(published.lsn),
-            );
-            if let Err(e) = &result {
-                self.shared.set_log_full(Some(format!(
-                    "the log is full and a checkpoint to free it failed ({e}); retry later"
-                )));
-            }
-            self.install(result);
+            Err(StoreError::LogFull { .. }) => None,
+            Err(e) => Some(Outcome::Failed(format!(
+                "storage failure, writes stopped: {e}"
+            ))),
         }
     }
 
-    fn start_checkpoint(&mut self, done_tx: &Sender<CheckpointResult>) -> bool {
+    /// Commits the pending group of a full log once checkpoints have freed room, or refuses it
+    /// once the log has been full for `write_timeout` (see the module doc). A stop refuses it
+    /// at once.
+    fn commit_when_log_has_room(&mut self) -> Outcome {
+        let since = *self.log_full.since.get_or_insert_with(Instant::now);
+        let deadline = since + self.write_timeout;
+        loop {
+            if self.shared.is_stopping() {
+                return Outcome::Refused(
+                    "the log is full and the server is stopping: this write was not made \
+                     durable, and was undone"
+                        .to_string(),
+                );
+            }
+            if Instant::now() >= deadline {
+                let why = self
+                    .shared
+                    .log_full_reason()
+                    .unwrap_or_else(|| "no checkpoint freed it in time".to_string());
+                return Outcome::Refused(format!(
+                    "the log has been full for {} ms ({why}): this write was not made durable, \
+                     and was undone; retry later",
+                    self.write_timeout.as_millis()
+                ));
+            }
+            self.free_log_space(deadline);
+            if let Some(outcome) = self.commit() {
+                return outcome;
+            }
+        }
+    }
+
+    /// One step towards a log with room, returning by `until` at the latest: waits for the
+    /// running checkpoint and installs it, or starts one (after the pause that follows a
+    /// failed one).
+    fn free_log_space(&mut self, until: Instant) {
+        if let Some(running) = &self.checkpoint {
+            let left = until.saturating_duration_since(Instant::now());
+            match running.recv_timeout(left) {
+                Ok(result) => {
+                    self.checkpoint = None;
+                    self.install(result);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => self.checkpoint = None,
+            }
+            return;
+        }
+        let Some(next) = self.log_full.next_attempt else {
+            self.start_checkpoint();
+            return;
+        };
+        let now = Instant::now();
+        if now >= next {
+            self.start_checkpoint();
+        } else {
+            std::thread::sleep(next.min(until).saturating_duration_since(now));
+        }
+    }
+
+    /// Installs a checkpoint that has finished, if one has.
+    fn poll_checkpoint(&mut self) {
+        let Some(running) = &self.checkpoint else {
+            return;
+        };
+        match running.try_recv() {
+            Ok(result) => {
+                self.checkpoint = None;
+                self.install(result);
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => self.checkpoint = None,
+        }
+    }
+
+    /// Starts a checkpoint of the published (durable) state on its own thread.
+    fn start_checkpoint(&mut self) {
         let published = self.shared.published();
         let covered = Lsn(published.lsn);
         let writer = match self.store.checkpoint_writer(covered) {
             Ok(writer) => writer,
-            Err(e) => {
-                let error = format!("cannot start a checkpoint: {e}");
-                eprintln!("pure-runtime: {error}");
-                self.shared.metrics.checkpoint_failed(error);
-                return false;
-            }
+            Err(e) => return self.checkpoint_failed(format!("cannot start a checkpoint: {e}")),
         };
-        let (schema, tables, done_tx) = (
-            self.schema.clone(),
-            published.tables.clone(),
-            done_tx.clone(),
-        );
+        let (done_tx, done_rx) = mpsc::channel();
+        let (schema, tables) = (self.schema.clone(), published.tables.clone());
         let spawned = std::thread::Builder::new()
             .name("pure-checkpoint".into())
             .spawn(move || {
                 let started = Instant::now();
                 let _ = done_tx.send(finish_checkpoint(writer, &schema, &tables, started));
             });
-        spawned.is_ok()
+        match spawned {
+            Ok(_) => self.checkpoint = Some(done_rx),
+            Err(e) => self.checkpoint_failed(format!("cannot start a checkpoint thread: {e}")),
+        }
     }
 
     fn install(&mut self, result: CheckpointResult) {
@@ -250,7 +338,15 @@ impl Syncer {
             Ok((done, started)) => {
                 let lsn = done.lsn.0;
                 match self.store.install_checkpoint(done) {
-                    Ok(()) => self.shared.metrics.checkpoint(started.elapsed(), lsn),
+                    Ok(()) => {
+                        self.shared.metrics.checkpoint(started.elapsed(), lsn);
+                        self.log_full.next_attempt = None;
+                        self.log_full.pause = Duration::ZERO;
+                        // The log before the durable state is free again: let writes in.
+                        if self.log_full.since.take().is_some() {
+                            self.shared.set_log_full(None);
+                        }
+                    }
                     Err(e) => self.checkpoint_failed(format!("cannot install a checkpoint: {e}")),
                 }
             }
@@ -260,8 +356,18 @@ impl Syncer {
         }
     }
 
-    fn checkpoint_failed(&self, error: String) {
+    /// Reports a checkpoint that failed. With a full log it also refuses new writes until one
+    /// succeeds, and spaces the next attempt.
+    fn checkpoint_failed(&mut self, error: String) {
         eprintln!("pure-runtime: {error}");
+        if self.log_full.since.is_some() {
+            self.shared.set_log_full(Some(format!(
+                "the log is full and a checkpoint to free it failed ({error}); retry later"
+            )));
+            let pause = self.log_full.pause.clamp(RETRY_PAUSE_MIN, RETRY_PAUSE_MAX);
+            self.log_full.next_attempt = Some(Instant::now() + pause);
+            self.log_full.pause = (pause * 2).min(RETRY_PAUSE_MAX);
+        }
         self.shared.metrics.checkpoint_failed(error);
     }
 }
@@ -293,13 +399,4 @@ impl Drop for SyncerGone {
         self.inbox.syncer_gone();
         self.building.syncer_gone();
     }
-}
-
-/// A checkpoint written on this thread (when the log is full and the owner must wait anyway).
-fn checkpoint(store: &Store, schema: &Schema, tables: &Tables, covered: Lsn) -> CheckpointResult {
-    let started = Instant::now();
-    let writer = store
-        .checkpoint_writer(covered)
-        .map_err(|e| e.to_string())?;
-    finish_checkpoint(writer, schema, tables, started)
 }

@@ -149,6 +149,14 @@ impl Store {
         Ok(self.durable_lsn())
     }
 
+    /// Drops the records appended since the last commit, unwritten: the next record appended
+    /// takes the first of their LSNs. For a caller that gave up on a group (its writes were
+    /// refused and undone); nothing of it ever reaches the log.
+    pub fn discard_pending(&mut self) {
+        self.pending.truncate(HEADER_BYTES);
+        self.pending_count = 0;
+    }
+
     /// The highest LSN that `commit` has reported done: on stable storage under `Always`,
     /// written (to the page cache) under `None`.
     pub fn durable_lsn(&self) -> Lsn {

@@ -22,6 +22,7 @@ fn options() -> RuntimeOptions {
         log_capacity_bytes: 32 << 10,
         checkpoint_interval_bytes: 4 << 10,
         queue_capacity: 64,
+        write_timeout: crate::PATIENT,
         ..RuntimeOptions::default()
     }
 }

@@ -14,7 +14,7 @@ use pure_runtime::{HandlerError, Request, Runtime, RuntimeOptions};
 use pure_store::sim::{test_seed, Faults, SimDisk, SimRng};
 use serde_json::{json, Value};
 
-use crate::{app, body};
+use crate::{app, body, PATIENT};
 
 fn dump(rt: &Runtime) -> Value {
     rt.read("dump", Request::default())
@@ -28,11 +28,14 @@ fn call(rt: &Runtime, handler: &str, request: Value) -> Result<Value, HandlerErr
 }
 
 fn small_log() -> RuntimeOptions {
-    // Small enough that runs lap the log, checkpoint often and sometimes fill it.
+    // Small enough that runs lap the log, checkpoint often and sometimes fill it; a full log
+    // waits for its checkpoint however busy the machine (the bound on that wait has its own
+    // test).
     RuntimeOptions {
         log_capacity_bytes: 64 << 10,
         checkpoint_interval_bytes: 4 << 10,
         queue_capacity: 1024,
+        write_timeout: PATIENT,
         ..RuntimeOptions::default()
     }
 }
@@ -310,6 +313,7 @@ fn a_full_disk_during_checkpoints_refuses_writes_loses_nothing_and_resumes() {
         log_capacity_bytes: 32 << 10,
         checkpoint_interval_bytes: 4 << 10,
         queue_capacity: 64,
+        write_timeout: PATIENT,
         ..RuntimeOptions::default()
     };
     let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
@@ -368,6 +372,97 @@ fn a_full_disk_during_checkpoints_refuses_writes_loses_nothing_and_resumes() {
         as_model(&dump(&rt)),
         model,
         "every acknowledged write survives"
+    );
+    rt.shutdown();
+}
+
+/// The disk stays full: the write that met the full log, and every write queued behind it, is
+/// answered 503 within the bound while the disk is still full (it used to wait for as long as
+/// the disk stayed full), none of them is ever applied (not live, not after a reopen), and
+/// writes resume by themselves once space returns.
+#[test]
+fn a_write_on_a_disk_that_stays_full_is_refused_in_bounded_time_and_never_applied() {
+    let disk = SimDisk::new(13);
+    let dir = Path::new("/sim/review-bound");
+    let options = RuntimeOptions {
+        log_capacity_bytes: 32 << 10,
+        checkpoint_interval_bytes: 4 << 10,
+        queue_capacity: 64,
+        write_timeout: Duration::from_millis(100),
+        ..RuntimeOptions::default()
+    };
+    let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
+    let rt = open();
+    disk.set_faults(Faults {
+        enospc_from_alloc_write: Some(1),
+        ..Faults::default()
+    });
+    let put = |i: i64| json!([["put", "kv", [i % 50], {"a": i, "b": "bytes to fill the log"}]]);
+    let mut sent = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the log never filled");
+        let ops = put(sent.len() as i64);
+        match rt.write("apply", body(json!({"ops": ops, "fail": false}))) {
+            Ok(reply) => sent.push((ops, reply)),
+            // Refused at the door: the log is full and known to stay so.
+            Err(HandlerError::Unavailable { reason }) if reason.contains("log") => break,
+            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    // The disk is still full: every accepted write is answered, committed or refused.
+    let mut model = Model::new();
+    let mut refused = 0;
+    for (ops, mut reply) in sent {
+        let answer = loop {
+            match reply.try_recv() {
+                Ok(answer) => break answer,
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{ops}: no answer while the disk is full"
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(closed) => panic!("{ops}: the answer was dropped ({closed:?})"),
+            }
+        };
+        match answer {
+            Ok(_) => assert!(model_apply(&mut model, ops.as_array().unwrap(), false)),
+            Err(HandlerError::Unavailable { reason }) if reason.contains("not made durable") => {
+                refused += 1
+            }
+            Err(e) => panic!("{ops}: {e:?}"),
+        }
+    }
+    assert!(refused > 0, "some write met the full log");
+    assert_eq!(rt.metrics().writes_refused_total, refused);
+    assert_eq!(
+        as_model(&dump(&rt)),
+        model,
+        "reads show exactly the acknowledged writes"
+    );
+    assert!(rt.poisoned().is_none(), "a full log is not a storage fault");
+    // Space returns: writes resume by themselves (a checkpoint frees the log).
+    disk.set_faults(Faults::default());
+    let last = put(1000);
+    let resumed = loop {
+        assert!(Instant::now() < deadline, "writes never resumed");
+        match call(&rt, "apply", json!({"ops": last, "fail": false})) {
+            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(5)),
+            other => break other,
+        }
+    };
+    assert!(resumed.is_ok(), "{resumed:?}");
+    model_apply(&mut model, last.as_array().unwrap(), false);
+    assert_eq!(as_model(&dump(&rt)), model);
+    rt.shutdown();
+    let rt = open();
+    assert_eq!(
+        as_model(&dump(&rt)),
+        model,
+        "no refused write was applied later"
     );
     rt.shutdown();
 }

@@ -27,7 +27,7 @@ pub fn app(name: &str) -> App {
 
 pub fn body(body: Value) -> Request {
     Request {
-        body,
+        body: pure_lang::to_dynamic(&body),
         ..Request::default()
     }
 }
@@ -93,6 +93,11 @@ pub fn check_ledger(state: &Value) -> u64 {
 
 /// Generous bound for a condition on a loaded 2-core machine; only reached when a test fails.
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A wait for log space (`RuntimeOptions::write_timeout`) that no test reaches: where a test
+/// means to see writes wait for a checkpoint and then succeed, a busy machine must not turn
+/// them into refusals.
+pub const PATIENT: Duration = Duration::from_secs(600);
 
 /// Polls `condition` until it holds; fails the test after `WAIT`.
 pub fn eventually(what: &str, mut condition: impl FnMut() -> bool) {

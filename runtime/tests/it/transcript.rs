@@ -174,11 +174,12 @@ fn recovery_after_checkpoints_and_a_redeploy_keeps_the_data() {
 fn a_full_log_is_freed_by_a_checkpoint_and_writes_go_on() {
     let dir = tempfile::tempdir().unwrap();
     // Background checkpoints never start (the interval is past the capacity): only the full log
-    // triggers one, on the syncer, before the group that did not fit is committed.
+    // triggers one, while the group that did not fit waits for it.
     let options = RuntimeOptions {
         sync: SyncMode::None,
         log_capacity_bytes: 64 << 10,
         checkpoint_interval_bytes: 1 << 30,
+        write_timeout: crate::PATIENT,
         ..RuntimeOptions::default()
     };
     let rt = Runtime::open(app("ledger"), dir.path(), options.clone()).unwrap();
