@@ -14,6 +14,9 @@ Exit codes:
   3   the app directory failed to load (app.json or a script: the message names file:line:column)
   4   the data directory could not be opened or recovered (the message says what and where)
   5   the listen address could not be bound
+  6   stopped by SIGTERM or SIGINT, but not cleanly: writes in flight were refused with 503
+      instead of being synced (a full log), or connections still open at --shutdown-timeout-ms
+      were cut
   10  the store was poisoned by a failed write or sync, or by a write handler that panicked (a
       bug in Pure or Rhai): writes were refused with 503, and the server exited after a short
       drain so that a supervisor restarts it and recovery reads what is really on disk";
@@ -57,9 +60,23 @@ pub struct Options {
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_body: usize,
 
-    /// Most connections served at once; further clients wait in the listen backlog.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub max_connections: usize,
+    /// Most connections served at once. At the cap, the connection idle the longest (one that
+    /// has not sent a whole request since its last answer) is closed to make room for a new
+    /// client; with none idle, new clients wait in the listen backlog.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Most connections at once from one IP address; one more is answered 503 and closed, so
+    /// that one client cannot take every slot. Behind a proxy every client has the proxy's
+    /// address: raise this to --max-connections there.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_peer: u32,
+
+    /// Bytes of request bodies held at once by all requests being read, queued or run; a body
+    /// that does not fit is refused with 503 and Retry-After. Bounds the memory that clients
+    /// sending large bodies can take (about twice this, with the values parsed from them).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    pub body_budget: usize,
 
     /// Time a client has to send a request's headers; it also closes idle keep-alive connections.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
@@ -76,6 +93,12 @@ pub struct Options {
     /// Space preallocated for the record log; a full log refuses writes with 503.
     #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
     pub log_capacity: u64,
+
+    /// The longest a write waits for room in a full log (for a checkpoint to free it: on a
+    /// full disk none can be written). Past it the write is answered 503, undone and never
+    /// applied, and new writes are refused until a checkpoint succeeds.
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub write_timeout_ms: u64,
 
     /// A checkpoint is taken when the log since the last one exceeds this.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]

@@ -1,4 +1,11 @@
-//! The request path: route, read the body under its limits, call the handler, answer in JSON.
+//! The request path: check the request, route it, read and parse its body under its limits,
+//! call the handler, answer in JSON.
+//!
+//! Everything a request can be refused for is decided here, on the HTTP thread, before a write
+//! is queued: the head (`Host`, the target's length), the route, the body's size, the budget of
+//! body bytes held by all requests at once, its JSON, and the handlers' size limits on what it
+//! holds (`App::request` parses it straight into script values and counts them). The owner
+//! only ever sees requests a handler can hold.
 //!
 //! Read handlers run right here, on the HTTP worker thread: a read is a few microseconds of
 //! script against an immutable snapshot, and the script limits stop a runaway one within tens of
@@ -6,7 +13,10 @@
 //! 2-core machine, 16 clients reading players got 42,700–44,100 reads/s inline against
 //! 22,700–24,800 with `block_in_place` and 22,700–23,900 with `spawn_blocking`. The price of
 //! inline is that a slow read holds up the other connections of its worker until it ends;
-//! `--offload-reads` chooses `block_in_place` instead, for apps with long reads.
+//! `--offload-reads` chooses `block_in_place` instead, for apps with long reads. Large bodies
+//! are the exception: parsing a 1 MiB body takes milliseconds, so bodies past
+//! `PARSE_INLINE_BYTES_MAX` are parsed on the blocking pool, a few at a time, and a stream of
+//! them cannot starve the small requests of a worker.
 //!
 //! Write handlers go through `Runtime::write`, which runs them right here when the owner's role is
 //! free (one write at a time, bounded by the script limits like a read); the task awaits the
@@ -16,25 +26,45 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderMap, HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
-use hyper::{Method, Response, StatusCode};
-use pure_runtime::{HandlerError, HandlerKind, Request, Route, Runtime};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::header::{
+    HeaderMap, HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, RETRY_AFTER,
+};
+use hyper::{Method, Response, StatusCode, Version};
+use pure_runtime::{BodyError, HandlerError, HandlerKind, Request, Route, Runtime};
 use serde_json::{json, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::{Label, ServerMetrics};
 use crate::route::{parse_query, RouteMatch, Router};
+use crate::wire::REQUEST_TARGET_BYTES_MAX;
 
 pub type Reply = Response<Full<Bytes>>;
 
+/// Bodies up to this size are parsed on the worker that read them; larger ones on the
+/// blocking pool (see the module doc).
+const PARSE_INLINE_BYTES_MAX: usize = 64 << 10;
+/// A body that no handler will read (a 404, a 405...) is read and dropped up to this size, so
+/// that the connection can carry the client's next request; a larger one closes it.
+const DISCARD_BYTES_MAX: usize = 64 << 10;
+/// What a 503 for want of capacity tells the client to wait, in seconds.
+const RETRY_AFTER_SECONDS: &str = "1";
+
 /// Limits on what a request may send, and where its read handler runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RequestLimits {
     pub max_body_bytes: usize,
     pub body_timeout: Duration,
     /// Run read handlers under `block_in_place` rather than inline on the worker.
     pub offload_reads: bool,
+    /// Bytes of request bodies held at once, by requests being read, queued or running: one
+    /// permit per byte. A semaphore, so that a request takes its share in one step and returns
+    /// it when it is answered however it ends.
+    pub body_budget: Arc<Semaphore>,
+    pub body_budget_bytes: usize,
+    /// Large bodies parsed at once on the blocking pool.
+    pub parsers: Arc<Semaphore>,
 }
 
 /// Everything a request needs, shared by all connections.
@@ -44,6 +74,13 @@ pub struct Dispatch {
     router: Router,
     pub metrics: ServerMetrics,
     limits: RequestLimits,
+}
+
+/// A body as read: its bytes and its share of the body budget, held until the request is
+/// answered.
+struct ReadBody {
+    bytes: Bytes,
+    share: OwnedSemaphorePermit,
 }
 
 impl Dispatch {
@@ -71,6 +108,9 @@ impl Dispatch {
     }
 
     async fn route(&self, request: hyper::Request<Incoming>) -> (Label, Reply) {
+        if let Some(refusal) = check_head(&request) {
+            return (Label::Unmatched, self.answer_unread(request, refusal).await);
+        }
         let method = request.method().clone();
         let path = request.uri().path().to_string();
         if let Some(name) = path.strip_prefix("/_pure/") {
@@ -79,11 +119,21 @@ impl Dispatch {
                 "metrics" => Label::Metrics,
                 _ => Label::Unmatched,
             };
-            return (label, self.builtin(&method, name));
+            let reply = self.builtin(&method, name);
+            return (label, self.answer_unread(request, reply).await);
         }
-        match self.router.find(method.as_str(), &path) {
+        // HEAD is GET without the body (hyper sends the head only); OPTIONS lists the methods.
+        let lookup = if method == Method::HEAD {
+            "GET"
+        } else {
+            method.as_str()
+        };
+        let (label, reply) = match self.router.find(lookup, &path) {
             RouteMatch::Found { index, params } => {
-                (Label::Route(index), self.call(index, params, request).await)
+                return (Label::Route(index), self.call(index, params, request).await)
+            }
+            RouteMatch::MethodNotAllowed { allow } if method == Method::OPTIONS => {
+                (Label::Unmatched, options(&allow))
             }
             RouteMatch::MethodNotAllowed { allow } => {
                 (Label::Unmatched, method_not_allowed(&method, &path, &allow))
@@ -92,17 +142,39 @@ impl Dispatch {
                 let message = format!("no route for {method} {path}");
                 (
                     Label::Unmatched,
-                    json_reply(StatusCode::NOT_FOUND, &json!({ "error": message })),
+                    error_reply(StatusCode::NOT_FOUND, message),
                 )
             }
             RouteMatch::BadEncoding => {
                 let message = format!("the path {path} is not valid percent-encoded UTF-8");
                 (
                     Label::Unmatched,
-                    json_reply(StatusCode::BAD_REQUEST, &json!({ "error": message })),
+                    error_reply(StatusCode::BAD_REQUEST, message),
                 )
             }
+        };
+        (label, self.answer_unread(request, reply).await)
+    }
+
+    /// An answer to a request whose body no handler reads: the body is read and dropped when
+    /// small, so that the connection carries the next request; otherwise the answer closes the
+    /// connection, and says so (a client would else find it closed under its next request).
+    async fn answer_unread(&self, request: hyper::Request<Incoming>, mut reply: Reply) -> Reply {
+        let (parts, body) = request.into_parts();
+        if body.is_end_stream() {
+            return reply;
         }
+        let small = declared_length(&parts.headers).is_none_or(|n| n <= DISCARD_BYTES_MAX as u64);
+        let read = Limited::new(body, DISCARD_BYTES_MAX).collect();
+        let drained = small
+            && matches!(
+                tokio::time::timeout(self.limits.body_timeout, read).await,
+                Ok(Ok(_))
+            );
+        if !drained {
+            close_after(&mut reply);
+        }
+        reply
     }
 
     async fn call(
@@ -112,27 +184,52 @@ impl Dispatch {
         request: hyper::Request<Incoming>,
     ) -> Reply {
         let Some(query) = parse_query(request.uri().query()) else {
-            let error = json!({ "error": "the query string is not valid percent-encoded UTF-8" });
-            return json_reply(StatusCode::BAD_REQUEST, &error);
+            let message = "the query string is not valid percent-encoded UTF-8";
+            let reply = error_reply(StatusCode::BAD_REQUEST, message.to_string());
+            return self.answer_unread(request, reply).await;
         };
         let (parts, body) = request.into_parts();
-        let body = match self
-            .read_body(&parts.headers, body)
-            .await
-            .and_then(|b| parse_json(&b))
-        {
+        let ReadBody { bytes, share } = match self.read_body(&parts.headers, body).await {
             Ok(body) => body,
-            Err(refusal) => return refusal.reply(),
+            Err(refusal) => return *refusal,
         };
-        let request = Request {
-            params,
-            query,
-            body,
+        // The text goes once parsed; its share of the budget stays until the answer, for the
+        // values parsed from it.
+        let request = match self.parse(params, query, bytes).await {
+            Ok(request) => request,
+            Err(error) => return body_error_reply(&error),
         };
-        match self.run(&self.routes[index], request).await {
+        let reply = match self.run(&self.routes[index], request).await {
             Ok(value) => json_reply(StatusCode::OK, &value),
             Err(error) => handler_error_reply(&error),
+        };
+        drop(share);
+        reply
+    }
+
+    /// The request as handlers see it, from the body's JSON: on this thread for a small body,
+    /// else on the blocking pool, a few at a time.
+    async fn parse(
+        &self,
+        params: Vec<(String, String)>,
+        query: Vec<(String, String)>,
+        bytes: Bytes,
+    ) -> Result<Request, BodyError> {
+        let runtime = self.runtime.clone();
+        if bytes.len() <= PARSE_INLINE_BYTES_MAX {
+            return runtime.app().request(params, query, &bytes);
         }
+        let _parser = self
+            .limits
+            .parsers
+            .acquire()
+            .await
+            .expect("the parser semaphore is never closed");
+        tokio::task::spawn_blocking(move || runtime.app().request(params, query, &bytes))
+            .await
+            .unwrap_or_else(|panicked| {
+                std::panic::resume_unwind(panicked.into_panic());
+            })
     }
 
     async fn run(&self, route: &Route, request: Request) -> Result<Value, HandlerError> {
@@ -152,54 +249,102 @@ impl Dispatch {
         }
     }
 
-    /// Reads the whole body, refusing one over the limit: by its Content-Length before reading
-    /// a byte, or as soon as a chunked body passes the limit.
-    async fn read_body(&self, headers: &HeaderMap, body: Incoming) -> Result<Bytes, Refusal> {
+    /// Reads the whole body under its limits: over `--max-body` is 413, by its Content-Length
+    /// before reading a byte or as soon as a chunked body passes it; past the body budget is
+    /// 503. Either closes the connection, as the rest of the body is left unread.
+    async fn read_body(
+        &self,
+        headers: &HeaderMap,
+        mut body: Incoming,
+    ) -> Result<ReadBody, Box<Reply>> {
         let max = self.limits.max_body_bytes;
-        let declared = headers
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let declared = declared_length(headers);
         if declared.is_some_and(|length| length > max as u64) {
-            return Err(too_large(max));
+            return Err(Box::new(too_large(max)));
         }
-        match tokio::time::timeout(self.limits.body_timeout, Limited::new(body, max).collect())
-            .await
+        // A declared length is taken from the budget at once; a chunked body as it arrives.
+        let mut share = self.take_budget(declared.unwrap_or(0) as usize)?;
+        let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
+        let deadline = tokio::time::Instant::now() + self.limits.body_timeout;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Err(_) => return Err(Box::new(self.body_timed_out())),
+                Ok(None) => break,
+                Ok(Some(Err(error))) => {
+                    let message = format!("could not read the request body: {error}");
+                    let reply = closing(error_reply(StatusCode::BAD_REQUEST, message));
+                    return Err(Box::new(reply));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
+            if bytes.len() + data.len() > max {
+                return Err(Box::new(too_large(max)));
+            }
+            let uncovered = (bytes.len() + data.len()).saturating_sub(share.num_permits());
+            if uncovered > 0 {
+                share.merge(self.take_budget(uncovered)?);
+            }
+            bytes.extend_from_slice(data);
+        }
+        Ok(ReadBody {
+            bytes: Bytes::from(bytes),
+            share,
+        })
+    }
+
+    /// `bytes` of the body budget, or the 503 that says it is spent.
+    fn take_budget(&self, bytes: usize) -> Result<OwnedSemaphorePermit, Box<Reply>> {
+        let permits = u32::try_from(bytes).unwrap_or(u32::MAX);
+        match self
+            .limits
+            .body_budget
+            .clone()
+            .try_acquire_many_owned(permits)
         {
-            Ok(Ok(collected)) => Ok(collected.to_bytes()),
-            Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
-                Err(too_large(max))
-            }
-            Ok(Err(error)) => {
-                let message = format!("could not read the request body: {error}");
-                Err(Refusal::closing(
-                    StatusCode::BAD_REQUEST,
-                    json!({ "error": message }),
-                ))
-            }
+            Ok(share) => Ok(share),
             Err(_) => {
-                let ms = self.limits.body_timeout.as_millis();
-                let message = format!("the request body did not arrive within {ms} ms");
-                Err(Refusal::closing(
-                    StatusCode::REQUEST_TIMEOUT,
-                    json!({ "error": message }),
-                ))
+                self.metrics
+                    .body_budget_refusals_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let message = format!(
+                    "the server is holding as many request bodies as its budget allows ({} \
+                     bytes, --body-budget); retry later",
+                    self.limits.body_budget_bytes
+                );
+                let mut reply = error_reply(StatusCode::SERVICE_UNAVAILABLE, message);
+                retry_later(&mut reply);
+                Err(Box::new(closing(reply)))
             }
         }
+    }
+
+    fn body_timed_out(&self) -> Reply {
+        let ms = self.limits.body_timeout.as_millis();
+        let message = format!("the request body did not arrive within {ms} ms");
+        closing(error_reply(StatusCode::REQUEST_TIMEOUT, message))
     }
 
     fn builtin(&self, method: &Method, name: &str) -> Reply {
         if !matches!(name, "health" | "metrics") {
             let message =
                 format!("no built-in endpoint /_pure/{name} (there are health and metrics)");
-            return json_reply(StatusCode::NOT_FOUND, &json!({ "error": message }));
+            return error_reply(StatusCode::NOT_FOUND, message);
         }
-        if method != Method::GET {
-            return method_not_allowed(method, &format!("/_pure/{name}"), &["GET".to_string()]);
+        let allow = ["GET".to_string()];
+        if method == Method::OPTIONS {
+            return options(&allow);
+        }
+        if method != Method::GET && method != Method::HEAD {
+            return method_not_allowed(method, &format!("/_pure/{name}"), &allow);
         }
         if name == "health" {
             return self.health();
         }
-        let text = self.metrics.render(&self.runtime.metrics());
+        let held = self.limits.body_budget_bytes - self.limits.body_budget.available_permits();
+        let text = self.metrics.render(&self.runtime.metrics(), held as u64);
         let mut reply = Response::new(Full::new(Bytes::from(text)));
         reply.headers_mut().insert(
             CONTENT_TYPE,
@@ -232,51 +377,89 @@ impl Dispatch {
     }
 }
 
-fn parse_json(body: &[u8]) -> Result<Value, Refusal> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Null);
+/// What is wrong with a request's head that routing does not decide: a `Host` header missing
+/// from HTTP/1.1 or given twice (RFC 9112, section 3.2: a 400), a target over the limit (414).
+fn check_head<B>(request: &hyper::Request<B>) -> Option<Reply> {
+    let hosts = request.headers().get_all(HOST).iter().count();
+    let problem = match (request.version(), hosts) {
+        (_, 2..) => Some("a request must not have more than one Host header"),
+        (Version::HTTP_11, 0) => Some("an HTTP/1.1 request must have a Host header"),
+        _ => None,
+    };
+    if let Some(problem) = problem {
+        return Some(error_reply(StatusCode::BAD_REQUEST, problem.to_string()));
     }
-    serde_json::from_slice(body).map_err(|error| {
-        let message = format!("malformed JSON body: {error}");
-        Refusal {
-            status: StatusCode::BAD_REQUEST,
-            body: json!({ "error": message }),
-            close: false,
-        }
-    })
+    let uri = request.uri();
+    let target = uri.path_and_query().map_or(0, |pq| pq.as_str().len())
+        + uri.authority().map_or(0, |a| a.as_str().len());
+    if target > REQUEST_TARGET_BYTES_MAX {
+        let message = format!(
+            "the request target is longer than the limit of {REQUEST_TARGET_BYTES_MAX} bytes"
+        );
+        return Some(error_reply(StatusCode::URI_TOO_LONG, message));
+    }
+    None
 }
 
-/// A request refused before its handler ran (kept small: a `Reply` is built only to send it).
-struct Refusal {
-    status: StatusCode,
-    body: Value,
-    /// The rest of the request body was never read, so the stream cannot carry another request.
-    close: bool,
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
 }
 
-impl Refusal {
-    fn closing(status: StatusCode, body: Value) -> Refusal {
-        Refusal {
-            status,
-            body,
-            close: true,
-        }
-    }
+fn closing(mut reply: Reply) -> Reply {
+    close_after(&mut reply);
+    reply
+}
 
-    fn reply(self) -> Reply {
-        let mut reply = json_reply(self.status, &self.body);
-        if self.close {
-            reply
-                .headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
-        }
-        reply
+fn close_after(reply: &mut Reply) {
+    reply
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+}
+
+fn retry_later(reply: &mut Reply) {
+    reply
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+}
+
+fn body_error_reply(error: &BodyError) -> Reply {
+    match error {
+        BodyError::Malformed { .. } => error_reply(StatusCode::BAD_REQUEST, error.to_string()),
+        BodyError::TooLarge { limit, max } => json_reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &json!({ "error": error.to_string(), "limit": limit, "limit_value": max }),
+        ),
     }
 }
 
 fn handler_error_reply(error: &HandlerError) -> Reply {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_reply(status, &error.to_json())
+    let mut reply = json_reply(status, &error.to_json());
+    if matches!(error, HandlerError::Unavailable { .. }) {
+        retry_later(&mut reply);
+    }
+    reply
+}
+
+/// The methods a path takes, as the `Allow` header lists them: HEAD with GET, and OPTIONS.
+fn allow_list(allow: &[String]) -> String {
+    let mut methods: Vec<&str> = allow.iter().map(String::as_str).collect();
+    if methods.contains(&"GET") {
+        methods.push("HEAD");
+    }
+    methods.push("OPTIONS");
+    methods.join(", ")
+}
+
+fn options(allow: &[String]) -> Reply {
+    let mut reply = Response::new(Full::new(Bytes::new()));
+    *reply.status_mut() = StatusCode::NO_CONTENT;
+    if let Ok(value) = HeaderValue::from_str(&allow_list(allow)) {
+        reply.headers_mut().insert(ALLOW, value);
+    }
+    reply
 }
 
 fn method_not_allowed(method: &Method, path: &str, allow: &[String]) -> Reply {
@@ -285,18 +468,22 @@ fn method_not_allowed(method: &Method, path: &str, allow: &[String]) -> Reply {
         StatusCode::METHOD_NOT_ALLOWED,
         &json!({ "error": message, "allow": allow }),
     );
-    if let Ok(value) = HeaderValue::from_str(&allow.join(", ")) {
+    if let Ok(value) = HeaderValue::from_str(&allow_list(allow)) {
         reply.headers_mut().insert(ALLOW, value);
     }
     reply
 }
 
-fn too_large(max: usize) -> Refusal {
+fn too_large(max: usize) -> Reply {
     let message = format!("the request body is larger than the limit of {max} bytes");
-    Refusal::closing(
+    closing(json_reply(
         StatusCode::PAYLOAD_TOO_LARGE,
-        json!({ "error": message, "limit_bytes": max }),
-    )
+        &json!({ "error": message, "limit_bytes": max }),
+    ))
+}
+
+fn error_reply(status: StatusCode, message: String) -> Reply {
+    json_reply(status, &json!({ "error": message }))
 }
 
 pub fn json_reply(status: StatusCode, body: &Value) -> Reply {

@@ -1,29 +1,33 @@
-//! The listener: accepts connections under a cap and serves each with hyper's HTTP/1.1.
+//! The listener: accepts connections within the connection budget (`Connections`) and serves
+//! each with hyper's HTTP/1.1.
 //!
-//! Connections take a permit from a `Semaphore` before `accept`, so past the cap new clients wait
-//! in the kernel's listen backlog instead of costing a task and a file descriptor each. When
-//! `accept` fails for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), the loop
-//! backs off with a growing sleep instead of spinning on the error or dying; it resumes as soon
-//! as an accept succeeds.
+//! Each accepted connection takes a slot: one more from an address that already has its share
+//! is refused at once with a 503; at the cap, the connection idle the longest is asked to close
+//! and the new one waits for its slot (if none is idle, it waits for any to close, and later
+//! clients wait in the kernel's listen backlog). When `accept` fails for lack of descriptors or
+//! memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), the loop backs off with a growing sleep instead of
+//! spinning on the error or dying; it resumes as soon as an accept succeeds.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioTimer;
+use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 
+use crate::connections::{Connections, Refusal, Ticket};
 use crate::dispatch::Dispatch;
+use crate::wire::{Socket, Wire, HEAD_BYTES_MAX};
 
 /// hyper's read buffer per connection. Its default (about 400 KiB) would let a thousand slow
 /// clients pin 400 MB.
 const READ_BUFFER_BYTES_MAX: usize = 64 << 10;
-/// The largest request head (request line and header fields): hyper answers 431 past it.
-const HEAD_BYTES_MAX: usize = 32 << 10;
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
 
@@ -31,9 +35,7 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct Listener {
     pub dispatch: Arc<Dispatch>,
-    /// One permit per open connection: the connection cap. A semaphore rather than a counter so
-    /// that the accept loop can wait for a free slot, and shutdown can wait for all slots.
-    pub permits: Arc<Semaphore>,
+    pub connections: Arc<Connections>,
     /// Also the idle keep-alive timeout: hyper starts it when it waits for the next request head.
     pub header_timeout: Duration,
     /// Flips to true once: stop accepting, finish the requests in flight, close.
@@ -46,21 +48,19 @@ impl Listener {
         let mut stop = self.stop.clone();
         let mut backoff = ACCEPT_BACKOFF_MIN;
         loop {
-            let permit = tokio::select! {
-                permit = self.permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-                _ = stopped(&mut stop) => return,
-            };
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
                 _ = stopped(&mut stop) => return,
             };
             match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     backoff = ACCEPT_BACKOFF_MIN;
-                    self.spawn_connection(stream, permit);
+                    let Some(ticket) = self.admit(&stream, peer, &mut stop).await else {
+                        continue;
+                    };
+                    self.spawn_connection(stream, ticket);
                 }
                 Err(error) => {
-                    drop(permit);
                     self.dispatch
                         .metrics
                         .accept_errors_total
@@ -77,23 +77,94 @@ impl Listener {
         }
     }
 
-    fn spawn_connection(&self, stream: TcpStream, permit: OwnedSemaphorePermit) {
+    /// A slot for a connection just accepted: at once, after shedding an idle connection, or
+    /// after any connection closes. `None` when it was refused (one too many from its address)
+    /// or the server is stopping.
+    async fn admit(
+        &self,
+        stream: &TcpStream,
+        peer: SocketAddr,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<Ticket> {
+        let mut shed_asked = false;
+        loop {
+            let freed = self.connections.freed();
+            match self.connections.admit(peer.ip()) {
+                Ok(ticket) => return Some(ticket),
+                Err(Refusal::PeerFull) => {
+                    self.refuse_peer(stream, peer);
+                    return None;
+                }
+                Err(Refusal::Full) => {
+                    // One shed per waiting client: a connection asked to close frees its slot
+                    // as soon as it has answered what it had started.
+                    if !shed_asked && self.connections.shed_one() {
+                        shed_asked = true;
+                        self.dispatch
+                            .metrics
+                            .connections_shed_total
+                            .fetch_add(1, Relaxed);
+                    }
+                    tokio::select! {
+                        _ = freed => {}
+                        _ = stopped(stop) => return None,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tells a client with too many connections why this one closes: a 503 written without
+    /// waiting (the socket's buffer is empty), then the close.
+    fn refuse_peer(&self, stream: &TcpStream, peer: SocketAddr) {
+        self.dispatch
+            .metrics
+            .connections_refused_total
+            .fetch_add(1, Relaxed);
+        let message = format!(
+            "too many connections from {}: at most {} at once from one address; reuse one, \
+             or retry later",
+            peer.ip(),
+            self.connections.per_peer_max()
+        );
+        let body = json!({ "error": message }).to_string();
+        let answer = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.try_write(answer.as_bytes());
+    }
+
+    fn spawn_connection(&self, stream: TcpStream, ticket: Ticket) {
         let listener = self.clone();
         tokio::spawn(async move {
             let metrics = &listener.dispatch.metrics;
             metrics.connections_open.fetch_add(1, Relaxed);
             metrics.connections_total.fetch_add(1, Relaxed);
-            listener.serve_connection(stream).await;
+            listener.serve_connection(stream, &ticket).await;
             metrics.connections_open.fetch_sub(1, Relaxed);
-            drop(permit);
+            drop(ticket);
         });
     }
 
-    async fn serve_connection(&self, stream: TcpStream) {
+    async fn serve_connection(&self, stream: TcpStream, ticket: &Ticket) {
         // Small JSON answers: waiting to coalesce them (Nagle) would only add latency.
         let _ = stream.set_nodelay(true);
+        let socket = Socket::new(stream);
         let dispatch = self.dispatch.clone();
-        let service = service_fn(move |request| dispatch.clone().handle(request));
+        let slot = ticket.slot.clone();
+        let connections = ticket.connections();
+        let service = service_fn(|request| {
+            let dispatch = dispatch.clone();
+            let slot = slot.clone();
+            async move {
+                // Busy from the moment a whole head arrived until the answer is built: a
+                // connection is never shed with a request in it.
+                let _busy = slot.busy(connections);
+                dispatch.handle(request).await
+            }
+        });
         let mut builder = http1::Builder::new();
         // Without a timer hyper silently ignores the header read timeout.
         builder
@@ -101,16 +172,29 @@ impl Listener {
             .header_read_timeout(self.header_timeout)
             .max_buf_size(READ_BUFFER_BYTES_MAX)
             .max_header_size(HEAD_BYTES_MAX)
+            // A client may send its request and then close its side (shutdown(SHUT_WR)) while
+            // it waits: it still gets the answer. Otherwise hyper closes on that EOF, and a
+            // write committed whose client never heard of it (and so posts it again).
+            .half_close(true)
             .keep_alive(true);
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        let connection = builder.serve_connection(Wire::new(socket.clone()), service);
         tokio::pin!(connection);
         let mut stop = self.stop.clone();
-        tokio::select! {
-            _ = connection.as_mut() => {}
+        let result = tokio::select! {
+            result = connection.as_mut() => result,
             _ = stopped(&mut stop) => {
                 // Answers the request in flight, if any, then closes instead of keeping alive.
                 connection.as_mut().graceful_shutdown();
-                let _ = connection.await;
+                connection.as_mut().await
+            }
+            _ = ticket.slot.shed.notified() => {
+                connection.as_mut().graceful_shutdown();
+                connection.as_mut().await
+            }
+        };
+        if let Err(error) = result {
+            if error.is_timeout() {
+                socket.answer_timeout(self.header_timeout.as_millis());
             }
         }
     }

@@ -7,11 +7,13 @@
 //! `Runtime::write`.
 
 mod cli;
+mod connections;
 mod dispatch;
 mod listener;
 mod metrics;
 mod route;
 mod server;
+mod wire;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -33,6 +35,7 @@ mod exit {
     pub const APP: u8 = 3;
     pub const DATA: u8 = 4;
     pub const LISTEN: u8 = 5;
+    pub const UNCLEAN_STOP: u8 = 6;
     pub const POISONED: u8 = 10;
 
     /// An error that ends the process, with the status it exits with.
@@ -105,6 +108,7 @@ fn runtime_options(options: &Options) -> RuntimeOptions {
         log_capacity_bytes: options.log_capacity,
         checkpoint_interval_bytes: options.checkpoint_interval,
         queue_capacity: options.queue_capacity,
+        write_timeout: Duration::from_millis(options.write_timeout_ms),
         ..RuntimeOptions::default()
     }
 }

@@ -40,6 +40,12 @@ pub struct ServerMetrics {
     pub connections_open: AtomicU64,
     pub connections_total: AtomicU64,
     pub accept_errors_total: AtomicU64,
+    /// Connections closed at accept: their address had its share already.
+    pub connections_refused_total: AtomicU64,
+    /// Idle connections asked to close to make room for a new client at the cap.
+    pub connections_shed_total: AtomicU64,
+    /// Requests refused with 503 because the bodies already held took the whole budget.
+    pub body_budget_refusals_total: AtomicU64,
 }
 
 impl ServerMetrics {
@@ -56,6 +62,9 @@ impl ServerMetrics {
             connections_open: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             accept_errors_total: AtomicU64::new(0),
+            connections_refused_total: AtomicU64::new(0),
+            connections_shed_total: AtomicU64::new(0),
+            body_budget_refusals_total: AtomicU64::new(0),
         }
     }
 
@@ -70,10 +79,17 @@ impl ServerMetrics {
     }
 
     /// The Prometheus text exposition of the server's and the runtime's figures.
-    pub fn render(&self, runtime: &Metrics) -> String {
+    pub fn render(&self, runtime: &Metrics, body_budget_held_bytes: u64) -> String {
         let mut out = String::with_capacity(8 * 1024);
         self.render_requests(&mut out);
         render_runtime(&mut out, runtime);
+        metric(
+            &mut out,
+            "pure_http_body_budget_held_bytes",
+            "Bytes of request bodies held now (of --body-budget).",
+            "gauge",
+            body_budget_held_bytes as f64,
+        );
         let figures = [
             (
                 "pure_http_connections_open",
@@ -92,6 +108,24 @@ impl ServerMetrics {
                 "Failed accepts (EMFILE...).",
                 "counter",
                 &self.accept_errors_total,
+            ),
+            (
+                "pure_http_connections_refused_total",
+                "Connections closed at accept: too many from their address.",
+                "counter",
+                &self.connections_refused_total,
+            ),
+            (
+                "pure_http_connections_shed_total",
+                "Idle connections closed to make room at the connection cap.",
+                "counter",
+                &self.connections_shed_total,
+            ),
+            (
+                "pure_http_body_budget_refusals_total",
+                "Requests refused (503): request bodies held took the whole budget.",
+                "counter",
+                &self.body_budget_refusals_total,
             ),
         ];
         for (name, help, kind, value) in figures {
@@ -193,7 +227,7 @@ fn render_runtime(out: &mut String, m: &Metrics) {
     } else {
         0.0
     };
-    let figures: [(&str, &str, &str, f64); 18] = [
+    let figures: [(&str, &str, &str, f64); 19] = [
         (
             "pure_write_queue_depth",
             "Writes waiting for the owner.",
@@ -211,6 +245,12 @@ fn render_runtime(out: &mut String, m: &Metrics) {
             "Write handler calls that failed.",
             "counter",
             m.writes_failed_total as f64,
+        ),
+        (
+            "pure_writes_refused_total",
+            "Writes that ran but were answered 503 and undone instead of being made durable.",
+            "counter",
+            m.writes_refused_total as f64,
         ),
         (
             "pure_groups_total",

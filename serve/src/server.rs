@@ -16,6 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cli::Options;
+use crate::connections::Connections;
 use crate::dispatch::{Dispatch, RequestLimits};
 use crate::exit;
 use crate::listener::Listener;
@@ -54,16 +55,26 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
         .map_err(|error| exit::Failure::new(exit::LISTEN, error))?;
     let mut terminate = signal(SignalKind::terminate()).map_err(exit::Failure::internal)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(exit::Failure::internal)?;
+    // At most a u32's worth of permits is taken at once (Semaphore::try_acquire_many); the
+    // budget itself may be larger.
+    let body_budget_bytes = options.body_budget.clamp(1, Semaphore::MAX_PERMITS);
     let limits = RequestLimits {
         max_body_bytes: options.max_body,
         body_timeout: options.body_timeout(),
         offload_reads: options.offload_reads,
+        body_budget: Arc::new(Semaphore::new(body_budget_bytes)),
+        body_budget_bytes,
+        // Leave a worker thread's worth of CPU to the small requests.
+        parsers: Arc::new(Semaphore::new(options.threads().saturating_sub(1).max(1))),
     };
     let (stop_sender, stop) = watch::channel(false);
-    let max_connections = options.max_connections.clamp(1, u32::MAX as usize);
+    let connections = Connections::new(
+        options.max_connections as usize,
+        options.max_connections_per_peer as usize,
+    );
     let server = Listener {
         dispatch: Arc::new(Dispatch::new(runtime.clone(), limits)),
-        permits: Arc::new(Semaphore::new(max_connections)),
+        connections: connections.clone(),
         header_timeout: options.header_timeout(),
         stop,
     };
@@ -80,6 +91,7 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
         _ = interrupt.recv() => Stop::Signal("SIGINT"),
         reason = poisoned(&runtime) => Stop::Poisoned(reason),
     };
+    let refused_before = runtime.metrics().writes_refused_total;
     let code = match &stop {
         Stop::Signal(name) => {
             eprintln!("pure-serve: {name}: finishing requests in flight, then stopping");
@@ -100,16 +112,53 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
     let _ = accepting.await;
     let drained = tokio::time::timeout(
         Duration::from_millis(options.shutdown_timeout_ms),
-        server.permits.acquire_many(max_connections as u32),
+        all_closed(&connections),
     )
     .await;
     if drained.is_err() {
-        eprintln!("pure-serve: some connections were still open after the shutdown timeout");
+        eprintln!(
+            "pure-serve: {} connections were still open after the shutdown timeout; cutting them",
+            connections.open_count()
+        );
     }
+    let runtime_at_end = runtime.clone();
     tokio::task::spawn_blocking(move || runtime.shutdown())
         .await
         .map_err(exit::Failure::internal)?;
-    Ok(code)
+    let refused = runtime_at_end.metrics().writes_refused_total - refused_before;
+    if refused > 0 {
+        eprintln!(
+            "pure-serve: {refused} writes in flight at the stop were refused with 503 instead of              being made durable"
+        );
+    }
+    Ok(exit_code(
+        code,
+        &runtime_at_end,
+        refused > 0 || drained.is_err(),
+    ))
+}
+
+/// The exit status tells the truth about the stop: a store poisoned on the way is 10 even
+/// after a signal, and a signal's stop that refused writes or cut connections is not clean.
+fn exit_code(code: u8, runtime: &Runtime, unclean: bool) -> u8 {
+    if code == exit::POISONED || runtime.poisoned().is_some() {
+        exit::POISONED
+    } else if unclean {
+        exit::UNCLEAN_STOP
+    } else {
+        code
+    }
+}
+
+/// Resolves once every connection has closed.
+async fn all_closed(connections: &Connections) {
+    loop {
+        let freed = connections.freed();
+        if connections.open_count() == 0 {
+            return;
+        }
+        freed.await;
+    }
 }
 
 fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {

@@ -48,12 +48,12 @@ fn unknown_routes_wrong_methods_and_bad_json() {
 
     let response = client.get("/scores");
     assert_error(&response, 405);
-    assert_eq!(response.header("allow"), Some("POST"));
+    assert_eq!(response.header("allow"), Some("POST, OPTIONS"));
     let response = client
         .request("DELETE", "/players/x", None)
         .expect("answered");
     assert_error(&response, 405);
-    assert_eq!(response.header("allow"), Some("GET"));
+    assert_eq!(response.header("allow"), Some("GET, HEAD, OPTIONS"));
     assert_error(
         &client
             .request("POST", "/_pure/health", Some(b"{}"))
