@@ -7,7 +7,10 @@
 //! group), answers the group's requests only after that sync returned, and only then publishes the
 //! snapshot that holds them for read handlers on any thread. At open it recovers the state from
 //! the newest checkpoint and the records after it, without running any script; it writes
-//! checkpoints from snapshots on a background thread.
+//! checkpoints from snapshots on a background thread. A write that cannot be made durable in
+//! time (a full log on a full disk) is refused and undone, never applied later. For a
+//! directory that does not open, `inspect` and `salvage` report its damage and save the longest
+//! valid prefix of its state into a new directory.
 //!
 //! It must not know HTTP (that is `serve`) nor the bytes of frames and files (that is `store`);
 //! the script API and the transaction mechanics are `lang`'s.
@@ -20,9 +23,12 @@ mod owner;
 pub mod record;
 mod recovery;
 mod runtime;
+mod salvage;
 mod syncer;
 
 pub use metrics::{Health, Metrics};
 pub use pure_lang::{App, BodyError, Execution, HandlerError, HandlerKind, Request, Route};
-pub use pure_store::SyncMode;
+pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
+pub use recovery::Undecodable;
 pub use runtime::{CommitGate, OpenError, Runtime, RuntimeOptions, WriteReply};
+pub use salvage::{inspect, inspect_with, salvage, salvage_with, Inspection, Salvaged};

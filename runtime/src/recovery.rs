@@ -2,7 +2,7 @@
 //! No script runs: the log holds effects, so a redeployed app starts on the same state.
 
 use pure_lang::{App, Schema, Tables};
-use pure_store::{Lsn, Recovered};
+use pure_store::{CheckpointImage, Lsn, Record, Recovered};
 
 use crate::checkpoint::read_image;
 use crate::record::{apply_record, Mapping};
@@ -16,33 +16,75 @@ pub(crate) struct State {
 }
 
 pub(crate) fn recover(app: &App, recovered: &Recovered) -> Result<State, OpenError> {
-    let mut schema = (**app.schema()).clone();
+    let schema = (**app.schema()).clone();
+    let (state, failure) = rebuild(schema, recovered.checkpoint.as_ref(), &recovered.records);
+    match failure {
+        None => Ok(state),
+        Some(Undecodable::Image { lsn, reason }) => Err(OpenError::Image { lsn, reason }),
+        Some(Undecodable::Record { lsn, reason }) => Err(OpenError::Record { lsn, reason }),
+    }
+}
+
+/// What of a valid prefix did not decode: bytes that pass their checksums but are not what
+/// Pure writes (damage that kept the CRC, or another program's data).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Undecodable {
+    Image { lsn: u64, reason: String },
+    Record { lsn: u64, reason: String },
+}
+
+/// Rebuilds the state from an image and the records after it, starting from `schema`
+/// (extended with the names the data brings): as far as they decode, each record whole or not
+/// at all, and what stopped it, if anything did.
+pub(crate) fn rebuild(
+    mut schema: Schema,
+    image: Option<&CheckpointImage>,
+    records: &[Record],
+) -> (State, Option<Undecodable>) {
     let mut lsn = Lsn(0);
-    let (mut tables, mut mapping) = match &recovered.checkpoint {
-        Some(image) => {
-            lsn = image.lsn();
-            read_image(image.bytes(), &mut schema)
-                .map_err(|reason| OpenError::Image { lsn: lsn.0, reason })?
-        }
+    let (mut tables, mut mapping) = match image {
+        Some(image) => match read_image(image.bytes(), &mut schema) {
+            Ok(read) => {
+                lsn = image.lsn();
+                read
+            }
+            Err(reason) => {
+                let tables = Tables::new(schema.tables.len());
+                let state = State {
+                    tables,
+                    schema,
+                    lsn,
+                };
+                let lsn = image.lsn().0;
+                return (state, Some(Undecodable::Image { lsn, reason }));
+            }
+        },
         None => (Tables::new(schema.tables.len()), Mapping::identity(&schema)),
     };
-    for record in &recovered.records {
+    let mut failure = None;
+    for record in records {
         tables.ensure_tables(schema.tables.len());
-        let logged = apply_record(&record.bytes, &mapping, &mut tables).map_err(|reason| {
-            OpenError::Record {
-                lsn: record.lsn.0,
-                reason,
+        // O(tables): a record that fails halfway leaves nothing of it behind.
+        let before = tables.clone();
+        match apply_record(&record.bytes, &mapping, &mut tables) {
+            Ok(Some(logged)) => mapping = Mapping::new(&logged, &mut schema),
+            Ok(None) => {}
+            Err(reason) => {
+                tables = before;
+                let lsn = record.lsn.0;
+                failure = Some(Undecodable::Record { lsn, reason });
+                break;
             }
-        })?;
-        if let Some(logged) = logged {
-            mapping = Mapping::new(&logged, &mut schema);
         }
         lsn = record.lsn;
     }
     tables.ensure_tables(schema.tables.len());
-    Ok(State {
-        tables,
-        schema,
-        lsn,
-    })
+    (
+        State {
+            tables,
+            schema,
+            lsn,
+        },
+        failure,
+    )
 }

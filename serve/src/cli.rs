@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -24,11 +24,24 @@ Exit codes:
 /// pure-serve: serves a Pure app directory over HTTP with JSON. Write handlers run one at a time
 /// and are answered only once durable; read handlers run on every HTTP thread at once against
 /// the latest durable snapshot.
+///
+/// `pure-serve check` and `pure-serve salvage` examine and rescue a data directory that does
+/// not open.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "pure-serve", version, after_help = EXIT_CODES)]
+#[command(
+    name = "pure-serve",
+    version,
+    after_help = EXIT_CODES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Options {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// The app directory: app.json (name, tables, routes) and the .rhai scripts.
-    pub app_dir: PathBuf,
+    #[arg(required = true)]
+    pub app_dir: Option<PathBuf>,
 
     /// Where the app's state lives (log and checkpoints) [default: <APP_DIR>/data].
     #[arg(long, value_name = "DIR")]
@@ -114,6 +127,49 @@ pub struct Options {
     pub shutdown_timeout_ms: u64,
 }
 
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Examines a data directory without changing anything in it (it only takes the
+    /// directory's lock, so the server must be stopped): every checkpoint and its LSN, the
+    /// log's header and frames, how the log ends (clean, a torn tail that open cuts, or damage
+    /// inside acknowledged data, with file and byte offset), and the durable LSN. It also
+    /// decodes the state, as recovery would. Exit 0 when the directory would open cleanly, 4
+    /// when it would not (or cannot be read).
+    #[command(after_help = CHECK_HELP)]
+    Check {
+        /// The data directory to examine.
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+    },
+    /// Writes the longest valid prefix of a damaged directory's state into a new directory:
+    /// the newest valid checkpoint and every valid record after it, up to the first damage.
+    /// Reports exactly which LSNs were saved and which were not. Never changes or deletes
+    /// anything in DIR. Exit 0 once NEW is written and checked to open cleanly.
+    #[command(after_help = SALVAGE_HELP)]
+    Salvage {
+        /// The damaged data directory (read only).
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// The new directory to write (created; if it exists it must hold no store).
+        #[arg(long, value_name = "NEW")]
+        into: PathBuf,
+    },
+}
+
+const CHECK_HELP: &str =
+    "A torn tail (the last frame, cut by a crash before it was acknowledged) is normal: the server
+cuts it at start and goes on. Damage inside acknowledged data (a frame that a later one
+acknowledges, a damaged checkpoint, a damaged log header) makes the server refuse to start;
+`pure-serve salvage` saves what comes before it.";
+
+const SALVAGE_HELP: &str = "\
+What it can recover: every write up to the first damage, as of the newest checkpoint that is
+intact. What it cannot: the writes after the first damage, even those in intact frames further
+on (applying them without the ones before would make a state that never existed), and, when the
+newest checkpoint is damaged, whatever of the log an older state would need but was already
+reused (older checkpoints are removed once a newer one is installed). Keep DIR until you are
+sure of NEW; then serve NEW with --data NEW.";
+
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sync {
     Always,
@@ -121,10 +177,17 @@ pub enum Sync {
 }
 
 impl Options {
+    /// The app directory to serve (clap requires it when no command is given).
+    pub fn app_dir(&self) -> &std::path::Path {
+        self.app_dir
+            .as_deref()
+            .expect("clap requires APP_DIR without a command")
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.data
             .clone()
-            .unwrap_or_else(|| self.app_dir.join("data"))
+            .unwrap_or_else(|| self.app_dir().join("data"))
     }
 
     pub fn threads(&self) -> usize {

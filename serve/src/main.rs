@@ -8,6 +8,7 @@
 
 mod cli;
 mod connections;
+mod damage;
 mod dispatch;
 mod listener;
 mod metrics;
@@ -22,7 +23,7 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode};
 
-use crate::cli::{Options, Sync};
+use crate::cli::{Command, Options, Sync};
 
 // Rhai allocates for nearly every value; mimalloc made handlers about a quarter faster (RHAI.md).
 #[global_allocator]
@@ -60,7 +61,12 @@ mod exit {
 
 fn main() -> ExitCode {
     let options = Options::parse();
-    match start(&options) {
+    let outcome = match &options.command {
+        Some(Command::Check { data }) => damage::check(data),
+        Some(Command::Salvage { data, into }) => damage::salvage(data, into),
+        None => start(&options),
+    };
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("pure-serve: {:#}", failure.error);
@@ -70,8 +76,8 @@ fn main() -> ExitCode {
 }
 
 fn start(options: &Options) -> Result<u8, exit::Failure> {
-    let app = App::load(&options.app_dir)
-        .with_context(|| format!("loading the app in {}", options.app_dir.display()))
+    let app = App::load(options.app_dir())
+        .with_context(|| format!("loading the app in {}", options.app_dir().display()))
         .map_err(|error| exit::Failure::new(exit::APP, error))?;
     if options.sync == Sync::None {
         eprintln!(

@@ -29,6 +29,8 @@ pub enum Error {
     /// Another process (or another open in this one) has the directory open: one store, one
     /// opener, or two writers would interleave their frames and destroy each other's data.
     Locked { dir: PathBuf, pid: Option<u32> },
+    /// A new store was to be made where one exists already (a log or a checkpoint).
+    Exists { dir: PathBuf },
 }
 
 impl fmt::Display for Error {
@@ -69,6 +71,11 @@ impl fmt::Display for Error {
                     dir.display()
                 )
             }
+            Error::Exists { dir } => write!(
+                f,
+                "{} holds a store already (a log or a checkpoint); choose a new or empty directory",
+                dir.display()
+            ),
             Error::RecordTooLarge { bytes, max_bytes } => {
                 write!(
                     f,

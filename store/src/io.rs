@@ -40,6 +40,11 @@ pub trait Io: Send + Sync {
     fn create_file(&self, path: &Path) -> io::Result<Box<dyn IoFile>>;
     /// Opens an existing file for reading and writing (`NotFound` if absent).
     fn open_file(&self, path: &Path) -> io::Result<Box<dyn IoFile>>;
+    /// Opens an existing file for reading only: for examining a directory that must not
+    /// change, perhaps on a read-only mount. Its writes fail.
+    fn open_file_read_only(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
+        self.open_file(path)
+    }
     /// The whole content of an existing file, read-only.
     fn map_file(&self, path: &Path) -> io::Result<Mapping>;
     /// Atomically replaces `to` by `from` (durable only after `sync_dir`).
@@ -112,6 +117,9 @@ impl Io for RealIo {
     fn open_file(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Box::new(RealFile(file)))
+    }
+    fn open_file_read_only(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
+        Ok(Box::new(RealFile(File::open(path)?)))
     }
     fn map_file(&self, path: &Path) -> io::Result<Mapping> {
         let file = File::open(path)?;

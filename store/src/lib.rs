@@ -16,6 +16,11 @@
 //!   acknowledged data refuses the open (`Error::Corrupt`).
 //! - Any failed write or sync on the commit path poisons the store (`Error::Poisoned`): no
 //!   retry, nothing after it reported durable.
+//! - One opener per directory: every opener takes the directory's exclusive lock first
+//!   (`Error::Locked`).
+//! - `examine` reads a directory without changing it and finds the longest valid prefix of its
+//!   state; `seed` makes a new store that holds such a state (`pure-serve check` and
+//!   `salvage`).
 //!
 //! All I/O goes through the `Io` trait, so tests run the store on `sim::SimDisk`, a simulated
 //! disk that loses power, tears writes into sectors, fails syncs and runs out of space.
@@ -23,6 +28,7 @@
 
 mod checkpoint;
 mod error;
+mod examine;
 pub mod frame;
 mod io;
 mod open;
@@ -34,6 +40,7 @@ mod store;
 
 pub use checkpoint::{CheckpointDone, CheckpointImage, CheckpointWriter};
 pub use error::Error;
+pub use examine::{examine, seed, CheckpointFinding, Ending, Examination, LogFinding};
 pub use io::{DirLock, Io, IoFile, LockError, Mapping, RealIo};
 pub use open::LOG_FILE_NAME;
 pub use ring::HEADER_AREA_BYTES as LOG_HEADER_AREA_BYTES;

@@ -18,14 +18,14 @@ use crate::checkpoint::{self, CheckpointImage};
 use crate::error::{io_error, Error};
 use crate::frame::HEADER_BYTES;
 use crate::io::{DirLock, Io, IoFile, LockError};
-use crate::recovery::{self, ChainState, Failure, Replay};
+use crate::recovery::{self, ChainState, Damage, Replay};
 use crate::ring::{self, LogHeader};
 use crate::ring_reader::RingReader;
 use crate::{Lsn, Recovered, Store, StoreOptions};
 
 /// The log's file name in the store directory.
 pub const LOG_FILE_NAME: &str = "log";
-const LOG_TMP_NAME: &str = "log.tmp";
+pub(crate) const LOG_TMP_NAME: &str = "log.tmp";
 
 pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result<Recovered, Error> {
     io.create_dir_all(dir)
@@ -110,7 +110,7 @@ fn create_log(
 }
 
 /// Where replay starts without a checkpoint: the first frame of the log.
-fn genesis(header: &LogHeader) -> ChainState {
+pub(crate) fn genesis(header: &LogHeader) -> ChainState {
     ChainState {
         position: 0,
         prev_crc: header.genesis_crc(),
@@ -161,25 +161,39 @@ fn replay_log(
     start: ChainState,
     covered: u64,
 ) -> Result<Replay, Error> {
-    let replay = recovery::replay(ring, start, covered).map_err(|failure| match failure {
-        Failure::Read(e) => io_error("read", log_path, e),
-        Failure::Damage(d) => Error::Corrupt {
-            path: log_path.to_path_buf(),
-            position: ring::file_offset(d.position, header.capacity),
-            reason: format!("stream position {}: {}", d.position, d.reason),
-        },
-    })?;
+    let replay =
+        recovery::replay(ring, start, covered).map_err(|e| io_error("read", log_path, e))?;
+    if let Some(damage) = &replay.damage {
+        return Err(damage_error(log_path, header, damage));
+    }
     if replay.end.next_lsn <= covered {
-        // The log was synced up to `covered` before the checkpoint was written.
-        return Err(Error::Corrupt {
-            path: log_path.to_path_buf(),
-            position: ring::file_offset(start.position, header.capacity),
-            reason: format!(
-                "the log ends before LSN {covered}, which the newest checkpoint covers"
-            ),
-        });
+        return Err(short_log_error(log_path, header, start, covered));
     }
     Ok(replay)
+}
+
+/// Damage inside acknowledged data, as the error that names the file and byte.
+pub(crate) fn damage_error(log_path: &Path, header: &LogHeader, damage: &Damage) -> Error {
+    Error::Corrupt {
+        path: log_path.to_path_buf(),
+        position: ring::file_offset(damage.position, header.capacity),
+        reason: format!("stream position {}: {}", damage.position, damage.reason),
+    }
+}
+
+/// A log that ends before the LSN its newest checkpoint covers: it was synced up to that LSN
+/// before the checkpoint was written, so records are missing.
+pub(crate) fn short_log_error(
+    log_path: &Path,
+    header: &LogHeader,
+    start: ChainState,
+    covered: u64,
+) -> Error {
+    Error::Corrupt {
+        path: log_path.to_path_buf(),
+        position: ring::file_offset(start.position, header.capacity),
+        reason: format!("the log ends before LSN {covered}, which the newest checkpoint covers"),
+    }
 }
 
 /// Makes what was recovered durable (see the module doc): rewrites, with the bytes they

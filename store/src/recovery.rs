@@ -37,33 +37,30 @@ pub struct FrameMark {
 
 /// What the replay found.
 pub struct Replay {
+    /// The records after the covered LSN, up to the end (or the damage).
     pub records: Vec<Record>,
     pub marks: Vec<FrameMark>,
+    /// Where the accepted frames end.
     pub end: ChainState,
     pub cut: Option<TailCut>,
+    /// Damage inside acknowledged data where the frames end: open refuses the log; the
+    /// records before it are the longest prefix that can be saved.
+    pub damage: Option<Damage>,
     /// The highest `acked_lsn` of the accepted frames: records up to it were on stable
     /// storage when a later frame was written.
     pub acked_max: u64,
 }
 
-/// Damage inside acknowledged data: at stream `position`, for `reason`.
-#[derive(Debug)]
+/// Damage inside acknowledged data: at stream `position`, for `reason` (which names the later
+/// frame that acknowledges past it).
+#[derive(Clone, Debug)]
 pub struct Damage {
     pub position: u64,
     pub reason: String,
-}
-
-/// Why a replay did not finish: damage inside acknowledged data, or a failed read.
-#[derive(Debug)]
-pub enum Failure {
-    Damage(Damage),
-    Read(io::Error),
-}
-
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Failure {
-        Failure::Read(e)
-    }
+    /// Over every intact frame after the damage: the highest LSN acknowledged, and the highest
+    /// LSN held.
+    pub highest_acknowledged_lsn: u64,
+    pub highest_lsn: u64,
 }
 
 /// A frame at a place, or why there is none (the reason a replay would report).
@@ -71,11 +68,7 @@ type Found<T> = io::Result<Result<T, String>>;
 
 /// Replays the ring space of the log from `start`. Records up to `covered_lsn` (already in the
 /// checkpoint) are skipped.
-pub fn replay(
-    ring: &RingReader<'_>,
-    start: ChainState,
-    covered_lsn: u64,
-) -> Result<Replay, Failure> {
+pub fn replay(ring: &RingReader<'_>, start: ChainState, covered_lsn: u64) -> io::Result<Replay> {
     let limit = start.position + ring.capacity();
     let mut state = start;
     let mut records = Vec::new();
@@ -85,12 +78,16 @@ pub fn replay(
         let (position, bytes) = match successor(ring, &state, limit)? {
             Ok(accepted) => accepted,
             Err(reason) => {
-                let cut = tail_cut(ring, &state, reason)?;
+                let (cut, damage) = match tail_cut(ring, &state, reason)? {
+                    Ok(cut) => (cut, None),
+                    Err(damage) => (None, Some(damage)),
+                };
                 return Ok(Replay {
                     records,
                     marks,
                     end: state,
                     cut,
+                    damage,
                     acked_max,
                 });
             }
@@ -170,14 +167,18 @@ fn expected_at(
     Ok(Ok(frame))
 }
 
-/// Decides how the replay ends at `state` (see the module doc).
+/// Decides how the replay ends at `state` (see the module doc): a clean end or a cut tail, or
+/// damage inside acknowledged data.
 fn tail_cut(
     ring: &RingReader<'_>,
     state: &ChainState,
     reason: String,
-) -> Result<Option<TailCut>, Failure> {
+) -> io::Result<Result<Option<TailCut>, Damage>> {
     if let Some((position, acked)) = acknowledging_frame(ring, state)? {
-        return Err(Failure::Damage(Damage {
+        let (highest_acknowledged_lsn, highest_lsn) = highest_after(ring, state)?;
+        return Ok(Err(Damage {
+            highest_acknowledged_lsn,
+            highest_lsn,
             position: state.position,
             reason: format!(
                 "{reason}; but the frame at stream position {position} acknowledges LSN \
@@ -186,7 +187,7 @@ fn tail_cut(
             ),
         }));
     }
-    Ok(cut_at(ring, state.position, reason)?)
+    Ok(Ok(cut_at(ring, state.position, reason)?))
 }
 
 /// A clean end is zero-filled space or a valid frame of an earlier lap; anything else is cut.
@@ -248,13 +249,46 @@ fn is_clean(ring: &RingReader<'_>, position: u64) -> io::Result<bool> {
 
 /// A valid frame of this lap window, after `state.position`, whose writer had already
 /// acknowledged `state.next_lsn` or later: (its position, its acked LSN).
-///
-/// The whole window is scanned (a whole capacity), through a buffer of one chunk (plus the
-/// header of a candidate that starts near a chunk's end).
 fn acknowledging_frame(
     ring: &RingReader<'_>,
     state: &ChainState,
 ) -> io::Result<Option<(u64, u64)>> {
+    let mut found = None;
+    scan_after(ring, state, |position, head| {
+        found = acknowledges(ring, head, position, state.next_lsn)?.map(|acked| (position, acked));
+        Ok(found.is_some())
+    })?;
+    Ok(found)
+}
+
+/// Over every intact frame of this lap window after `state.position`: the highest LSN one
+/// acknowledges, and the highest LSN one holds (for a report of what damage costs).
+fn highest_after(ring: &RingReader<'_>, state: &ChainState) -> io::Result<(u64, u64)> {
+    let (mut acked, mut held) = (0, 0);
+    scan_after(ring, state, |position, head| {
+        let intact = frame::read_header(head).is_ok_and(|h| h.position == position);
+        if intact {
+            if let Ok(frame) = ring.read_frame(position)? {
+                let h = frame.header;
+                acked = acked.max(h.acked_lsn);
+                held = held.max(h.first_lsn + u64::from(h.record_count).max(1) - 1);
+            }
+        }
+        Ok(false)
+    })?;
+    Ok((acked, held))
+}
+
+/// Calls `candidate(position, bytes from there)` for each place of this lap window after
+/// `state.position` where a frame may start, in stream order, until it returns true.
+///
+/// The whole window is scanned (a whole capacity), through a buffer of one chunk (plus the
+/// header of a candidate that starts near a chunk's end).
+fn scan_after(
+    ring: &RingReader<'_>,
+    state: &ChainState,
+    mut candidate: impl FnMut(u64, &[u8]) -> io::Result<bool>,
+) -> io::Result<()> {
     let capacity = ring.capacity();
     let start_offset = ring.offset(state.position);
     // The window after the damaged frame, in stream order: the rest of this lap, then the
@@ -280,16 +314,15 @@ fn acknowledging_frame(
                 .position(|&b| b == MAGIC_FIRST_BYTE)
             {
                 i += found;
-                let position = base + chunk + i as u64;
-                if let Some(acked) = acknowledges(ring, &window[i..], position, state.next_lsn)? {
-                    return Ok(Some((position, acked)));
+                if candidate(base + chunk + i as u64, &window[i..])? {
+                    return Ok(());
                 }
                 i += 1;
             }
             chunk = chunk_end;
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// The first byte of the frame magic: the scan looks for it first (a fast byte search).
@@ -407,8 +440,11 @@ mod tests {
 
     /// What recovery says, in full: (0 clean end, 1 cut, 2 damage; the whole answer as text).
     fn outcome(ring: &RingReader<'_>, start: ChainState) -> (usize, String) {
-        match replay(ring, start, 0) {
-            Ok(r) => {
+        match replay(ring, start, 0).expect("sim reads succeed") {
+            Replay {
+                damage: Some(d), ..
+            } => (2, format!("damage at {}: {}", d.position, d.reason)),
+            r => {
                 let torn = torn_headers(ring, r.end.position, start.position + CAPACITY)
                     .expect("sim reads succeed");
                 let kind = usize::from(r.cut.is_some());
@@ -418,8 +454,6 @@ mod tests {
                 );
                 (kind, text)
             }
-            Err(Failure::Damage(d)) => (2, format!("damage at {}: {}", d.position, d.reason)),
-            Err(Failure::Read(e)) => panic!("sim reads succeed: {e}"),
         }
     }
 }

@@ -15,8 +15,10 @@ use serde_json::Value;
 /// machine; reaching it means the test fails, not that it sleeps that long.
 pub const WAIT_MAX: Duration = Duration::from_secs(60);
 
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_pure-serve")
+/// The pure-serve under test: this build's, or `PURE_SERVE_BIN` (to run the suite against
+/// another build, such as the commit before a fix, to see its new tests fail there).
+pub fn binary() -> String {
+    std::env::var("PURE_SERVE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_pure-serve").into())
 }
 
 pub fn repo_path(relative: &str) -> PathBuf {
@@ -53,7 +55,7 @@ pub struct Launch {
 impl Launch {
     pub fn new(app_dir: &Path, data_dir: &Path) -> Launch {
         Launch {
-            program: vec![binary().to_string()],
+            program: vec![binary()],
             app_dir: app_dir.to_path_buf(),
             data_dir: data_dir.to_path_buf(),
             // 8 MiB of log rather than the default 256: every test server preallocates its log
@@ -62,9 +64,15 @@ impl Launch {
         }
     }
 
+    /// Adds `flag value`, or sets the value of a flag given before.
     pub fn flag(mut self, flag: &str, value: &str) -> Launch {
-        self.flags.push(flag.to_string());
-        self.flags.push(value.to_string());
+        match self.flags.iter().position(|given| given == flag) {
+            Some(at) => self.flags[at + 1] = value.to_string(),
+            None => {
+                self.flags.push(flag.to_string());
+                self.flags.push(value.to_string());
+            }
+        }
         self
     }
 

@@ -9,6 +9,7 @@ mod concurrency;
 mod crash;
 mod errors;
 mod harness;
+mod hostile;
 mod limits;
 mod runaway;
 mod scoreboard;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pure_store::sim::{test_seed, SimDisk, SimRng};
-use pure_store::Error;
+use pure_store::{Error, Io, Lsn, Store};
 
 use crate::harness::{
     assert_path, checkpoint, log_path, open, record_bytes, recovered_state, sim_dir, Model,
@@ -78,6 +78,7 @@ fn bit_flips_in_the_last_frames_with(seed: u64) {
             let disk = built.disk.fork();
             flip(&disk, &log_path(), offset, bit);
             let context = format!("seed {seed}, stream position {position}, bit {bit}");
+            let examined = examine_and_salvage(&disk, &built.model, &context);
             match open(&disk) {
                 Ok(recovered) => {
                     assert!(
@@ -92,6 +93,8 @@ fn bit_flips_in_the_last_frames_with(seed: u64) {
                     );
                     assert_eq!(state[..], built.model.records[..state.len()], "{context}");
                     assert!(recovered.cut.is_some(), "{context}: the cut is reported");
+                    assert_eq!(examined.refusal, None, "{context}: examine says it opens");
+                    assert_eq!(examined.prefix, state.len() as u64, "{context}");
                     cut += 1;
                 }
                 Err(Error::Corrupt {
@@ -106,6 +109,15 @@ fn bit_flips_in_the_last_frames_with(seed: u64) {
                         at >= pure_store::LOG_HEADER_AREA_BYTES,
                         "{context}: position {at}"
                     );
+                    let refusal = examined.refusal.expect("examine says open refuses");
+                    assert!(
+                        refusal.contains(&format!("at byte {at}:")),
+                        "{context}: {refusal}"
+                    );
+                    assert!(
+                        examined.prefix < lsn_before_last,
+                        "{context}: a prefix is lost"
+                    );
                     refused += 1;
                 }
                 Err(e) => panic!("{context}: unexpected {e}"),
@@ -113,6 +125,74 @@ fn bit_flips_in_the_last_frames_with(seed: u64) {
         }
     }
     eprintln!("bit_flips_in_the_last_frames: {refused} refused, {cut} cut");
+}
+
+/// What `examine` said of a disk, once its saved prefix was checked.
+struct Examined {
+    refusal: Option<String>,
+    prefix: u64,
+}
+
+/// Examines the store without changing it, checks that its saved prefix is exactly the first
+/// records of the model, seeds a new store with that prefix and checks that the new store
+/// opens cleanly with the same LSN and takes the next record after it.
+fn examine_and_salvage(disk: &Arc<SimDisk>, model: &Model, context: &str) -> Examined {
+    let before: Vec<_> = disk
+        .file_names()
+        .into_iter()
+        .map(|p| (disk.read(&p), p))
+        .collect();
+    let io = disk.clone() as Arc<dyn Io>;
+    let examination = pure_store::examine(io.clone(), &sim_dir()).expect("examine");
+    let mut prefix = match &examination.base {
+        Some(image) => crate::harness::records_of_image(image.bytes()),
+        None => Vec::new(),
+    };
+    prefix.extend(examination.records.iter().map(|r| r.bytes.clone()));
+    assert_eq!(prefix.len() as u64, examination.prefix_lsn().0, "{context}");
+    assert_eq!(
+        prefix[..],
+        model.records[..prefix.len()],
+        "{context}: a true prefix"
+    );
+    let refusal = examination.open_refusal();
+    drop(examination);
+    let after: Vec<_> = disk
+        .file_names()
+        .into_iter()
+        .map(|p| (disk.read(&p), p))
+        .collect();
+    assert!(before == after, "{context}: examine changed nothing");
+
+    let into = Path::new("/sim/salvaged");
+    let image = crate::harness::image_of(&prefix);
+    let covered = Lsn(prefix.len() as u64);
+    pure_store::seed(
+        io.clone(),
+        into,
+        crate::harness::options(),
+        covered,
+        |writer| std::io::Write::write_all(writer, &image),
+    )
+    .expect("seed");
+    let recovered = Store::open_with(io, into, crate::harness::options()).expect("opens");
+    assert!(
+        recovered.cut.is_none(),
+        "{context}: a seeded store has no tail to cut"
+    );
+    assert_eq!(
+        recovered_state(&recovered),
+        prefix,
+        "{context}: the seeded state"
+    );
+    let mut store = recovered.store;
+    assert_eq!(store.append(b"next").expect("append"), Lsn(covered.0 + 1));
+    store.commit().expect("commit");
+    drop(store);
+    Examined {
+        refusal,
+        prefix: prefix.len() as u64,
+    }
 }
 
 #[test]
@@ -123,6 +203,12 @@ fn bit_flips_in_the_log_header() {
         for bit in 0..8 {
             let disk = built.disk.fork();
             flip(&disk, &log_path(), offset, bit);
+            let context = format!("log header byte {offset} bit {bit}");
+            let examined = examine_and_salvage(&disk, &built.model, &context);
+            assert!(
+                examined.refusal.is_some(),
+                "{context}: examine says open refuses"
+            );
             match open(&disk) {
                 Err(Error::Corrupt {
                     path, position: 0, ..
@@ -148,6 +234,10 @@ fn bit_flips_in_the_checkpoint() {
         for bit in 0..8 {
             let disk = built.disk.fork();
             flip(&disk, &path, offset, bit);
+            let context = format!("checkpoint byte {offset} bit {bit}");
+            let examined = examine_and_salvage(&disk, &built.model, &context);
+            let refusal = examined.refusal.expect("examine says open refuses");
+            assert!(refusal.contains("checkpoint"), "{context}: {refusal}");
             match open(&disk) {
                 Err(Error::Corrupt { path: named, .. }) => assert_path(&named, &path),
                 Err(e) => panic!("checkpoint byte {offset} bit {bit}: unexpected {e}"),

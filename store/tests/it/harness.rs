@@ -72,7 +72,7 @@ pub fn image_of(records: &[Vec<u8>]) -> Vec<u8> {
     image
 }
 
-fn records_of_image(image: &[u8]) -> Vec<Vec<u8>> {
+pub fn records_of_image(image: &[u8]) -> Vec<Vec<u8>> {
     let count = u64::from_le_bytes(image[..8].try_into().unwrap());
     let mut at = 8;
     let mut records = Vec::new();
