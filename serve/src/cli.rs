@@ -85,9 +85,11 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections_per_peer: u32,
 
-    /// Bytes of request bodies held at once by all requests being read, queued or run; a body
-    /// that does not fit is refused with 503 and Retry-After. Bounds the memory that clients
-    /// sending large bodies can take (about twice this, with the values parsed from them).
+    /// Bytes of request bodies held at once by all requests being read, queued or run, beyond
+    /// the first 64 KiB of each (those are bounded by --max-connections already); a body that
+    /// does not fit is refused with 503 and Retry-After. Bounds the memory that clients sending
+    /// large bodies can take (about this much again for the values parsed from them), and
+    /// never refuses a body of 64 KiB or less.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub body_budget: usize,
 

@@ -48,6 +48,12 @@ const PARSE_INLINE_BYTES_MAX: usize = 64 << 10;
 /// A body that no handler will read (a 404, a 405...) is read and dropped up to this size, so
 /// that the connection can carry the client's next request; a larger one closes it.
 const DISCARD_BYTES_MAX: usize = 64 << 10;
+/// The bytes of each body that the body budget does not count: their sum is bounded by the
+/// connection cap already (1,024 × 64 KiB = 64 MiB by default), and so a flood of large bodies
+/// that spends the budget cannot refuse the small requests of everyone else. Measured with 64
+/// clients sending 1 MiB bodies: when every byte counted, 56% of one client's small posts were
+/// refused with 503 (research note 011).
+const BUDGET_FREE_BYTES: usize = 64 << 10;
 /// What a 503 for want of capacity tells the client to wait, in seconds.
 const RETRY_AFTER_SECONDS: &str = "1";
 
@@ -263,7 +269,8 @@ impl Dispatch {
             return Err(Box::new(too_large(max)));
         }
         // A declared length is taken from the budget at once; a chunked body as it arrives.
-        let mut share = self.take_budget(declared.unwrap_or(0) as usize)?;
+        let charged = |bytes: usize| bytes.saturating_sub(BUDGET_FREE_BYTES);
+        let mut share = self.take_budget(charged(declared.unwrap_or(0) as usize))?;
         let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
         let deadline = tokio::time::Instant::now() + self.limits.body_timeout;
         loop {
@@ -283,7 +290,7 @@ impl Dispatch {
             if bytes.len() + data.len() > max {
                 return Err(Box::new(too_large(max)));
             }
-            let uncovered = (bytes.len() + data.len()).saturating_sub(share.num_permits());
+            let uncovered = charged(bytes.len() + data.len()).saturating_sub(share.num_permits());
             if uncovered > 0 {
                 share.merge(self.take_budget(uncovered)?);
             }

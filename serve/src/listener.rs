@@ -30,6 +30,8 @@ use crate::wire::{Socket, Wire, HEAD_BYTES_MAX};
 const READ_BUFFER_BYTES_MAX: usize = 64 << 10;
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// At the cap with no connection idle, how often to look for one again.
+const SHED_RETRY: Duration = Duration::from_millis(50);
 
 /// What the accept loop and each connection need.
 #[derive(Clone)]
@@ -97,7 +99,8 @@ impl Listener {
                 }
                 Err(Refusal::Full) => {
                     // One shed per waiting client: a connection asked to close frees its slot
-                    // as soon as it has answered what it had started.
+                    // as soon as it has answered what it had started. With none idle now, look
+                    // again shortly: a busy one becomes idle without closing.
                     if !shed_asked && self.connections.shed_one() {
                         shed_asked = true;
                         self.dispatch
@@ -107,6 +110,7 @@ impl Listener {
                     }
                     tokio::select! {
                         _ = freed => {}
+                        _ = tokio::time::sleep(SHED_RETRY), if !shed_asked => {}
                         _ = stopped(stop) => return None,
                     }
                 }

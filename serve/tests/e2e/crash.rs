@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::harness::{scale, scoreboard_dir, seed, Client, Launch};
+use crate::harness::{metric_value, scale, scoreboard_dir, seed, Client, Launch};
 
 /// What the clients know about one player: every post they sent and every one acknowledged.
 #[derive(Default, Clone, Debug)]
@@ -24,10 +24,26 @@ struct PlayerModel {
 
 type Model = Arc<Mutex<HashMap<String, PlayerModel>>>;
 
+/// How one client of the load posts.
+#[derive(Clone, Copy)]
+struct Poster {
+    seed: u64,
+    /// Pads each body with spaces to this many bytes.
+    pad: Option<usize>,
+    /// The local address it connects from (loopback: another address is another peer).
+    source: std::net::Ipv4Addr,
+}
+
 /// Posts random scores for random players until `stop`, recording attempts and acknowledgements.
-fn post_until_stopped(address: SocketAddr, model: Model, stop: Arc<AtomicBool>, seed: u64) -> u64 {
+fn post_until_stopped(
+    address: SocketAddr,
+    model: Model,
+    stop: Arc<AtomicBool>,
+    poster: Poster,
+) -> u64 {
+    let Poster { seed, pad, source } = poster;
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut client = Client::connect(address);
+    let mut client = Client::connect_from(address, source);
     let mut acknowledged = 0;
     while !stop.load(Relaxed) {
         let player = format!("player{}", rng.random_range(0..40));
@@ -38,7 +54,11 @@ fn post_until_stopped(address: SocketAddr, model: Model, stop: Arc<AtomicBool>, 
             entry.attempted_posts += 1;
             entry.attempted_best = entry.attempted_best.max(Some(score));
         }
-        let body = serde_json::to_vec(&json!({"player": player, "score": score})).expect("json");
+        let mut body =
+            serde_json::to_vec(&json!({"player": player, "score": score})).expect("json");
+        if let Some(bytes) = pad {
+            body.resize(bytes.max(body.len()), b' ');
+        }
         match client.request("POST", "/scores", Some(&body)) {
             Ok(response) if response.status == 200 => {
                 let mut model = model.lock().expect("model");
@@ -96,20 +116,32 @@ fn check_recovered(client: &mut Client, model: &HashMap<String, PlayerModel>, co
 }
 
 /// Runs clients against the server until `stop` is set by the caller's closure.
+/// The load's clients: how many, how many of them send bodies of 100 KB (valid posts, padded
+/// with spaces), and from how many loopback addresses (127.0.0.1, 127.0.0.2, ...) in turn.
+#[derive(Clone, Copy)]
+struct Load {
+    clients: usize,
+    padded: usize,
+    peers: usize,
+}
+
 fn under_load(
     address: SocketAddr,
     model: &Model,
-    clients: usize,
+    load: Load,
     seed: u64,
     during: impl FnOnce(),
 ) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
-    let handles: Vec<_> = (0..clients)
+    let handles: Vec<_> = (0..load.clients)
         .map(|index| {
             let (model, stop) = (model.clone(), stop.clone());
-            std::thread::spawn(move || {
-                post_until_stopped(address, model, stop, seed ^ index as u64)
-            })
+            let poster = Poster {
+                seed: seed ^ index as u64,
+                pad: (index < load.padded).then_some(100_000),
+                source: std::net::Ipv4Addr::new(127, 0, 0, 1 + (index % load.peers) as u8),
+            };
+            std::thread::spawn(move || post_until_stopped(address, model, stop, poster))
         })
         .collect();
     during();
@@ -120,6 +152,24 @@ fn under_load(
         .sum()
 }
 
+/// The budgets' refusals so far: connections refused for their address, connections shed at
+/// the cap, bodies refused for the budget.
+fn refusals(address: SocketAddr) -> [f64; 3] {
+    // At the cap this connection may be shed before its request arrives, like any other:
+    // try again.
+    let mut client = Client::connect_from(address, std::net::Ipv4Addr::new(127, 0, 0, 9));
+    let response = (0..1000)
+        .find_map(|_| client.request("GET", "/_pure/metrics", None).ok())
+        .expect("metrics answered");
+    let text = response.text();
+    [
+        "pure_http_connections_refused_total",
+        "pure_http_connections_shed_total",
+        "pure_http_body_budget_refusals_total",
+    ]
+    .map(|name| metric_value(&text, name))
+}
+
 #[test]
 fn kill_9_under_load_loses_no_acknowledged_post() {
     let seed = seed("kill_9_under_load");
@@ -127,19 +177,23 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
     let data = tempfile::tempdir().expect("tempdir");
     // Small checkpoint interval: some kills land during checkpoints.
     let launch = Launch::new(&scoreboard_dir(), data.path()).flag("--checkpoint-interval", "8192");
-    // Every other cycle, the connection and body budgets bite: 64 clients from one address
-    // against a share of 48 (refused and reconnecting), a cap of 56 (idle ones shed between
-    // posts), and room for about 40 bodies at once (503s under the burst).
+    // Every other cycle, the connection and body budgets bite: 64 clients from two addresses,
+    // 32 each, against a share of 24 per address (refused, and reconnecting) and a cap of 40
+    // (idle ones shed between posts); 8 of them send 100 KB bodies against a budget for 3
+    // (503s).
     let limited = Launch::new(&scoreboard_dir(), data.path())
         .flag("--checkpoint-interval", "8192")
-        .flag("--max-connections-per-peer", "48")
-        .flag("--max-connections", "56")
-        .flag("--body-budget", "2000");
+        .flag("--max-connections-per-peer", "24")
+        .flag("--max-connections", "40")
+        .flag("--body-budget", "110000");
     let model: Model = Arc::default();
     let cycles = 50 * scale();
     let mut acknowledged_total = 0;
+    // What the budgets refused in the limited cycles: each must have bitten.
+    let mut bitten = [0.0; 3];
     for cycle in 0..cycles {
-        let launch = if cycle % 2 == 0 { &launch } else { &limited };
+        let limits_bite = cycle % 2 == 1;
+        let launch = if limits_bite { &limited } else { &launch };
         let mut server = launch.start();
         let context = format!("cycle {cycle} (seed {seed})");
         check_recovered(
@@ -148,12 +202,38 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
             &context,
         );
         let load = Duration::from_millis(rng.random_range(50..350));
-        acknowledged_total += under_load(server.address, &model, 64, rng.random(), || {
+        let clients = if limits_bite {
+            Load {
+                clients: 64,
+                padded: 8,
+                peers: 2,
+            }
+        } else {
+            Load {
+                clients: 64,
+                padded: 0,
+                peers: 1,
+            }
+        };
+        acknowledged_total += under_load(server.address, &model, clients, rng.random(), || {
             std::thread::sleep(load);
+            if limits_bite {
+                // From another address than the load's, which has used up its share.
+                let figures = refusals(server.address);
+                bitten
+                    .iter_mut()
+                    .zip(figures)
+                    .for_each(|(sum, n)| *sum += n);
+            }
             server.signal(libc::SIGKILL);
             server.wait();
         });
     }
+    eprintln!("kill_9_under_load: connections refused, shed, bodies refused: {bitten:?}");
+    assert!(
+        bitten.iter().all(|&n| n > 0.0),
+        "every budget bit: {bitten:?}"
+    );
     let server = launch.start();
     check_recovered(
         &mut server.client(),
@@ -176,7 +256,12 @@ fn sigterm_answers_in_flight_writes_and_exits_0() {
     let model: Model = Arc::default();
     for round in 0..3 {
         let mut server = launch.start();
-        let acknowledged = under_load(server.address, &model, 16, seed + round, || {
+        let load = Load {
+            clients: 16,
+            padded: 0,
+            peers: 1,
+        };
+        let acknowledged = under_load(server.address, &model, load, seed + round, || {
             std::thread::sleep(Duration::from_millis(300));
             server.signal(libc::SIGTERM);
             let status = server.wait();

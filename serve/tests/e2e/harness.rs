@@ -234,6 +234,8 @@ impl Response {
 /// A keep-alive HTTP/1.1 client on one connection; reconnects after the server closed it.
 pub struct Client {
     address: SocketAddr,
+    /// The local address to connect from (another loopback address is another peer).
+    source: Option<std::net::Ipv4Addr>,
     stream: Option<BufReader<TcpStream>>,
 }
 
@@ -241,7 +243,15 @@ impl Client {
     pub fn connect(address: SocketAddr) -> Client {
         Client {
             address,
+            source: None,
             stream: None,
+        }
+    }
+
+    pub fn connect_from(address: SocketAddr, source: std::net::Ipv4Addr) -> Client {
+        Client {
+            source: Some(source),
+            ..Client::connect(address)
         }
     }
 
@@ -291,7 +301,10 @@ impl Client {
 
     fn try_exchange(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
         if self.stream.is_none() {
-            let stream = TcpStream::connect(self.address)?;
+            let stream = match self.source {
+                Some(source) => try_connect_from(source, self.address)?,
+                None => TcpStream::connect(self.address)?,
+            };
             stream.set_nodelay(true)?;
             stream.set_read_timeout(Some(WAIT_MAX))?;
             self.stream = Some(BufReader::new(stream));
@@ -340,6 +353,29 @@ pub fn read_response(stream: &mut impl BufRead) -> std::io::Result<Response> {
         headers,
         body,
     })
+}
+
+/// A connection to `to` from the local address `source` (loopback has many: 127.0.0.2 can be
+/// another peer than 127.0.0.1).
+pub fn connect_from(source: std::net::Ipv4Addr, to: SocketAddr) -> TcpStream {
+    let stream = try_connect_from(source, to).expect("connect");
+    stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
+    stream
+}
+
+fn try_connect_from(source: std::net::Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(source.into(), 0).into())?;
+    socket.connect(&to.into())?;
+    Ok(socket.into())
+}
+
+/// The value of an unlabelled metric in Prometheus text.
+pub fn metric_value(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{metrics}"))
 }
 
 /// The seed of a randomized test: `PURE_TEST_SEED` to replay, otherwise fresh; printed either way.

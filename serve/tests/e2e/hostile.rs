@@ -3,7 +3,7 @@
 //! hold, memory and connections as budgets, a client that half-closes, and HTTP as the RFCs say.
 
 use std::io::{BufReader, ErrorKind, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -12,33 +12,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::harness::{
-    binary, read_response, scoreboard_dir, test_app_dir, wait_until, Launch, Response, Server,
-    WAIT_MAX,
+    binary, connect_from, metric_value, read_response, scoreboard_dir, test_app_dir, wait_until,
+    Launch, Response, Server, WAIT_MAX,
 };
-
-fn metric_value(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{metrics}"))
-}
 
 fn metrics(server: &Server) -> String {
     server.client().get("/_pure/metrics").text()
-}
-
-/// A connection to `to` from the local address `source` (loopback has many: 127.0.0.2 can be
-/// another peer than 127.0.0.1).
-fn connect_from(source: Ipv4Addr, to: SocketAddr) -> TcpStream {
-    let socket =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    socket
-        .bind(&SocketAddr::new(IpAddr::V4(source), 0).into())
-        .expect("bind the source address");
-    socket.connect(&to.into()).expect("connect");
-    let stream: TcpStream = socket.into();
-    stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-    stream
 }
 
 /// Sends `bytes` on `stream` and reads one response.
@@ -435,45 +414,52 @@ fn json_a_handler_cannot_hold_is_refused_on_the_http_thread() {
     server.stop();
 }
 
-/// Bodies held at once are bounded in bytes: two requests that announce 40 KB each take the
-/// whole 80 KB budget while their bodies are still on the way; a third is answered 503 with
-/// Retry-After at once; once they are answered, the budget is free again.
+/// A padded, valid scoreboard post of exactly `bytes` bytes.
+fn padded_post(player: &str, bytes: usize) -> String {
+    let prefix = format!(r#"{{"player": "{player}", "score": 1"#);
+    let body = format!("{prefix}{}}}", " ".repeat(bytes - prefix.len() - 1));
+    assert_eq!(body.len(), bytes);
+    body
+}
+
+fn post_head(bytes: usize) -> Vec<u8> {
+    format!("POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {bytes}\r\n\r\n").into_bytes()
+}
+
+/// Bodies held at once are bounded in bytes, beyond the first 64 KiB of each: a request that
+/// announces 64 KiB + 100,000 bytes takes the whole budget of 100,000 while its body is still on
+/// the way; another large body is answered 503 with Retry-After at once, but a small one is
+/// served (a flood of large bodies cannot refuse everyone's small requests); once the large one
+/// is answered, the budget is free again.
 #[test]
-fn the_body_budget_refuses_with_503_and_retry_after() {
+fn the_body_budget_refuses_large_bodies_with_503_and_never_small_ones() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = Launch::new(&scoreboard_dir(), data.path())
-        .flag("--body-budget", "80000")
+        .flag("--body-budget", "100000")
         .start();
-    let head = b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 40000\r\n\r\n";
-    let holders: Vec<TcpStream> = (0..2)
-        .map(|_| {
-            let mut stream = TcpStream::connect(server.address).expect("connect");
-            stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-            stream.write_all(head).expect("head");
-            stream
-        })
-        .collect();
+    let held = (64 << 10) + 100_000;
+    let mut holder = TcpStream::connect(server.address).expect("connect");
+    holder.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
+    holder.write_all(&post_head(held)).expect("head");
     wait_until("the budget to be taken", || {
-        metric_value(&metrics(&server), "pure_http_body_budget_held_bytes") == 80000.0
+        metric_value(&metrics(&server), "pure_http_body_budget_held_bytes") == 100_000.0
     });
-    let body = br#"{"player": "third", "score": 3}"#;
-    let mut request = format!(
-        "POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
+    let large = padded_post("large", 70_000);
+    let mut request = post_head(large.len());
+    request.extend_from_slice(large.as_bytes());
     let refused = raw(&server, &request);
     assert!(error_of(&refused, 503).contains("--body-budget"));
     assert_eq!(refused.header("retry-after"), Some("1"));
-    let prefix = r#"{"player": "held", "score": 1"#;
-    let padding = format!("{prefix}{}}}", " ".repeat(40000 - prefix.len() - 1));
-    assert_eq!(padding.len(), 40000);
-    for mut stream in holders {
-        stream.write_all(padding.as_bytes()).expect("body");
-        let response = read_response(&mut BufReader::new(stream)).expect("answered");
-        assert_eq!(response.status, 200, "{}", response.text());
-    }
+    assert_eq!(
+        post_score(&server, "small", 3).status,
+        200,
+        "a small body is served"
+    );
+    holder
+        .write_all(padded_post("held", held).as_bytes())
+        .expect("body");
+    let response = read_response(&mut BufReader::new(holder)).expect("answered");
+    assert_eq!(response.status, 200, "{}", response.text());
     assert_eq!(
         raw(&server, &request).status,
         200,

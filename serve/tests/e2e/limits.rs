@@ -11,7 +11,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::harness::{scale, scoreboard_dir, seed, wait_until, Launch, Server, WAIT_MAX};
+use crate::harness::{
+    metric_value, scale, scoreboard_dir, seed, wait_until, Launch, Server, WAIT_MAX,
+};
 
 fn start(flags: &[(&str, &str)]) -> (tempfile::TempDir, Server) {
     let data = tempfile::tempdir().expect("tempdir");
@@ -331,10 +333,4 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
     );
     assert_eq!(client.get("/players/a").status, 200);
     server.stop();
-}
-
-pub fn metric_value(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
 }
