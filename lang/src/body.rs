@@ -8,9 +8,15 @@
 //! level of the whole request map `#{params, query, body}`, which is what a handler holds. A
 //! body over one of them would only fail inside the handler, as a 500 naming a script line.
 //!
+//! The count covers the whole request map, as a handler receives it: a handler that only ever
+//! touches `request.body` would meet the same limits a few entries (its params and query)
+//! later, never sooner.
+//!
 //! Also refused: an object with the same key twice (parsers disagree on which one wins, so two
-//! programs in a chain could act on different values). `-0` is the integer 0.
+//! programs in a chain could act on different values). `-0` is the integer 0, and `-0.0` the
+//! float, as their text says (serde_json reads both as the float -0.0).
 
+use std::collections::VecDeque;
 use std::fmt;
 
 use rhai::{Array, Dynamic, ImmutableString, Map};
@@ -54,16 +60,29 @@ impl fmt::Display for BodyError {
 }
 
 /// What the request holds so far, against the limits.
-struct Budget {
+struct Budget<'a> {
     array_items: usize,
     map_items: usize,
     string_bytes: usize,
     limits: Limits,
     /// The first limit passed: serde's error type cannot carry it.
     exceeded: Option<BodyError>,
+    /// The body's text, and for each number in it that reads as -0.0, in order, whether it was
+    /// written without a fraction or exponent (found the first time one is met).
+    text: &'a [u8],
+    negative_zeros: Option<VecDeque<bool>>,
 }
 
-impl Budget {
+impl Budget<'_> {
+    /// Whether the next number that reads as -0.0 was written as an integer (`-0`).
+    fn next_negative_zero_is_integer(&mut self) -> bool {
+        let text = self.text;
+        let zeros = self
+            .negative_zeros
+            .get_or_insert_with(|| negative_zeros(text));
+        zeros.pop_front().unwrap_or(false)
+    }
+
     fn add(&mut self, array_items: usize, map_items: usize, string_bytes: usize) -> bool {
         self.array_items += array_items;
         self.map_items += map_items;
@@ -99,6 +118,8 @@ pub(crate) fn parse(
         string_bytes: 0,
         limits: limits.clone(),
         exceeded: None,
+        text: bytes,
+        negative_zeros: None,
     };
     // The request map's own three entries, and each pair of its two maps.
     let pairs = params.iter().chain(query);
@@ -124,12 +145,47 @@ pub(crate) fn parse(
     }
 }
 
-/// Deserializes one JSON value into a script value, charging it to the budget.
-struct ValueSeed<'a> {
-    budget: &'a mut Budget,
+/// For each number token of a JSON text that reads as -0.0 (outside strings, in order):
+/// whether it has no fraction and no exponent. serde_json visits them in the same order, and
+/// rounds as `f64::from_str` does (`-1e-400` reads as -0.0 too, and is a float).
+fn negative_zeros(text: &[u8]) -> VecDeque<bool> {
+    let mut zeros = VecDeque::new();
+    let (mut in_string, mut escaped) = (false, false);
+    let mut at = 0;
+    while at < text.len() {
+        let byte = text[at];
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if byte == b'"' {
+            in_string = true;
+        } else if byte == b'-' {
+            let end = text[at + 1..]
+                .iter()
+                .position(|b| !matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'))
+                .map_or(text.len(), |n| at + 1 + n);
+            let token = std::str::from_utf8(&text[at..end]).unwrap_or("");
+            if token.parse::<f64>().is_ok_and(|value| value == 0.0) {
+                zeros.push_back(!token.contains(['.', 'e', 'E']));
+            }
+            at = end;
+            continue;
+        }
+        at += 1;
+    }
+    zeros
 }
 
-impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+/// Deserializes one JSON value into a script value, charging it to the budget.
+struct ValueSeed<'a, 'text> {
+    budget: &'a mut Budget<'text>,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_> {
     type Value = Dynamic;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Dynamic, D::Error> {
@@ -137,7 +193,7 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     }
 }
 
-impl ValueSeed<'_> {
+impl ValueSeed<'_, '_> {
     fn charge<E: de::Error>(
         &mut self,
         array_items: usize,
@@ -157,7 +213,7 @@ impl ValueSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for ValueSeed<'_> {
+impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     type Value = Dynamic;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -184,9 +240,8 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_f64<E>(self, value: f64) -> Result<Dynamic, E> {
-        // serde_json reads `-0` as the float -0.0 (and cannot tell it from `-0.0`): as a
-        // number written without a fraction it is the integer 0.
-        if value == 0.0 && value.is_sign_negative() {
+        // serde_json reads `-0` as the float -0.0, like `-0.0`: the text tells them apart.
+        if value == 0.0 && value.is_sign_negative() && self.budget.next_negative_zero_is_integer() {
             return Ok(Dynamic::from_int(0));
         }
         Ok(Dynamic::from_float(value))
@@ -270,6 +325,31 @@ mod tests {
         assert!(parse_body("  \n").expect("blank").is_unit());
         let big = parse_body("18446744073709551615").expect("u64");
         assert_eq!(big.as_float(), Ok(u64::MAX as f64));
+    }
+
+    #[test]
+    fn minus_zero_is_an_integer_as_written_and_a_float_otherwise() {
+        let text = r#"["-0.0", -0.0, -0, -1e-400, {"k\"-0": -0e3}, -0, -0.5, 0.0]"#;
+        let items = parse(text.as_bytes(), &[], &[], &Limits::default())
+            .expect("parses")
+            .cast::<Array>();
+        assert!(items[0].is_string());
+        assert!(items[1]
+            .as_float()
+            .is_ok_and(|f| f == 0.0 && f.is_sign_negative()));
+        assert_eq!(items[2].as_int(), Ok(0));
+        assert!(
+            items[3].as_float().is_ok(),
+            "-1e-400 underflows to a float -0.0"
+        );
+        let map = items[4].clone().cast::<Map>();
+        assert!(
+            map["k\"-0"].as_float().is_ok(),
+            "-0e3 has an exponent: a float"
+        );
+        assert_eq!(items[5].as_int(), Ok(0));
+        assert_eq!(items[6].as_float(), Ok(-0.5));
+        assert_eq!(items[7].as_float(), Ok(0.0));
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub enum OpenError {
     Image { lsn: u64, reason: String },
     /// A thread could not be started.
     Thread(std::io::Error),
+    /// A salvage that would change the directory it saves from.
+    Salvage(String),
 }
 
 impl fmt::Display for OpenError {
@@ -87,6 +89,7 @@ impl fmt::Display for OpenError {
                 "the checkpoint at LSN {lsn} is damaged ({reason}); restore the data directory from a backup"
             ),
             OpenError::Thread(e) => write!(f, "cannot start the owner threads: {e}"),
+            OpenError::Salvage(reason) => write!(f, "cannot salvage: {reason}"),
         }
     }
 }
@@ -416,6 +419,13 @@ impl Runtime {
             handler_fallbacks_total: self.app().fallbacks(),
             ..shared.metrics.snapshot()
         }
+    }
+
+    /// Says that a stop has begun, before `shutdown`: a write waiting for room in a full log is
+    /// refused (503) at once rather than at `write_timeout`, so that a stop does not wait for
+    /// it. Writes go on otherwise.
+    pub fn begin_shutdown(&self) {
+        self.inner.shared.stopping.store(true, Ordering::Release);
     }
 
     /// Stops taking writes, runs and syncs what is queued, answers it, stops the threads.

@@ -81,6 +81,37 @@ pub fn inspect_with(io: Arc<dyn Io>, data_dir: &Path) -> Result<Inspection, Open
     })
 }
 
+/// Refuses an `into` that is `from` or inside it: writing there would change the directory a
+/// salvage promises to leave as it is. (On a real file system; a simulated one has no such
+/// paths to resolve, and its tests use separate directories.)
+fn refuse_inside(from: &Path, into: &Path) -> Result<(), OpenError> {
+    let Ok(from) = from.canonicalize() else {
+        return Ok(());
+    };
+    // `into` may not exist yet: resolve its nearest existing ancestor.
+    let mut existing = into.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return Ok(()),
+        }
+    }
+    let mut resolved = existing.canonicalize().unwrap_or(existing);
+    resolved.extend(rest.iter().rev());
+    if resolved.starts_with(&from) {
+        return Err(OpenError::Salvage(format!(
+            "{} is inside {}, which a salvage must not change: choose a directory elsewhere",
+            into.display(),
+            from.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Writes the decoded valid prefix of `from` into `into` (new, or empty), which then opens
 /// cleanly with that state and those LSNs. Changes nothing in `from`.
 pub fn salvage(from: &Path, into: &Path) -> Result<Salvaged, OpenError> {
@@ -89,6 +120,7 @@ pub fn salvage(from: &Path, into: &Path) -> Result<Salvaged, OpenError> {
 
 /// The same through a given I/O layer.
 pub fn salvage_with(io: Arc<dyn Io>, from: &Path, into: &Path) -> Result<Salvaged, OpenError> {
+    refuse_inside(from, into)?;
     let inspected = inspect_with(io.clone(), from)?;
     let saved = Lsn(inspected.decoded_lsn);
     let options = StoreOptions {

@@ -41,8 +41,9 @@ pub struct Slot {
     /// Set while a request whose head has arrived is being answered; such a connection is never
     /// chosen to be shed.
     busy: AtomicBool,
-    /// When it last became idle (milliseconds since `Connections::epoch`).
+    /// When it last became idle (milliseconds since `epoch`).
     idle_since_ms: AtomicU64,
+    epoch: Instant,
     /// Asks the connection to close: it then stops keeping alive, answers any request already
     /// started, and closes (hyper's graceful shutdown).
     pub shed: Notify,
@@ -110,6 +111,7 @@ impl Connections {
         let slot = Arc::new(Slot {
             busy: AtomicBool::new(false),
             idle_since_ms: AtomicU64::new(self.now_ms()),
+            epoch: self.epoch,
             shed: Notify::new(),
         });
         registry.open.insert(id, slot.clone());
@@ -154,32 +156,24 @@ impl Connections {
 impl Slot {
     /// Marks the connection busy until the guard is dropped (the answer is built, or the
     /// request abandoned).
-    pub fn busy<'a>(&'a self, connections: &'a Connections) -> BusyGuard<'a> {
+    pub fn busy(self: &Arc<Slot>) -> BusyGuard {
         self.busy.store(true, Ordering::Release);
-        BusyGuard {
-            slot: self,
-            connections,
-        }
+        BusyGuard(self.clone())
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
     }
 }
 
-pub struct BusyGuard<'a> {
-    slot: &'a Slot,
-    connections: &'a Connections,
-}
+pub struct BusyGuard(Arc<Slot>);
 
-impl Drop for BusyGuard<'_> {
+impl Drop for BusyGuard {
     fn drop(&mut self) {
-        self.slot
-            .idle_since_ms
-            .store(self.connections.now_ms(), Ordering::Relaxed);
-        self.slot.busy.store(false, Ordering::Release);
-    }
-}
-
-impl Ticket {
-    pub fn connections(&self) -> &Connections {
-        &self.connections
+        let slot = &self.0;
+        let now_ms = slot.epoch.elapsed().as_millis() as u64;
+        slot.idle_since_ms.store(now_ms, Ordering::Relaxed);
+        slot.busy.store(false, Ordering::Release);
     }
 }
 
@@ -225,7 +219,7 @@ mod tests {
         let connections = Connections::new(3, 3);
         let first = connections.admit(address(1)).expect("first");
         let second = connections.admit(address(1)).expect("second");
-        let guard = first.slot.busy(&connections);
+        let guard = first.slot.busy();
         assert!(connections.shed_one(), "the second is idle");
         // `notify_one` stores a permit: the second's shed future completes at once.
         let shed = second.slot.shed.notified();

@@ -23,10 +23,13 @@ pub fn check(data: &Path) -> Result<u8, exit::Failure> {
         }
         Some(refusal) => {
             println!("result: {} does NOT open: {refusal}", data.display());
+            let saves = match inspection.decoded_lsn {
+                0 => "nothing but an empty state".to_string(),
+                lsn => format!("LSNs 1..={lsn}"),
+            };
             println!(
-                "        `pure-serve salvage --data {} --into NEW` saves LSNs 1..={} into NEW",
-                data.display(),
-                inspection.decoded_lsn
+                "        `pure-serve salvage --data {} --into NEW` saves {saves} into NEW",
+                data.display()
             );
             Ok(exit::DATA)
         }
@@ -42,16 +45,27 @@ pub fn salvage(data: &Path, into: &Path) -> Result<u8, exit::Failure> {
     let from = &salvaged.from;
     print!("{}", report(from));
     let saved = salvaged.saved_lsn;
-    let base = from.store.base.as_ref().map_or(0, |b| b.lsn().0);
-    println!(
-        "saved:     LSNs 1..={saved} ({}; {} records after it) into {}",
-        match base {
-            0 => "no checkpoint".to_string(),
-            lsn => format!("the checkpoint at LSN {lsn}"),
-        },
-        saved - base,
-        into.display()
-    );
+    // The checkpoint the saved state starts from, unless it did not decode.
+    let base = match &from.undecodable {
+        Some(Undecodable::Image { .. }) => 0,
+        _ => from.store.base.as_ref().map_or(0, |b| b.lsn().0),
+    };
+    if saved == 0 {
+        println!(
+            "saved:     nothing (an empty state) into {}",
+            into.display()
+        );
+    } else {
+        println!(
+            "saved:     LSNs 1..={saved} ({}; {} records after it) into {}",
+            match base {
+                0 => "no checkpoint".to_string(),
+                lsn => format!("the checkpoint at LSN {lsn}"),
+            },
+            saved.saturating_sub(base),
+            into.display()
+        );
+    }
     println!("not saved: {}", not_saved(from));
     println!(
         "{} opens cleanly at LSN {saved}; {} was not changed. Keep it until you are sure of the \
@@ -66,13 +80,20 @@ pub fn salvage(data: &Path, into: &Path) -> Result<u8, exit::Failure> {
 /// What a salvage leaves behind, in one sentence.
 fn not_saved(inspection: &Inspection) -> String {
     let next = inspection.decoded_lsn + 1;
-    if let Some(failure) = &inspection.undecodable {
-        let (lsn, reason) = match failure {
-            Undecodable::Image { lsn, reason } | Undecodable::Record { lsn, reason } => {
-                (lsn, reason)
-            }
-        };
-        return format!("LSN {lsn} onward: it does not decode ({reason})");
+    match &inspection.undecodable {
+        Some(Undecodable::Image { lsn, reason }) => {
+            return format!(
+                "LSN 1 onward: the checkpoint at LSN {lsn}, which holds LSNs 1..={lsn} and which \
+                 every record after it needs, passes its checksum but does not decode ({reason})"
+            )
+        }
+        Some(Undecodable::Record { lsn, reason }) => {
+            return format!(
+                "LSN {lsn} onward: the record at LSN {lsn} passes its checksum but does not \
+                 decode ({reason})"
+            )
+        }
+        None => {}
     }
     match &inspection.store.ending {
         Ending::Clean { .. } => "nothing: the log ends cleanly".to_string(),

@@ -30,6 +30,8 @@ use crate::wire::{Socket, Wire, HEAD_BYTES_MAX};
 const READ_BUFFER_BYTES_MAX: usize = 64 << 10;
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// How long a connection asked to close may go on reading a partial head before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_millis(20);
 /// At the cap with no connection idle, how often to look for one again.
 const SHED_RETRY: Duration = Duration::from_millis(50);
 
@@ -158,14 +160,13 @@ impl Listener {
         let socket = Socket::new(stream);
         let dispatch = self.dispatch.clone();
         let slot = ticket.slot.clone();
-        let connections = ticket.connections();
-        let service = service_fn(|request| {
+        let service = service_fn(move |request| {
             let dispatch = dispatch.clone();
-            let slot = slot.clone();
+            // Busy from the moment a whole head arrived (hyper calls this then) until the
+            // answer is built: a connection is never dropped with a request in it.
+            let busy = slot.busy();
             async move {
-                // Busy from the moment a whole head arrived until the answer is built: a
-                // connection is never shed with a request in it.
-                let _busy = slot.busy(connections);
+                let _busy = busy;
                 dispatch.handle(request).await
             }
         });
@@ -184,16 +185,28 @@ impl Listener {
         let connection = builder.serve_connection(Wire::new(socket.clone()), service);
         tokio::pin!(connection);
         let mut stop = self.stop.clone();
-        let result = tokio::select! {
-            result = connection.as_mut() => result,
-            _ = stopped(&mut stop) => {
-                // Answers the request in flight, if any, then closes instead of keeping alive.
-                connection.as_mut().graceful_shutdown();
-                connection.as_mut().await
-            }
-            _ = ticket.slot.shed.notified() => {
-                connection.as_mut().graceful_shutdown();
-                connection.as_mut().await
+        let mut closing = false;
+        // Asked to close (a stop, or shed at the cap): hyper's graceful shutdown answers a
+        // request already started, then closes, and closes an idle connection at once; but it
+        // keeps reading a head that has partly arrived. Such a connection (not busy, nothing
+        // on its way out) is dropped after a short grace: nothing of it ran, and one stalled
+        // head must not hold up a new client or a clean stop for the header timeout.
+        let result = loop {
+            tokio::select! {
+                result = connection.as_mut() => break result,
+                _ = stopped(&mut stop), if !closing => {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                _ = ticket.slot.shed.notified(), if !closing => {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                _ = tokio::time::sleep(CLOSE_GRACE), if closing => {
+                    if !ticket.slot.is_busy() && !socket.has_unflushed() {
+                        break Ok(());
+                    }
+                }
             }
         };
         if let Err(error) = result {

@@ -92,6 +92,9 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
         reason = poisoned(&runtime) => Stop::Poisoned(reason),
     };
     let refused_before = runtime.metrics().writes_refused_total;
+    // A write waiting for room in a full log is refused now rather than held until
+    // --write-timeout-ms: the stop does not wait for it (and it is counted as refused).
+    runtime.begin_shutdown();
     let code = match &stop {
         Stop::Signal(name) => {
             eprintln!("pure-serve: {name}: finishing requests in flight, then stopping");

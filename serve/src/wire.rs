@@ -11,6 +11,12 @@
 //! A request line longer than the whole head limit reaches hyper as a head too large (431);
 //! `Wire` remembers how much of the first line of the current request it has read, to answer
 //! 414 for that case instead.
+//!
+//! `Wire` sees bytes, not hyper's parse position: it takes what is read after an answer begins
+//! as the next request. A client that pipelines (sends its next request before the answer to
+//! the previous one) can defeat that: a large pipelined head may be answered 414 instead of
+//! 431, and a stalled pipelined head is closed without the 408. Both still refuse the request
+//! and close the connection.
 
 use std::io;
 use std::pin::Pin;
@@ -35,6 +41,8 @@ pub struct Socket {
     pub stream: TcpStream,
     /// Bytes of a request have been read since the last answer began.
     partial_head: AtomicBool,
+    /// hyper has written bytes it has not flushed yet (an answer on its way out).
+    unflushed: AtomicBool,
 }
 
 /// One connection's socket as hyper sees it.
@@ -83,7 +91,13 @@ impl Socket {
         Arc::new(Socket {
             stream,
             partial_head: AtomicBool::new(false),
+            unflushed: AtomicBool::new(false),
         })
+    }
+
+    /// Whether hyper has an answer on its way out: the connection must not be dropped.
+    pub fn has_unflushed(&self) -> bool {
+        self.unflushed.load(Ordering::Acquire)
     }
 
     /// After hyper dropped a connection whose head did not arrive in time: a JSON 408 if part
@@ -220,6 +234,8 @@ impl Write for Wire {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        // Until hyper flushes: it flushes as soon as it has handed over all it buffered.
+        this.socket.unflushed.store(true, Ordering::Release);
         if this.replacing.is_some() {
             return this.poll_replacement(cx, buf.len());
         }
@@ -243,6 +259,8 @@ impl Write for Wire {
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Every byte hyper wrote went into the socket (poll_write writes through, unbuffered).
+        self.socket.unflushed.store(false, Ordering::Release);
         Poll::Ready(Ok(()))
     }
 

@@ -151,10 +151,10 @@ impl Examination {
 
 /// Examines the existing store directory `dir` (see the module doc).
 pub fn examine(io: Arc<dyn Io>, dir: &Path) -> Result<Examination, Error> {
+    let lock = open::lock(&*io, dir)?;
     let names = io
         .list_dir(dir)
         .map_err(|e| io_error("list directory", dir, e))?;
-    let lock = open::lock(&*io, dir)?;
     let leftovers = names
         .iter()
         .filter(|n| checkpoint::is_tmp_name(n) || *n == open::LOG_TMP_NAME)
