@@ -38,6 +38,7 @@ struct Registry {
 
 /// One open connection, as the budget sees it.
 pub struct Slot {
+    peer: IpAddr,
     /// Set while a request whose head has arrived is being answered; such a connection is never
     /// chosen to be shed.
     busy: AtomicBool,
@@ -109,6 +110,7 @@ impl Connections {
         registry.next_id += 1;
         let id = registry.next_id;
         let slot = Arc::new(Slot {
+            peer,
             busy: AtomicBool::new(false),
             idle_since_ms: AtomicU64::new(self.now_ms()),
             epoch: self.epoch,
@@ -124,14 +126,25 @@ impl Connections {
         })
     }
 
-    /// Asks the connection that has been idle the longest to close; false if none is idle.
+    /// Asks an idle connection to close: the one idle the longest of the address that has the
+    /// most connections (under a flood, the flooder's, not a quiet client's keep-alive), else
+    /// the one idle the longest; false if none is idle.
     pub fn shed_one(&self) -> bool {
         let registry = self.registry();
-        let oldest = registry
-            .open
-            .values()
-            .filter(|slot| !slot.busy.load(Ordering::Acquire))
-            .min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed));
+        let idle = || {
+            registry
+                .open
+                .values()
+                .filter(|slot| !slot.busy.load(Ordering::Acquire))
+        };
+        let greediest = registry.per_peer.iter().max_by_key(|(_, count)| **count);
+        let oldest = greediest
+            .and_then(|(peer, _)| {
+                idle()
+                    .filter(|slot| slot.peer == *peer)
+                    .min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed))
+            })
+            .or_else(|| idle().min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed)));
         match oldest {
             Some(slot) => {
                 // Stored, so that it is seen even if the connection is not waiting right now.
@@ -215,6 +228,33 @@ mod tests {
     }
 
     #[test]
+    fn sheds_from_the_address_with_the_most_connections_first() {
+        let connections = Connections::new(4, 4);
+        let quiet = connections
+            .admit(address(1))
+            .expect("quiet, idle the longest");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let greedy: Vec<Ticket> = (0..3)
+            .map(|_| connections.admit(address(2)).expect("greedy"))
+            .collect();
+        assert!(connections.shed_one());
+        assert!(
+            !notified(&quiet.slot.shed),
+            "the quiet client keeps its connection"
+        );
+        let shed = greedy.iter().filter(|t| notified(&t.slot.shed)).count();
+        assert_eq!(shed, 1, "one of the greedy address's connections is shed");
+    }
+
+    /// Whether a notification is stored (polls a new `notified` future once).
+    fn notified(notify: &Notify) -> bool {
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        let future = std::pin::pin!(notify.notified());
+        std::future::Future::poll(future, &mut context).is_ready()
+    }
+
+    #[test]
     fn sheds_the_longest_idle_and_never_a_busy_one() {
         let connections = Connections::new(3, 3);
         let first = connections.admit(address(1)).expect("first");
@@ -222,19 +262,10 @@ mod tests {
         let guard = first.slot.busy();
         assert!(connections.shed_one(), "the second is idle");
         // `notify_one` stores a permit: the second's shed future completes at once.
-        let shed = second.slot.shed.notified();
-        futures_ready(shed);
+        assert!(notified(&second.slot.shed));
         drop(second);
         assert!(!connections.shed_one(), "the only one left is busy");
         drop(guard);
         assert!(connections.shed_one(), "idle again");
-    }
-
-    /// Polls a future once and asserts that it is ready.
-    fn futures_ready(future: impl std::future::Future<Output = ()>) {
-        let waker = std::task::Waker::noop();
-        let mut context = std::task::Context::from_waker(waker);
-        let mut future = std::pin::pin!(future);
-        assert!(future.as_mut().poll(&mut context).is_ready());
     }
 }

@@ -30,7 +30,7 @@ use crate::wire::{Socket, Wire, HEAD_BYTES_MAX};
 const READ_BUFFER_BYTES_MAX: usize = 64 << 10;
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
-/// How long a connection asked to close may go on reading a partial head before it is dropped.
+/// How often a connection asked to close while busy looks again whether it is done.
 const CLOSE_GRACE: Duration = Duration::from_millis(20);
 /// At the cap with no connection idle, how often to look for one again.
 const SHED_RETRY: Duration = Duration::from_millis(50);
@@ -186,24 +186,32 @@ impl Listener {
         tokio::pin!(connection);
         let mut stop = self.stop.clone();
         let mut closing = false;
-        // Asked to close (a stop, or shed at the cap): hyper's graceful shutdown answers a
-        // request already started, then closes, and closes an idle connection at once; but it
-        // keeps reading a head that has partly arrived. Such a connection (not busy, nothing
-        // on its way out) is dropped after a short grace: nothing of it ran, and one stalled
-        // head must not hold up a new client or a clean stop for the header timeout.
+        // Asked to close (a stop, or shed at the cap), a connection with no request in it
+        // (not busy, nothing on its way out) is dropped at once: nothing of it ran. Otherwise
+        // hyper's graceful shutdown answers the request, then closes; the connection is
+        // dropped as soon as that is done. (Graceful shutdown alone kept a connection whose
+        // head had partly arrived open until the header timeout: one stalled head held up
+        // every new client at the cap, and a stop.)
+        let idle = || !ticket.slot.is_busy() && !socket.has_unflushed();
         let result = loop {
             tokio::select! {
                 result = connection.as_mut() => break result,
                 _ = stopped(&mut stop), if !closing => {
+                    if idle() {
+                        break Ok(());
+                    }
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = ticket.slot.shed.notified(), if !closing => {
+                    if idle() {
+                        break Ok(());
+                    }
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = tokio::time::sleep(CLOSE_GRACE), if closing => {
-                    if !ticket.slot.is_busy() && !socket.has_unflushed() {
+                    if idle() {
                         break Ok(());
                     }
                 }

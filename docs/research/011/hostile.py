@@ -376,8 +376,10 @@ def scenario_bodies(args, host, port):
 # Scenario 2: idle-sockets
 
 
-def greedy_peer(host, port, total, source, reconnect, connect_timeout, pipe):
-    """Runs in its own process: holds `total` idle connections from `source`, sending nothing.
+def greedy_peer(host, port, total, source, reconnect, connect_timeout, pipe, partial=False):
+    """Runs in its own process: holds `total` idle connections from `source` (a comma-separated
+    list of addresses, used in turn), sending nothing (with `partial`, the start of a request
+    head that never ends).
 
     Reports {"settled": counts} once every socket has connected or failed (or the parent asks),
     then holds on until the parent sends "stop", and reports the final counts."""
@@ -386,11 +388,15 @@ def greedy_peer(host, port, total, source, reconnect, connect_timeout, pipe):
     counts = {"connected": 0, "failed": 0, "closed_by_server": 0, "reopened": 0,
               "open_errors": 0, "open_error_kinds": {}}
 
+    sources = source.split(",")
+    opened_total = [0]
+
     def open_one():
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
-            sock.bind((source, 0))
+            sock.bind((sources[opened_total[0] % len(sources)], 0))
+            opened_total[0] += 1
             code = sock.connect_ex((host, port))
         except OSError as error:
             sock.close()
@@ -423,6 +429,11 @@ def greedy_peer(host, port, total, source, reconnect, connect_timeout, pipe):
                 error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if error == 0:
                     counts["connected"] += 1
+                    if partial:
+                        try:
+                            sock.send(b"GET /players/ann HTTP/1.1\r\nHo")
+                        except OSError:
+                            pass
                     sockets[fd] = (sock, "connected", opened)
                     poller.modify(fd, select.EPOLLIN | select.EPOLLRDHUP)
                     continue
@@ -468,7 +479,7 @@ def scenario_idle_sockets(args, host, port):
     parent_end, child_end = context.Pipe()
     peer = context.Process(target=greedy_peer, daemon=True, args=(
         host, port, args.idle_sockets, args.greedy_source, args.reconnect,
-        args.connect_timeout, child_end))
+        args.connect_timeout, child_end, args.partial_head))
     started = time.monotonic()
     peer.start()
     if parent_end.poll(args.settle_seconds):
@@ -703,7 +714,10 @@ def main():
     group.add_argument("--idle-sockets", type=int, default=10000,
                        help="sockets the greedy peer holds (default 10000)")
     group.add_argument("--greedy-source", default="127.0.0.2",
-                       help="source address of the greedy peer (default 127.0.0.2)")
+                       help="source address of the greedy peer, or several, comma-separated, "
+                            "used in turn (default 127.0.0.2)")
+    group.add_argument("--partial-head", action="store_true",
+                       help="each greedy socket sends the start of a request head and stalls")
     group.add_argument("--reconnect", action="store_true",
                        help="the greedy peer reopens at once each socket that closes or fails")
     group.add_argument("--settle-seconds", type=float, default=15.0,

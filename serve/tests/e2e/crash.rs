@@ -116,13 +116,29 @@ fn check_recovered(client: &mut Client, model: &HashMap<String, PlayerModel>, co
 }
 
 /// Runs clients against the server until `stop` is set by the caller's closure.
-/// The load's clients: how many, how many of them send bodies of 100 KB (valid posts, padded
-/// with spaces), and from how many loopback addresses (127.0.0.1, 127.0.0.2, ...) in turn.
+/// The load's clients: how many from each loopback address (127.0.0.1, 127.0.0.2, ...), and
+/// how many of them send bodies of 100 KB (valid posts, padded with spaces).
 #[derive(Clone, Copy)]
 struct Load {
-    clients: usize,
+    per_address: &'static [usize],
     padded: usize,
-    peers: usize,
+}
+
+impl Load {
+    fn clients(&self) -> usize {
+        self.per_address.iter().sum()
+    }
+
+    fn source(&self, index: usize) -> std::net::Ipv4Addr {
+        let mut first = 0;
+        for (address, clients) in self.per_address.iter().enumerate() {
+            if index < first + clients {
+                return std::net::Ipv4Addr::new(127, 0, 0, 1 + address as u8);
+            }
+            first += clients;
+        }
+        unreachable!("index {index} past the load's {} clients", self.clients())
+    }
 }
 
 fn under_load(
@@ -133,13 +149,13 @@ fn under_load(
     during: impl FnOnce(),
 ) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
-    let handles: Vec<_> = (0..load.clients)
+    let handles: Vec<_> = (0..load.clients())
         .map(|index| {
             let (model, stop) = (model.clone(), stop.clone());
             let poster = Poster {
                 seed: seed ^ index as u64,
                 pad: (index < load.padded).then_some(100_000),
-                source: std::net::Ipv4Addr::new(127, 0, 0, 1 + (index % load.peers) as u8),
+                source: load.source(index),
             };
             std::thread::spawn(move || post_until_stopped(address, model, stop, poster))
         })
@@ -177,10 +193,10 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
     let data = tempfile::tempdir().expect("tempdir");
     // Small checkpoint interval: some kills land during checkpoints.
     let launch = Launch::new(&scoreboard_dir(), data.path()).flag("--checkpoint-interval", "8192");
-    // Every other cycle, the connection and body budgets bite: 64 clients from two addresses,
-    // 32 each, against a share of 24 per address (refused, and reconnecting) and a cap of 40
-    // (idle ones shed between posts); 8 of them send 100 KB bodies against a budget for 3
-    // (503s).
+    // Every other cycle, the connection and body budgets bite: 64 clients, 40 of them from one
+    // address against a share of 24 per address (refused, and reconnecting), 12 from each of
+    // two more, against a cap of 40 (idle ones shed between posts); 8 of them send 100 KB
+    // bodies against a budget for 3 (503s).
     let limited = Launch::new(&scoreboard_dir(), data.path())
         .flag("--checkpoint-interval", "8192")
         .flag("--max-connections-per-peer", "24")
@@ -204,15 +220,13 @@ fn kill_9_under_load_loses_no_acknowledged_post() {
         let load = Duration::from_millis(rng.random_range(50..350));
         let clients = if limits_bite {
             Load {
-                clients: 64,
+                per_address: &[40, 12, 12],
                 padded: 8,
-                peers: 2,
             }
         } else {
             Load {
-                clients: 64,
+                per_address: &[64],
                 padded: 0,
-                peers: 1,
             }
         };
         acknowledged_total += under_load(server.address, &model, clients, rng.random(), || {
@@ -257,9 +271,8 @@ fn sigterm_answers_in_flight_writes_and_exits_0() {
     for round in 0..3 {
         let mut server = launch.start();
         let load = Load {
-            clients: 16,
+            per_address: &[16],
             padded: 0,
-            peers: 1,
         };
         let acknowledged = under_load(server.address, &model, load, seed + round, || {
             std::thread::sleep(Duration::from_millis(300));
