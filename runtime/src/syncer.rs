@@ -38,6 +38,9 @@ type CheckpointResult = Result<(CheckpointDone, Instant), String>;
 const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
+/// How often a group waiting for log space looks whether a stop has begun.
+const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
 /// How long the syncer stays awake for the next write, yielding its core to any thread that
 /// wants it, after a group of one write that came within this long of the previous answer. Such
 /// writes come one at a time from a client waiting for each answer: the next comes about 100 µs
@@ -261,7 +264,8 @@ impl Syncer {
                     self.write_timeout.as_millis()
                 ));
             }
-            self.free_log_space(deadline);
+            // In slices, so that a stop that begins meanwhile is seen within one.
+            self.free_log_space(deadline.min(Instant::now() + STOP_CHECK_INTERVAL));
             if let Some(outcome) = self.commit() {
                 return outcome;
             }
