@@ -227,9 +227,7 @@ impl Syncer {
         let started = Instant::now();
         match self.store.commit() {
             Ok(_) => {
-                if self.log_full.since.take().is_some() {
-                    self.shared.set_log_full(None);
-                }
+                self.log_has_room();
                 Some(Outcome::Durable(Some(started.elapsed())))
             }
             Err(StoreError::LogFull { .. }) => None,
@@ -276,42 +274,44 @@ impl Syncer {
     /// running checkpoint and installs it, or starts one (after the pause that follows a
     /// failed one).
     fn free_log_space(&mut self, until: Instant) {
-        if let Some(running) = &self.checkpoint {
-            let left = until.saturating_duration_since(Instant::now());
-            match running.recv_timeout(left) {
-                Ok(result) => {
-                    self.checkpoint = None;
-                    self.install(result);
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => self.checkpoint = None,
-            }
+        let now = Instant::now();
+        if self.await_checkpoint(until.saturating_duration_since(now)) {
             return;
         }
-        let Some(next) = self.log_full.next_attempt else {
-            self.start_checkpoint();
-            return;
-        };
-        let now = Instant::now();
-        if now >= next {
-            self.start_checkpoint();
-        } else {
-            std::thread::sleep(next.min(until).saturating_duration_since(now));
+        match self.log_full.next_attempt {
+            Some(next) if now < next => {
+                std::thread::sleep(next.min(until).saturating_duration_since(now));
+            }
+            _ => self.start_checkpoint(),
         }
     }
 
     /// Installs a checkpoint that has finished, if one has.
     fn poll_checkpoint(&mut self) {
+        self.await_checkpoint(Duration::ZERO);
+    }
+
+    /// Waits up to `wait` for the running checkpoint and installs it if it finished; false if
+    /// none was running.
+    fn await_checkpoint(&mut self, wait: Duration) -> bool {
         let Some(running) = &self.checkpoint else {
-            return;
+            return false;
         };
-        match running.try_recv() {
+        match running.recv_timeout(wait) {
             Ok(result) => {
                 self.checkpoint = None;
                 self.install(result);
             }
-            Err(mpsc::TryRecvError::Empty) => {}
-            Err(mpsc::TryRecvError::Disconnected) => self.checkpoint = None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => self.checkpoint = None,
+        }
+        true
+    }
+
+    /// The log has room again: writes are let in at the door.
+    fn log_has_room(&mut self) {
+        if self.log_full.since.take().is_some() {
+            self.shared.set_log_full(None);
         }
     }
 
@@ -346,10 +346,8 @@ impl Syncer {
                         self.shared.metrics.checkpoint(started.elapsed(), lsn);
                         self.log_full.next_attempt = None;
                         self.log_full.pause = Duration::ZERO;
-                        // The log before the durable state is free again: let writes in.
-                        if self.log_full.since.take().is_some() {
-                            self.shared.set_log_full(None);
-                        }
+                        // The log before the durable state is free again.
+                        self.log_has_room();
                     }
                     Err(e) => self.checkpoint_failed(format!("cannot install a checkpoint: {e}")),
                 }

@@ -221,10 +221,10 @@ impl Dispatch {
         query: Vec<(String, String)>,
         bytes: Bytes,
     ) -> Result<Request, BodyError> {
-        let runtime = self.runtime.clone();
         if bytes.len() <= PARSE_INLINE_BYTES_MAX {
-            return runtime.app().request(params, query, &bytes);
+            return self.runtime.app().request(params, query, &bytes);
         }
+        let runtime = self.runtime.clone();
         let _parser = self
             .limits
             .parsers

@@ -57,8 +57,6 @@ pub struct Wire {
 /// the limit from other large heads, and a stalled head from an idle connection.
 #[derive(Clone, Copy, Debug, Default)]
 struct HeadWatch {
-    /// Bytes read since the last answer began.
-    read_bytes: usize,
     /// Bytes of the request line so far (after any empty lines before it).
     line_bytes: usize,
     line_done: bool,
@@ -66,7 +64,6 @@ struct HeadWatch {
 
 impl HeadWatch {
     fn saw(&mut self, bytes: &[u8]) {
-        self.read_bytes += bytes.len();
         for &byte in bytes {
             if self.line_done {
                 return;

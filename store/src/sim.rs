@@ -1,5 +1,5 @@
 //! A simulated disk for tests: `SimDisk` implements `Io` in memory and models what the store's
-//! crash-safety argument assumes of a real disk (RELIABILITY.md, docs/store-format.md):
+//! crash-safety argument assumes of a real disk (docs/store-format.md):
 //!
 //! - every file keeps its durable bytes and, separately, the writes not yet synced (the page
 //!   cache shows both); `sync_data` makes a file's writes durable;

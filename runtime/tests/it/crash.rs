@@ -1,6 +1,6 @@
 //! Crash test: random transfers from concurrent clients on the simulated disk, a crash at a
 //! random storage step (process crash or power loss), recovery, and the invariants of
-//! RELIABILITY.md: the recovered state is the ledger's fold of a gap-free prefix of the commit
+//! docs/reliability.md: the recovered state is the ledger's fold of a gap-free prefix of the commit
 //! order, every acknowledged write is in it (with the content it was acknowledged with),
 //! and recovering twice gives the same state.
 //!

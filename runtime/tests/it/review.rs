@@ -301,6 +301,45 @@ fn random_write_sets_match_a_model_live_and_after_every_reopen() {
     rt.shutdown();
 }
 
+/// A small log, checkpointed often: a full disk fills it within a few dozen writes.
+fn full_disk_options(write_timeout: Duration) -> RuntimeOptions {
+    RuntimeOptions {
+        log_capacity_bytes: 32 << 10,
+        checkpoint_interval_bytes: 4 << 10,
+        queue_capacity: 64,
+        write_timeout,
+        ..RuntimeOptions::default()
+    }
+}
+
+/// A write of one row of the `kv` table, large enough to fill a small log quickly.
+fn put(i: i64) -> Value {
+    json!([["put", "kv", [i % 50], {"a": i, "b": "bytes to fill the log"}]])
+}
+
+/// Sends writes without waiting for their answers (the group that meets the full log waits)
+/// until one is refused at the door for a reason containing `door`; returns the writes sent,
+/// with their replies, and that reason. A full queue is waited out, within `deadline`.
+fn fill_until_refused(
+    rt: &Runtime,
+    door: &str,
+    deadline: Instant,
+) -> (Vec<(Value, pure_runtime::WriteReply)>, String) {
+    let mut sent = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "the log never filled");
+        let ops = put(sent.len() as i64);
+        match rt.write("apply", body(json!({"ops": ops, "fail": false}))) {
+            Ok(reply) => sent.push((ops, reply)),
+            Err(HandlerError::Unavailable { reason }) if reason.contains(door) => {
+                return (sent, reason)
+            }
+            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
 /// Disk full while the log fills: checkpoints cannot be written, so the log cannot be freed.
 /// New writes must be refused with `Unavailable` (503), nothing acknowledged may be lost, and
 /// once space returns the waiting writes are committed and new ones accepted again: a full log
@@ -309,36 +348,15 @@ fn random_write_sets_match_a_model_live_and_after_every_reopen() {
 fn a_full_disk_during_checkpoints_refuses_writes_loses_nothing_and_resumes() {
     let disk = SimDisk::new(11);
     let dir = Path::new("/sim/review");
-    let options = RuntimeOptions {
-        log_capacity_bytes: 32 << 10,
-        checkpoint_interval_bytes: 4 << 10,
-        queue_capacity: 64,
-        write_timeout: PATIENT,
-        ..RuntimeOptions::default()
-    };
+    let options = full_disk_options(PATIENT);
     let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
     let rt = open();
     disk.set_faults(Faults {
         enospc_from_alloc_write: Some(1),
         ..Faults::default()
     });
-    let put = |i: i64| json!([["put", "kv", [i % 50], {"a": i, "b": "bytes to fill the log"}]]);
-    // Writes go in without waiting for answers (the group that meets the full log waits).
-    let mut sent = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let reason = loop {
-        assert!(Instant::now() < deadline, "the log never filled");
-        let ops = put(sent.len() as i64);
-        match rt.write("apply", body(json!({"ops": ops, "fail": false}))) {
-            Ok(reply) => sent.push((ops, reply)),
-            Err(HandlerError::Unavailable { reason }) if reason.contains("log is full") => {
-                break reason
-            }
-            // The queue is full: wait for the owner (a bounded wait, see the deadline).
-            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(1)),
-            Err(e) => panic!("{e:?}"),
-        }
-    };
+    let (sent, reason) = fill_until_refused(&rt, "log is full", deadline);
     // Reads serve a durable prefix of the writes.
     let mut model = Model::new();
     let mut prefixes = vec![model.clone()];
@@ -384,33 +402,16 @@ fn a_full_disk_during_checkpoints_refuses_writes_loses_nothing_and_resumes() {
 fn a_write_on_a_disk_that_stays_full_is_refused_in_bounded_time_and_never_applied() {
     let disk = SimDisk::new(13);
     let dir = Path::new("/sim/review-bound");
-    let options = RuntimeOptions {
-        log_capacity_bytes: 32 << 10,
-        checkpoint_interval_bytes: 4 << 10,
-        queue_capacity: 64,
-        write_timeout: Duration::from_millis(100),
-        ..RuntimeOptions::default()
-    };
+    let options = full_disk_options(Duration::from_millis(100));
     let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
     let rt = open();
     disk.set_faults(Faults {
         enospc_from_alloc_write: Some(1),
         ..Faults::default()
     });
-    let put = |i: i64| json!([["put", "kv", [i % 50], {"a": i, "b": "bytes to fill the log"}]]);
-    let mut sent = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(Instant::now() < deadline, "the log never filled");
-        let ops = put(sent.len() as i64);
-        match rt.write("apply", body(json!({"ops": ops, "fail": false}))) {
-            Ok(reply) => sent.push((ops, reply)),
-            // Refused at the door: the log is full and known to stay so.
-            Err(HandlerError::Unavailable { reason }) if reason.contains("log") => break,
-            Err(HandlerError::Unavailable { .. }) => std::thread::sleep(Duration::from_millis(1)),
-            Err(e) => panic!("{e:?}"),
-        }
-    }
+    // Until refused at the door: the log is full and known to stay so.
+    let (sent, _) = fill_until_refused(&rt, "log", deadline);
     // The disk is still full: every accepted write is answered, committed or refused.
     let mut model = Model::new();
     let mut refused = 0;
