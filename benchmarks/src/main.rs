@@ -11,6 +11,7 @@ mod log;
 mod measure;
 mod owner;
 mod scoreboard;
+mod tpcc;
 
 use clap::{Parser, Subcommand};
 
