@@ -38,6 +38,8 @@ enum Command {
     Scoreboard(scoreboard::Args),
     /// The owner in-process: write throughput, and a New-Order-like script against native Rust.
     Owner(owner::Args),
+    /// TPC-C's population as JSON Lines files for `pure-serve import`.
+    TpccLoad(tpcc::LoadArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,5 +47,6 @@ fn main() -> anyhow::Result<()> {
         Command::Log(args) => log::run(args),
         Command::Scoreboard(args) => scoreboard::run(args),
         Command::Owner(args) => owner::run(args),
+        Command::TpccLoad(args) => tpcc::run_load(args),
     }
 }

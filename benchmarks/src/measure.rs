@@ -212,6 +212,19 @@ pub fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
+/// A counter of work done (rows, transactions) with its rate; a bar once given a length.
+pub fn counter(what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    let style = ProgressStyle::with_template(
+        "{spinner} {human_pos}/{human_len} {msg} ({per_sec}, {elapsed})",
+    )
+    .expect("the template is valid");
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
 /// `syncfs` on the file system holding `dir`: nothing dirty from before a slice is left to be
 /// written during it.
 pub fn flush_file_system(dir: &Path) -> anyhow::Result<()> {

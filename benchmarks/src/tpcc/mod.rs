@@ -2,8 +2,11 @@
 //! from `rng`), the rows they share (`rows`), the SQLite twin of the app (`sqlite`), the
 //! consistency conditions (`check`) and the equality run (`equal`).
 
+pub mod check;
+pub mod inprocess;
 pub mod input;
 pub mod population;
+pub mod pure;
 pub mod rng;
 pub mod rows;
 
@@ -13,4 +16,36 @@ pub mod rows;
 pub struct Answer {
     pub status: u16,
     pub body: serde_json::Value,
+}
+
+/// `pure-bench tpcc-load`: the population as `pure-serve import` files.
+#[derive(clap::Args, Debug)]
+pub struct LoadArgs {
+    /// Warehouses (each 100,000 stock rows, 30,000 customers, ...; the 100,000 items once).
+    #[arg(long, default_value_t = 1)]
+    warehouses: i64,
+    /// Seed of the population: the same seed, the same rows.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Directory for the files, one `<table>.jsonl` per table (created).
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let bar = crate::measure::counter("rows");
+    bar.set_length(population::load_counts(args.warehouses).iter().sum());
+    let files = pure::write_population(&args.out, args.seed, args.warehouses, &bar)?;
+    bar.finish_and_clear();
+    let total: u64 = files.iter().map(|(_, n)| n).sum();
+    for (path, rows) in &files {
+        println!("{:>9} {}", rows, path.display());
+    }
+    println!(
+        "{total} rows in {:.1} s; load them with: pure-serve import apps/tpcc --data DIR {}/*.jsonl",
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
 }

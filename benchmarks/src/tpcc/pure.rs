@@ -1,0 +1,245 @@
+//! The Pure side of the TPC-C harness: the population as `pure-serve import` files, the
+//! `pure-serve` process (import, serve, export), and a blocking HTTP/1.1 client that sends a
+//! transaction and reads its answer.
+
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::input::Txn;
+use super::population::{self, Indexes};
+use super::rows::{CustomerByName, OrderByCustomer, Row, TableRow, TABLES};
+use super::Answer;
+
+/// The pure-serve binary beside this one (cargo builds them into one directory).
+pub fn binary() -> Result<PathBuf> {
+    let binary = std::env::current_exe()?.with_file_name("pure-serve");
+    if !binary.exists() {
+        bail!(
+            "{} not found: build it first (cargo build --release -p pure-serve)",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
+/// Writes the population of `warehouses` as `out/<table>.jsonl` (the nine tables and the app's
+/// two index tables); returns the files and the rows written per file.
+pub fn write_population(
+    out: &Path,
+    seed: u64,
+    warehouses: i64,
+    progress: &indicatif::ProgressBar,
+) -> Result<Vec<(PathBuf, u64)>> {
+    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+    let mut writers = Vec::new();
+    for table in TABLES {
+        let path = out.join(format!("{table}.jsonl"));
+        let file = std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+        writers.push((path, BufWriter::with_capacity(1 << 20, file), 0u64));
+    }
+    let mut indexes = Indexes::default();
+    let mut failed: Option<std::io::Error> = None;
+    population::generate(seed, warehouses, &mut |row: Row| {
+        if failed.is_some() {
+            return;
+        }
+        indexes.add(&row);
+        let slot = TABLES.iter().position(|t| *t == row.table()).expect("a table");
+        let (_, writer, rows) = &mut writers[slot];
+        *rows += 1;
+        if let Err(e) = writeln!(writer, "{}", row.line()) {
+            failed = Some(e);
+        }
+        progress.inc(1);
+    });
+    if let Some(e) = failed {
+        return Err(e).context("write the population");
+    }
+    let mut written = Vec::new();
+    for (path, mut writer, rows) in writers {
+        writer.flush().with_context(|| format!("write {}", path.display()))?;
+        written.push((path, rows));
+    }
+    let by_name = out.join(format!("{}.jsonl", CustomerByName::TABLE));
+    written.push((by_name.clone(), write_lines(&by_name, indexes.by_name_lines())?));
+    let by_customer = out.join(format!("{}.jsonl", OrderByCustomer::TABLE));
+    written.push((by_customer.clone(), write_lines(&by_customer, indexes.by_customer_lines())?));
+    Ok(written)
+}
+
+fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> Result<u64> {
+    let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+    let mut writer = BufWriter::with_capacity(1 << 20, file);
+    let mut n = 0;
+    for line in lines {
+        writeln!(writer, "{line}")?;
+        n += 1;
+    }
+    writer.flush().with_context(|| format!("write {}", path.display()))?;
+    Ok(n)
+}
+
+/// Runs `pure-serve <args>` to completion; its output goes to ours, a failure is an error.
+pub fn run_pure_serve(args: &[&std::ffi::OsStr]) -> Result<()> {
+    let binary = binary()?;
+    let status = Command::new(&binary)
+        .args(args)
+        .status()
+        .with_context(|| format!("start {}", binary.display()))?;
+    if !status.success() {
+        bail!("pure-serve {:?} failed: {status}", args);
+    }
+    Ok(())
+}
+
+/// `pure-serve import app --data data files...`.
+pub fn import(app: &Path, data: &Path, files: &[PathBuf]) -> Result<()> {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["import".as_ref(), app.as_os_str(), "--data".as_ref(), data.as_os_str()];
+    args.extend(files.iter().map(|f| f.as_os_str()));
+    run_pure_serve(&args)
+}
+
+/// `pure-serve export app --data data --out out`.
+pub fn export(app: &Path, data: &Path, out: &Path) -> Result<()> {
+    run_pure_serve(&[
+        "export".as_ref(),
+        app.as_os_str(),
+        "--data".as_ref(),
+        data.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ])
+}
+
+/// A pure-serve started here; stopped (SIGTERM, then waited for) on [`Server::stop`] or drop.
+pub struct Server {
+    pub address: SocketAddr,
+    child: Option<Child>,
+}
+
+impl Server {
+    pub fn start(app: &Path, data: &Path, extra: &[&str]) -> Result<Server> {
+        let binary = binary()?;
+        let mut child = Command::new(&binary)
+            .arg(app)
+            .arg("--data")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("start {}", binary.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut server = Server {
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            child: Some(child),
+        };
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        server.address = line
+            .split("http://")
+            .nth(1)
+            .and_then(|a| a.trim().parse().ok())
+            .ok_or_else(|| anyhow!("pure-serve did not print its ready line (got {line:?})"))?;
+        Ok(server)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the server cleanly and says whether it exited 0.
+    pub fn stop(mut self) -> Result<()> {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) on our own child, not yet waited for.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("pure-serve did not stop cleanly: {status}");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            // SAFETY: as in `stop`.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection, one request at a time.
+pub struct Client {
+    stream: BufReader<TcpStream>,
+    host: String,
+    request: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(address: SocketAddr) -> Result<Client> {
+        let stream = TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            stream: BufReader::with_capacity(64 << 10, stream),
+            host: address.to_string(),
+            request: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Sends `txn` with the timestamp `now` and returns the app's answer.
+    pub fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
+        let (method, path, body) = txn.http(now);
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        self.request.clear();
+        write!(self.request, "{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host)?;
+        if method == "POST" {
+            write!(
+                self.request,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            )?;
+        }
+        self.request.extend_from_slice(b"\r\n");
+        self.request.extend_from_slice(body.as_bytes());
+        self.stream.get_mut().write_all(&self.request)?;
+        self.read_answer()
+    }
+
+    fn read_answer(&mut self) -> Result<Answer> {
+        let mut line = String::new();
+        self.stream.read_line(&mut line)?;
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("not an HTTP status line: {line:?}"))?;
+        let mut length = None;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line)?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let length = length.ok_or_else(|| anyhow!("an answer without Content-Length"))?;
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body)?;
+        let body = serde_json::from_slice(&body)
+            .with_context(|| format!("the answer is not JSON: {}", String::from_utf8_lossy(&body)))?;
+        Ok(Answer { status, body })
+    }
+}
