@@ -10,7 +10,8 @@
 //! checkpoints from snapshots on a background thread. A write that cannot be made durable in
 //! time (a full log on a full disk) is refused and undone, never applied later. For a
 //! directory that does not open, `inspect` and `salvage` report its damage and save the longest
-//! valid prefix of its state into a new directory.
+//! valid prefix of its state into a new directory; `import` and `export` move rows in and out
+//! of a data directory as JSON Lines.
 //!
 //! It must not know HTTP (that is `serve`) nor the bytes of frames and files (that is `store`);
 //! the script API and the transaction mechanics are `lang`'s.
@@ -25,6 +26,7 @@ mod recovery;
 mod runtime;
 mod salvage;
 mod syncer;
+mod transfer;
 
 pub use metrics::{Health, Metrics};
 pub use pure_lang::{App, BodyError, Execution, HandlerError, HandlerKind, Request, Route};
@@ -32,3 +34,6 @@ pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMod
 pub use recovery::Undecodable;
 pub use runtime::{CommitGate, OpenError, Runtime, RuntimeOptions, WriteReply};
 pub use salvage::{inspect, inspect_with, salvage, salvage_with, Inspection, Salvaged};
+pub use transfer::{
+    export, import, Exported, ImportOptions, Imported, Progress, TableRows, TransferError,
+};

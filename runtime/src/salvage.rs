@@ -28,7 +28,7 @@ pub struct Inspection {
     pub undecodable: Option<Undecodable>,
     /// Rows per table of the decoded state, by table name.
     pub tables: Vec<(String, u64)>,
-    state: State,
+    pub(crate) state: State,
 }
 
 impl Inspection {

@@ -1,0 +1,383 @@
+//! `import`: every file parsed (in parallel, a file a thread) into its table's map, then the
+//! tables written as one checkpoint of a new store.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use imbl::OrdMap;
+use pure_lang::{App, Fields, Key, Limits, Schema, TableSchema, Tables};
+use pure_store::{Lsn, RealIo, StoreOptions, SyncMode};
+
+use super::line::parse_line;
+use super::{in_parallel, Progress, TableRows, TransferError, PROGRESS_EVERY};
+use crate::checkpoint::write_image;
+use crate::salvage::inspect;
+
+/// The LSN an imported state is written as: a checkpoint needs one above 0, and a store seeded
+/// at 0 holds no checkpoint. The first write after an import is LSN 2.
+const IMPORT_LSN: u64 = 1;
+
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// Space preallocated for the new directory's log (the server keeps the log it finds).
+    pub log_capacity_bytes: u64,
+    /// Files parsed at once (each file on one thread).
+    pub threads: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            log_capacity_bytes: crate::RuntimeOptions::default().log_capacity_bytes,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// What an import wrote.
+#[derive(Debug)]
+pub struct Imported {
+    /// Every table the app declares, with the rows loaded into it.
+    pub tables: Vec<TableRows>,
+    /// The LSN the state was written as (the server's first write is the next).
+    pub lsn: u64,
+}
+
+/// Loads `files` (`<table>.jsonl` each, tables of `app`) into `data_dir`, which must hold no
+/// store (missing or empty is fine), as one checkpoint. On any error nothing is written.
+pub fn import(
+    app: &App,
+    data_dir: &Path,
+    files: &[PathBuf],
+    options: &ImportOptions,
+    progress: &Progress,
+) -> Result<Imported, TransferError> {
+    let schema = app.schema();
+    let sources = sources(schema, files)?;
+    let existed = refuse_a_store(data_dir)?;
+    progress
+        .total
+        .store(sources.iter().map(|s| s.bytes).sum(), Ordering::Relaxed);
+    progress.set_stage("reading");
+    let tables = read_sources(schema, app.limits(), &sources, options.threads, progress)?;
+    let counts: Vec<TableRows> = schema
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(id, table)| TableRows {
+            table: table.name.clone(),
+            rows: tables.len(id as u32) as u64,
+        })
+        .collect();
+    progress.set_stage("writing the checkpoint");
+    let store_options = StoreOptions {
+        sync: SyncMode::Always,
+        log_capacity_bytes: options.log_capacity_bytes,
+    };
+    let seeded = pure_store::seed(
+        Arc::new(RealIo),
+        data_dir,
+        store_options,
+        Lsn(IMPORT_LSN),
+        |writer| write_image(writer, schema, &tables).map(|_| ()),
+    );
+    if let Err(error) = seeded {
+        let refused = matches!(
+            error,
+            pure_store::Error::Exists { .. } | pure_store::Error::Locked { .. }
+        );
+        if !refused {
+            remove_partial_store(data_dir, existed);
+        }
+        return Err(TransferError::Data(format!(
+            "writing {}: {error}{}",
+            data_dir.display(),
+            if refused {
+                ""
+            } else {
+                "; nothing was imported (what was written is removed)"
+            }
+        )));
+    }
+    drop(tables);
+    progress.set_stage("checking the new directory");
+    check_imported(data_dir, &counts)?;
+    Ok(Imported {
+        tables: counts,
+        lsn: IMPORT_LSN,
+    })
+}
+
+/// Reads the new directory as the server would open it: it must open cleanly with exactly the
+/// rows imported.
+fn check_imported(data_dir: &Path, counts: &[TableRows]) -> Result<(), TransferError> {
+    let written = inspect(data_dir)
+        .map_err(|e| TransferError::Data(format!("reading back {}: {e}", data_dir.display())))?;
+    let expected: Vec<(String, u64)> = counts.iter().map(|t| (t.table.clone(), t.rows)).collect();
+    if let Some(refusal) = written.open_refusal() {
+        return Err(TransferError::Data(format!(
+            "{} was written but does not open cleanly: {refusal} (a bug in Pure: remove the \
+             directory and report it)",
+            data_dir.display()
+        )));
+    }
+    if written.decoded_lsn != IMPORT_LSN || written.tables != expected {
+        return Err(TransferError::Data(format!(
+            "{} was written but reads back as LSN {} with {:?}, not LSN {IMPORT_LSN} with {:?} \
+             (a bug in Pure: remove the directory and report it)",
+            data_dir.display(),
+            written.decoded_lsn,
+            written.tables,
+            expected
+        )));
+    }
+    Ok(())
+}
+
+/// An input file and the table it fills.
+struct Source {
+    path: PathBuf,
+    table: u32,
+    bytes: u64,
+    /// Its place on the command line (errors are reported in that order).
+    order: usize,
+}
+
+/// Names each file's table (its stem, a declared table, each at most once) and checks that
+/// it can be read, before anything is parsed.
+fn sources(schema: &Schema, files: &[PathBuf]) -> Result<Vec<Source>, TransferError> {
+    let declared = || {
+        schema
+            .tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut sources: Vec<Source> = Vec::with_capacity(files.len());
+    for (order, path) in files.iter().enumerate() {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some(stem) = name.strip_suffix(".jsonl") else {
+            return Err(TransferError::Files(format!(
+                "{}: an input file is named <table>.jsonl, for one of the app's tables ({})",
+                path.display(),
+                declared()
+            )));
+        };
+        let Some(table) = schema.table_id(stem) else {
+            return Err(TransferError::Files(format!(
+                "{}: the app declares no table {stem:?} (its tables: {}); name each file \
+                 <table>.jsonl after a table of app.json",
+                path.display(),
+                declared()
+            )));
+        };
+        if let Some(other) = sources.iter().find(|s| s.table == table) {
+            return Err(TransferError::Files(format!(
+                "{} and {} both hold table {stem}: give each table one file",
+                other.path.display(),
+                path.display()
+            )));
+        }
+        let metadata = std::fs::metadata(path)
+            .map_err(|e| TransferError::Files(format!("{}: {e}", path.display())))?;
+        if !metadata.is_file() {
+            return Err(TransferError::Files(format!(
+                "{}: not a file",
+                path.display()
+            )));
+        }
+        sources.push(Source {
+            path: path.clone(),
+            table,
+            bytes: metadata.len(),
+            order,
+        });
+    }
+    Ok(sources)
+}
+
+/// Refuses a data directory that holds a store (a log or a checkpoint) or is not a directory,
+/// before the files are read; `seed` checks again under the lock. Returns whether it exists.
+fn refuse_a_store(data_dir: &Path) -> Result<bool, TransferError> {
+    let entries = match std::fs::read_dir(data_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => {
+            return Err(TransferError::Data(format!(
+                "{}: {e} (import writes into a new or empty directory)",
+                data_dir.display()
+            )))
+        }
+    };
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| TransferError::Data(format!("{}: {e}", data_dir.display())))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_store_file(&name) {
+            return Err(TransferError::Data(format!(
+                "{} holds a store already ({name}): import writes only into a new or empty \
+                 directory, so that it never mixes its rows with a state it did not write; \
+                 choose another --data. (An import stopped by a crash while writing can leave \
+                 an empty store: `pure-serve check --data {}` shows \"state LSN 0: empty\" \
+                 for one, which can be removed.)",
+                data_dir.display(),
+                data_dir.display()
+            )));
+        }
+    }
+    Ok(true)
+}
+
+/// The files that make a directory a store, as `pure_store::seed` sees them.
+fn is_store_file(name: &str) -> bool {
+    name == pure_store::LOG_FILE_NAME
+        || name
+            .strip_prefix("checkpoint-")
+            .and_then(|rest| rest.strip_suffix(".ckpt"))
+            .is_some_and(|digits| digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// After a failed seed: removes what it wrote (the directory itself if the import made it).
+fn remove_partial_store(data_dir: &Path, existed: bool) {
+    if !existed {
+        let _ = std::fs::remove_dir_all(data_dir);
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_store_file(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Parses every source, on up to `threads` threads (largest files first), into the tables.
+fn read_sources(
+    schema: &Schema,
+    limits: &Limits,
+    sources: &[Source],
+    threads: usize,
+    progress: &Progress,
+) -> Result<Tables, TransferError> {
+    let mut order: Vec<&Source> = sources.iter().collect();
+    order.sort_by_key(|s| std::cmp::Reverse(s.bytes));
+    let results = in_parallel(&order, threads, |source, stop| {
+        read_file(
+            &source.path,
+            schema.table(source.table),
+            limits,
+            progress,
+            stop,
+        )
+    });
+    let mut tables = Tables::new(schema.tables.len());
+    // Errors in command-line order; an empty one is a file stopped by another's error.
+    let mut errors: Vec<(usize, String)> = Vec::new();
+    for (source, result) in order.iter().zip(results) {
+        match result {
+            Some(Ok(map)) => tables.set_map(source.table, map),
+            Some(Err(error)) if !error.is_empty() => errors.push((source.order, error)),
+            _ => {}
+        }
+    }
+    errors.sort();
+    match errors.into_iter().next() {
+        Some((_, first)) => Err(TransferError::Files(format!(
+            "{first}; nothing was imported"
+        ))),
+        None => Ok(tables),
+    }
+}
+
+/// Parses one file into its table's map. An error names file:line (an empty error: stopped
+/// because another file failed).
+fn read_file(
+    path: &Path,
+    table: &TableSchema,
+    limits: &Limits,
+    progress: &Progress,
+    failed: &AtomicBool,
+) -> Result<OrdMap<Key, Fields>, String> {
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::with_capacity(4096);
+    let mut map = OrdMap::new();
+    let mut number = 0u64;
+    let (mut rows, mut bytes) = (0u64, 0u64);
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("{}:{}: {e}", path.display(), number + 1))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        bytes += n as u64;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let (key, fields) = parse_line(&line, table, limits)
+            .map_err(|message| format!("{}:{number}:{message}", path.display()))?;
+        // One walk of the tree: a duplicate is an error, so what it replaced does not matter.
+        if map.insert(key.clone(), Arc::new(fields)).is_some() {
+            let first = first_line_with(path, table, limits, &key, number);
+            return Err(format!(
+                "{}:{number}: the key {} appears twice in table {}: first at line {first}, \
+                 again at line {number}; each key may appear once per table",
+                path.display(),
+                key.to_json(),
+                table.name,
+            ));
+        }
+        rows += 1;
+        if rows % PROGRESS_EVERY == 0 {
+            progress.rows.fetch_add(PROGRESS_EVERY, Ordering::Relaxed);
+            progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+            bytes = 0;
+            if failed.load(Ordering::Relaxed) {
+                return Err(String::new());
+            }
+        }
+    }
+    progress
+        .rows
+        .fetch_add(rows % PROGRESS_EVERY, Ordering::Relaxed);
+    progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    Ok(map)
+}
+
+/// The first line before `before` of a file holding `key` (a duplicate was found at `before`).
+fn first_line_with(
+    path: &Path,
+    table: &TableSchema,
+    limits: &Limits,
+    key: &Key,
+    before: u64,
+) -> u64 {
+    let Ok(file) = File::open(path) else { return 0 };
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    for number in 1..before {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Ok((k, _)) = parse_line(&line, table, limits) {
+            if &k == key {
+                return number;
+            }
+        }
+    }
+    0
+}
