@@ -17,6 +17,7 @@ Exit codes:
   6   stopped by SIGTERM or SIGINT, but not cleanly: writes in flight were refused with 503
       instead of being synced (a full log), or connections still open at --shutdown-timeout-ms
       were cut
+  7   (import, export) an input file or the output directory was refused: see their --help
   10  the store was poisoned by a failed write or sync, or by a write handler that panicked (a
       bug in Pure or Rhai): writes were refused with 503, and the server exited after a short
       drain so that a supervisor restarts it and recovery reads what is really on disk";
@@ -26,7 +27,8 @@ Exit codes:
 /// the latest durable snapshot.
 ///
 /// `pure-serve check` and `pure-serve salvage` examine and rescue a data directory that does
-/// not open.
+/// not open; `pure-serve import` and `pure-serve export` load rows into a new data directory
+/// from JSON Lines files and write a stopped server's rows out as such files.
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "pure-serve",
@@ -156,7 +158,85 @@ pub enum Command {
         #[arg(long, value_name = "NEW")]
         into: PathBuf,
     },
+    /// Loads rows from JSON Lines files into a new data directory, as one durable step: every
+    /// file is read and checked and the tables built in memory, then written as one checkpoint.
+    /// On any error nothing is written. Refuses a DIR that holds a store already (a log or a
+    /// checkpoint); a missing or empty DIR is fine. Serve it afterwards with
+    /// `pure-serve APP_DIR --data DIR`.
+    #[command(after_help = IMPORT_HELP)]
+    Import {
+        /// The app directory: its app.json declares the tables and fields the rows must fit.
+        app_dir: PathBuf,
+        /// The new data directory to write (created if missing; it must hold no store).
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// One file per table, each named <table>.jsonl after a table of app.json.
+        #[arg(value_name = "FILES", required = true)]
+        files: Vec<PathBuf>,
+        /// Space preallocated for the new directory's record log (the server keeps the log it
+        /// finds, so this is the log the served directory will have).
+        #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+        log_capacity: u64,
+    },
+    /// Writes the rows of a stopped server's data directory into JSON Lines files, one per
+    /// table the app declares, OUT/<table>.jsonl, in key order: the format `import` reads.
+    /// Changes nothing in DIR (it only takes the directory's lock, so the server must be
+    /// stopped). Refuses a DIR that would not open cleanly, and an OUT that is not empty.
+    #[command(after_help = EXPORT_HELP)]
+    Export {
+        /// The app directory: the tables and fields it declares are the ones exported.
+        app_dir: PathBuf,
+        /// The data directory to read (read only).
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// The directory to write the files into (created if missing; it must be empty).
+        #[arg(long, value_name = "OUT")]
+        out: PathBuf,
+    },
 }
+
+const IMPORT_HELP: &str = "\
+Each line of <table>.jsonl is one row:
+  {\"key\": 7, \"row\": {\"name\": \"ann\", \"tags\": [\"a\", \"b\"], \"score\": 2.5}}
+The key is an integer, a string, or an array of 1 to 4 integers and strings (a composite key,
+as t.get(a, b) gives it). The row holds fields the table declares in app.json, each at most
+once; a field left out, or null, is (). Values are what a script can store: null, booleans,
+integers (i64; -0 is 0), floats, strings, and arrays and objects of those, each field within
+the handlers' size limits. Blank lines are skipped. A key given twice in a table is an error
+naming both lines. An error in a line names file:line:column; on any error nothing is
+written.
+
+A progress bar on stderr (when it is a terminal) shows rows and bytes read; at the end one
+line on stdout gives the rows per table, the total and the time taken.
+
+Exit codes:
+  0   DIR written and read back: it opens cleanly with exactly the rows imported
+  2   bad command line
+  3   the app directory failed to load
+  4   DIR holds a store already, is in use by another process (the message names its PID), or
+      cannot be written (what was written is removed)
+  7   an input file was refused: not named after a declared table, unreadable, or a line that
+      is not JSON, names an undeclared field, holds a value a script cannot store, or repeats
+      a key (the message names file:line)";
+
+const EXPORT_HELP: &str = "\
+Each line is {\"key\":<key>,\"row\":{...}}, compact, with every field the table declares in
+declared order, () written as null. A key of one part is written as that integer or string,
+a composite key as an array. Floats are written in their shortest form that reads back to
+the same float. Exporting, importing those files into a new directory and exporting that
+gives the same bytes.
+
+Tables and fields in the data that the app no longer declares are not exported: a note on
+stderr names each one that holds data. A float JSON cannot write (NaN or infinite) is written
+as null, with a note.
+
+Exit codes:
+  0   every declared table written to OUT/<table>.jsonl
+  2   bad command line
+  3   the app directory failed to load
+  4   DIR cannot be read, holds no store, is in use (a running server: stop it first), or
+      would not open cleanly (damage: see `pure-serve check --data DIR`)
+  7   OUT is not empty or cannot be written (the files written are removed)";
 
 const CHECK_HELP: &str =
     "A torn tail (the last frame, cut by a crash before it was acknowledged) is normal: the server

@@ -14,6 +14,7 @@ mod listener;
 mod metrics;
 mod route;
 mod server;
+mod transfer;
 mod wire;
 
 use std::process::ExitCode;
@@ -37,6 +38,7 @@ mod exit {
     pub const DATA: u8 = 4;
     pub const LISTEN: u8 = 5;
     pub const UNCLEAN_STOP: u8 = 6;
+    pub const FILES: u8 = 7;
     pub const POISONED: u8 = 10;
 
     /// An error that ends the process, with the status it exits with.
@@ -64,6 +66,13 @@ fn main() -> ExitCode {
     let outcome = match &options.command {
         Some(Command::Check { data }) => damage::check(data),
         Some(Command::Salvage { data, into }) => damage::salvage(data, into),
+        Some(Command::Import {
+            app_dir,
+            data,
+            files,
+            log_capacity,
+        }) => transfer::import(app_dir, data, files, *log_capacity),
+        Some(Command::Export { app_dir, data, out }) => transfer::export(app_dir, data, out),
         None => start(&options),
     };
     match outcome {
