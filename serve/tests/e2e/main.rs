@@ -14,3 +14,4 @@ mod limits;
 mod runaway;
 mod scoreboard;
 mod transcripts;
+mod transfer;
