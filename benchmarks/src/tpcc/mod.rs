@@ -9,6 +9,7 @@ pub mod population;
 pub mod pure;
 pub mod rng;
 pub mod rows;
+pub mod sqlite;
 
 /// A transaction's answer as the app gives it: the HTTP status and the JSON body. The SQLite
 /// twin answers the same shapes, so that an equality run compares answers as well as tables.

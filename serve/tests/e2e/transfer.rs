@@ -144,7 +144,8 @@ fn catalog_files(dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
-/// What export writes for the catalog's input (plus item 5, which the test writes over HTTP):
+/// What export writes for the catalog's input (plus items 5 and 6, which the test writes over
+/// HTTP):
 /// key order, every declared field in declared order, compact.
 const ITEMS: &str = concat!(
     r#"{"key":-1,"row":{"name":"minus one","price":0,"tags":null,"meta":null,"note":null}}"#,
@@ -154,6 +155,8 @@ const ITEMS: &str = concat!(
     r#"{"key":3,"row":{"name":"three","price":0.1,"tags":["a",["b",1]],"meta":{"a":{"n":null},"z":1},"note":null}}"#,
     "\n",
     r#"{"key":5,"row":{"name":"five","price":2.5,"tags":[1,[2]],"meta":null,"note":null}}"#,
+    "\n",
+    r#"{"key":6,"row":{"name":null,"price":null,"tags":null,"meta":null,"note":"six"}}"#,
     "\n",
     r#"{"key":10,"row":{"name":null,"price":-0.0,"tags":[],"meta":{},"note":true}}"#,
     "\n",
@@ -185,10 +188,10 @@ const LINES: &str = concat!(
 
 const MARKS: &str = "{\"key\":[\"x\",1],\"row\":{}}\n{\"key\":[\"x\",2],\"row\":{}}\n";
 
-/// Import into a fresh directory; the server opens it with exactly those rows, takes a write
-/// (LSN 2 onward, in the log after the imported checkpoint) and recovers it after a restart;
-/// export, once stopped, writes the imported rows and the write, in key order, in the format
-/// import reads.
+/// Import into a fresh directory; the server opens it with exactly those rows, takes writes
+/// (LSN 2 onward, in the log after the imported checkpoint, then in a checkpoint of its own)
+/// and recovers them after restarts; export, once stopped, writes the imported rows and the
+/// writes, in key order, in the format import reads.
 #[test]
 fn imported_rows_are_served_written_to_and_exported_in_key_order() {
     let input = tempfile::tempdir().expect("tempdir");
@@ -236,18 +239,38 @@ fn imported_rows_are_served_written_to_and_exported_in_key_order() {
     assert_eq!(put.status, 200, "{}", put.text());
     server.stop();
 
-    // The write is in the log after the imported checkpoint, and recovers.
-    let again = launch.start();
+    // The write is in the log after the imported checkpoint, and recovers from there. The
+    // next one is followed by a checkpoint (which a stop waits for), which replaces the
+    // imported one; the state recovers from it.
+    let again = Launch::new(&catalog(), &data)
+        .flag("--checkpoint-interval", "1")
+        .start();
     let mut client = again.client();
     assert_eq!(client.get("/items/5").json()["row"]["name"], "five");
     assert_eq!(client.get("/counts").json()["items"], 5);
+    let put = client.post("/items/6", &json!({"note": "six"}));
+    assert_eq!(put.status, 200, "{}", put.text());
     again.stop();
+    let checkpoints: Vec<String> = files_of(&data)
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| name.starts_with("checkpoint-"))
+        .collect();
+    assert!(
+        checkpoints.len() == 1 && checkpoints[0] != "checkpoint-00000000000000000001.ckpt",
+        "a checkpoint after the import's replaced it: {checkpoints:?}"
+    );
+    let third = launch.start();
+    let mut client = third.client();
+    assert_eq!(client.get("/items/6").json()["row"]["note"], "six");
+    assert_eq!(client.get("/counts").json()["items"], 6);
+    third.stop();
 
     let out = root.path().join("out");
     let exported = export(&catalog(), &data, &out);
     assert_eq!(exported.status.code(), Some(0), "{exported:?}");
     assert!(
-        stdout(&exported).contains("exported 16 rows"),
+        stdout(&exported).contains("exported 17 rows"),
         "{exported:?}"
     );
     assert_eq!(text_of(&out, "items.jsonl"), ITEMS);
