@@ -5,9 +5,10 @@
 //! string's `chars()`, `break`, `continue`, `return`, `throw`; literals (numbers, strings,
 //! characters, interpolated strings, arrays, maps); property, index and method chains; the
 //! operators `+ - * / % == != < <= > >= & | ^ ! && || ??`; calls of script functions, `type_of`
-//! and `parse_int`; the table and row API, `push` and `len`. Anything else (`switch`, `try`,
-//! closures, other built-in functions, a name that a script function redefines) leaves the whole
-//! handler, and every handler that calls it, to Rhai.
+//! and `parse_int`; the table and row API, `push`, `len`, `contains` (of a string or a map) and
+//! `sub_string(start, len)`. Anything else (`switch`, `try`, closures, other built-in functions,
+//! a name that a script function redefines) leaves the whole handler, and every handler that
+//! calls it, to Rhai.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -813,6 +814,9 @@ impl Compiler<'_> {
                 }
                 let method =
                     Method::from_name(name).ok_or_else(|| format!("the method {name}()"))?;
+                if !method.takes(call.args.len()) {
+                    return Err(format!("the method {name}() with this number of arguments"));
+                }
                 args.extend(self.exprs(&call.args)?);
                 steps.push(Step::Method(method, call.args.len()));
             }

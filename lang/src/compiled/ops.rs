@@ -404,6 +404,8 @@ pub(crate) enum Method {
     ToMap,
     Push,
     Len,
+    Contains,
+    SubString,
 }
 
 impl Method {
@@ -424,8 +426,22 @@ impl Method {
             "to_map" => Method::ToMap,
             "push" => Method::Push,
             "len" => Method::Len,
+            "contains" => Method::Contains,
+            "sub_string" => Method::SubString,
             _ => return None,
         })
+    }
+
+    /// Whether the compiled path has a form of this method with `count` arguments. The table
+    /// API and `push`/`len` decide at run time (a wrong count is Rhai's error there); the string
+    /// methods only have the forms below, so that a handler calling another form (a range
+    /// `sub_string(1..3)`, `sub_string(start)`) runs in Rhai rather than falling back each call.
+    pub(crate) fn takes(self, count: usize) -> bool {
+        match self {
+            Method::Contains => count == 1,
+            Method::SubString => count == 2,
+            _ => true,
+        }
     }
 }
 
@@ -499,8 +515,90 @@ pub(crate) fn call_method(
             }
             Err(Stop::Fallback)
         }
+        Method::Contains if args.len() == 1 => contains(target, &args[0], env),
+        Method::SubString if args.len() == 2 => {
+            let text = text_receiver(target, env)?;
+            let start = args[0].as_int().map_err(|_| Stop::Fallback)?;
+            let len = args[1].as_int().map_err(|_| Stop::Fallback)?;
+            Ok(sub_string(&text, start, len).into())
+        }
         _ => Err(Stop::Fallback),
     }
+}
+
+/// The receiver of a string method. Rhai checks the receiver of a method called on a variable
+/// against the size limits; a string the compiled path holds never exceeds them, but a longer
+/// one goes to Rhai all the same.
+fn text_receiver(target: &Dynamic, env: &Env) -> Result<ImmutableString> {
+    let text = target
+        .as_immutable_string_ref()
+        .map_err(|_| Stop::Fallback)?
+        .clone();
+    if text.len() > env.limits.string_bytes_max {
+        return Err(Stop::Fallback);
+    }
+    Ok(text)
+}
+
+/// `text.contains(s)` and `text.contains(c)` (a substring or a character), and
+/// `map.contains(name)` (a key). An array's `contains` compares with `==` through Rhai's function
+/// calls, one operation each: it goes to Rhai.
+fn contains(target: &Dynamic, needle: &Dynamic, env: &Env) -> Result<Dynamic> {
+    if target.is_string() {
+        let text = text_receiver(target, env)?;
+        if let Ok(part) = needle.as_immutable_string_ref() {
+            return Ok(Dynamic::from_bool(text.contains(part.as_str())));
+        }
+        if let Ok(c) = needle.as_char() {
+            return Ok(Dynamic::from_bool(text.contains(c)));
+        }
+        return Err(Stop::Fallback);
+    }
+    if target.is_map() {
+        fits(target, env)?;
+        let name = needle
+            .as_immutable_string_ref()
+            .map_err(|_| Stop::Fallback)?;
+        let map = target.as_map_ref().map_err(|_| Stop::Fallback)?;
+        return Ok(Dynamic::from_bool(map.contains_key(name.as_str())));
+    }
+    Err(Stop::Fallback)
+}
+
+/// `text.sub_string(start, len)` exactly as Rhai 1.27 computes it (`sub_string` in its
+/// `string_more.rs`), in characters: an empty text or `len <= 0` gives ""; a negative `start`
+/// counts from the end and, before the beginning, is the beginning; a `start` at or past the end
+/// gives ""; a `len` past the end gives the rest.
+fn sub_string(text: &ImmutableString, start: i64, len: i64) -> ImmutableString {
+    if text.is_empty() || len <= 0 {
+        return ImmutableString::new();
+    }
+    let count = text.chars().count();
+    let offset = if start < 0 {
+        let Ok(back) = usize::try_from(start.unsigned_abs()) else {
+            return ImmutableString::new();
+        };
+        count.saturating_sub(back)
+    } else {
+        match usize::try_from(start) {
+            Ok(start) if start < count => start,
+            _ => return ImmutableString::new(),
+        }
+    };
+    let len = usize::try_from(len).map_or(count - offset, |len| len.min(count - offset));
+    if len == count {
+        return text.clone();
+    }
+    let begin = byte_len(text, offset);
+    let end = begin + byte_len(&text[begin..], len);
+    ImmutableString::from(&text[begin..end])
+}
+
+/// The bytes of the first `chars` characters of `text` (all of it when it has fewer).
+fn byte_len(text: &str, chars: usize) -> usize {
+    text.char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(at, _)| at)
 }
 
 fn table_method(
