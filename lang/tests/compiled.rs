@@ -3,12 +3,12 @@
 //! sets and the tables must be identical after every call.
 //!
 //! Apps: `tests/apps/coverage` (every construct the compiler covers, on values of every type), the
-//! scoreboard, and the New-Order benchmark handler. The seed is printed; replay a run with
-//! PURE_TEST_SEED and make it longer with PURE_TEST_SCALE.
+//! scoreboard, the New-Order benchmark handler and TPC-C (`apps/tpcc`, on a small population).
+//! The seed is printed; replay a run with PURE_TEST_SEED and make it longer with PURE_TEST_SCALE.
 
 use std::path::{Path, PathBuf};
 
-use pure_lang::{App, Execution, HandlerKind, Limits, Request, Tables, WriteSet};
+use pure_lang::{App, Dynamic, Execution, HandlerKind, Limits, Request, Tables, WriteSet};
 use serde_json::{json, Value};
 
 struct Rng(u64);
@@ -79,13 +79,24 @@ impl Pair {
             .map_or(HandlerKind::Write, |r| r.kind)
     }
 
-    /// Runs `handler` in both engines and checks that everything observable agrees.
+    /// Runs `handler` on `body` in both engines and checks that everything observable agrees.
     fn call(&mut self, handler: &str, body: Value) -> Result<Value, Value> {
-        self.calls += 1;
         let request = Request {
             body: pure_lang::to_dynamic(&body),
             ..Request::default()
         };
+        self.call_with(handler, &request, format!("{handler}({body})"))
+    }
+
+    /// Runs `handler` on `request` in both engines and checks that everything observable agrees;
+    /// `context` names the call in a failure.
+    fn call_with(
+        &mut self,
+        handler: &str,
+        request: &Request,
+        mut context: String,
+    ) -> Result<Value, Value> {
+        self.calls += 1;
         let kind = self.kind(handler);
         let mut answers = Vec::new();
         let mut changes = Vec::new();
@@ -95,18 +106,17 @@ impl Pair {
         {
             let answer = match kind {
                 HandlerKind::Read => {
-                    app.run_read(handler, &request, std::sync::Arc::new(tables.clone()))
+                    app.run_read(handler, request, std::sync::Arc::new(tables.clone()))
                 }
                 HandlerKind::Write => {
                     let mut writes = WriteSet::default();
-                    let answer = app.run_write(handler, &request, tables, &mut writes);
+                    let answer = app.run_write(handler, request, tables, &mut writes);
                     changes.push(format!("{:?}", writes.changes()));
                     answer
                 }
             };
             answers.push(answer.map_err(|e| json!({"status": e.status(), "body": e.to_json()})));
         }
-        let mut context = format!("{handler}({body})");
         if context.len() > 300 {
             let cut = (0..=300)
                 .rev()
@@ -118,24 +128,76 @@ impl Pair {
         assert_eq!(answers[0], answers[1], "answers differ: {context}");
         if let [compiled, interpreted] = &changes[..] {
             assert_eq!(compiled, interpreted, "write sets differ: {context}");
+            // (A read runs on a copy: the tables cannot have changed.)
+            if let Some(difference) =
+                first_difference(&self.state[0], &self.state[1], &self.compiled)
+            {
+                panic!("tables differ after {context}: {difference}");
+            }
         }
-        assert_eq!(
-            dump(&self.state[0], &self.compiled),
-            dump(&self.state[1], &self.interpreted),
-            "tables differ after {context}"
-        );
         answers.pop().expect("two answers")
     }
 }
 
-fn dump(tables: &Tables, app: &App) -> String {
-    let mut text = String::new();
+/// Whether two stored values are the same: of the same type and equal (floats bit for bit).
+fn same(a: &Dynamic, b: &Dynamic) -> bool {
+    if a.type_id() != b.type_id() {
+        return false;
+    }
+    if let (Ok(x), Ok(y)) = (a.as_int(), b.as_int()) {
+        return x == y;
+    }
+    if let (Ok(x), Ok(y)) = (a.as_float(), b.as_float()) {
+        return x.to_bits() == y.to_bits();
+    }
+    if let (Ok(x), Ok(y)) = (a.as_bool(), b.as_bool()) {
+        return x == y;
+    }
+    if a.is_unit() {
+        return true;
+    }
+    if let (Ok(x), Ok(y)) = (a.as_immutable_string_ref(), b.as_immutable_string_ref()) {
+        return *x == *y;
+    }
+    if let (Ok(x), Ok(y)) = (a.as_array_ref(), b.as_array_ref()) {
+        return x.len() == y.len() && x.iter().zip(y.iter()).all(|(x, y)| same(x, y));
+    }
+    if let (Ok(x), Ok(y)) = (a.as_map_ref(), b.as_map_ref()) {
+        return x.len() == y.len()
+            && x.iter()
+                .zip(y.iter())
+                .all(|((kx, x), (ky, y))| kx == ky && same(x, y));
+    }
+    format!("{a:?}") == format!("{b:?}")
+}
+
+/// The first row where two states differ (in table, then key order), if any. Rows that both
+/// states still share (neither call changed them since the states were one) are equal without
+/// looking.
+fn first_difference(a: &Tables, b: &Tables, app: &App) -> Option<String> {
     for (id, table) in app.schema().tables.iter().enumerate() {
-        for (key, fields) in tables.map(id as _).iter() {
-            text.push_str(&format!("{} {key:?} {fields:?}\n", table.name));
+        let (a, b) = (a.map(id as _), b.map(id as _));
+        let mut rows = a.iter().zip(b.iter());
+        if let Some(((ka, fa), (kb, fb))) = rows.find(|((ka, fa), (kb, fb))| {
+            ka != kb
+                || (!std::sync::Arc::ptr_eq(fa, fb)
+                    && (fa.len() != fb.len() || !fa.iter().zip(fb.iter()).all(|(x, y)| same(x, y))))
+        }) {
+            return Some(format!(
+                "{}: compiled {ka:?} {fa:?}, in Rhai {kb:?} {fb:?}",
+                table.name
+            ));
+        }
+        if a.len() != b.len() {
+            return Some(format!(
+                "{}: {} rows compiled, {} in Rhai",
+                table.name,
+                a.len(),
+                b.len()
+            ));
         }
     }
-    text
+    None
 }
 
 fn values() -> Vec<Value> {
@@ -166,6 +228,53 @@ fn values() -> Vec<Value> {
         json!({}),
         json!({"a": 1}),
     ]
+}
+
+/// Strings for the string methods: empty, one character, characters of several bytes.
+fn texts() -> Vec<Value> {
+    [
+        "",
+        "a",
+        "t",
+        "abc",
+        "héllo wörld €",
+        "0123456789",
+        "ORIGINAL data",
+        "é",
+        "wö",
+        "€",
+        "l",
+    ]
+    .into_iter()
+    .map(Value::from)
+    .collect()
+}
+
+/// Starts and lengths for `sub_string`: around the ends of the texts above and the extremes.
+fn positions() -> Vec<Value> {
+    [
+        i64::MIN,
+        i64::MIN + 1,
+        -100,
+        -14,
+        -13,
+        -12,
+        -5,
+        -1,
+        0,
+        1,
+        2,
+        3,
+        5,
+        12,
+        13,
+        14,
+        100,
+        i64::MAX,
+    ]
+    .into_iter()
+    .map(Value::from)
+    .collect()
 }
 
 /// The default limits but for a wall clock too long to interfere: the two forms are compared
@@ -228,7 +337,25 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
                 let op = rng.pick(&ops);
                 pair.call("op", json!({"op": op, "a": a, "b": b}))
             }
-            2 => pair.call("text", json!({"a": a, "b": b})),
+            2 if rng.below(2) == 0 => pair.call("text", json!({"a": a, "b": b})),
+            2 => {
+                // Mostly strings and integers (the cases the compiled path decides), sometimes
+                // any value (which go to Rhai).
+                let (s, x, y) = if rng.below(4) == 0 {
+                    (a, b, rng.pick(&values))
+                } else {
+                    let texts = texts();
+                    let positions = positions();
+                    (rng.pick(&texts), rng.pick(&positions), rng.pick(&positions))
+                };
+                let which = rng.pick(&["sub_string", "sub_string", "contains", "chained"]);
+                let x = if which == "sub_string" {
+                    x
+                } else {
+                    rng.pick(&texts())
+                };
+                pair.call("strings", json!({"which": which, "s": s, "x": x, "y": y}))
+            }
             3 => {
                 let n = rng.pick(&[json!(0), json!(1), json!(5), json!(30), json!(-3), a]);
                 let items = rng.pick(&[json!([]), json!([1, "x", 3]), json!(["only"]), b]);
@@ -452,6 +579,66 @@ fn well_formed_calls_never_fall_back() {
             json!(true),
         ),
         ("text", json!({"a": 12, "b": "b"}), Value::Null),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": 3, "y": 4}),
+            json!("lo w"),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": -3, "y": 2}),
+            json!("d "),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": -100, "y": 3}),
+            json!("hél"),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": i64::MIN, "y": 2}),
+            json!("hé"),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": 12, "y": 5}),
+            json!("€"),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": 13, "y": 1}),
+            json!(""),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "héllo wörld €", "x": 0, "y": i64::MAX}),
+            json!("héllo wörld €"),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "abc", "x": 1, "y": 0}),
+            json!(""),
+        ),
+        (
+            "strings",
+            json!({"which": "sub_string", "s": "abc", "x": 1, "y": -1}),
+            json!(""),
+        ),
+        (
+            "strings",
+            json!({"which": "contains", "s": "héllo wörld €", "x": "wö"}),
+            json!(true),
+        ),
+        (
+            "strings",
+            json!({"which": "contains", "s": "héllo wörld €", "x": "x"}),
+            json!(false),
+        ),
+        (
+            "strings",
+            json!({"which": "chained", "s": "abc", "x": "t"}),
+            json!(["bc", true, true, true, "bc", "no", true, true]),
+        ),
         ("text", json!({"a": " 42 ", "b": "x3"}), Value::Null),
         (
             "collections",
@@ -563,6 +750,53 @@ fn statements_on_a_very_long_line_stay_in_their_function() {
     assert_eq!(pair.call("g", Value::Null), Ok(json!(1)));
 }
 
+/// `sub_string` on every start and length around the ends (and the extremes) of texts with
+/// characters of several bytes, and `contains` on every pair of texts: as in Rhai, compiled to
+/// the end.
+#[test]
+fn string_methods_agree_with_rhai_around_the_ends() {
+    let mut pair = Pair::new(coverage);
+    for s in texts() {
+        for x in positions() {
+            for y in positions() {
+                let body = json!({"which": "sub_string", "s": s, "x": x, "y": y});
+                pair.call("strings", body).expect("a substring");
+            }
+        }
+        for x in texts() {
+            let body = json!({"which": "contains", "s": s, "x": x});
+            pair.call("strings", body).expect("an answer");
+        }
+    }
+    assert_eq!(pair.compiled.fallbacks(), 0);
+}
+
+/// Only the forms of the string methods that the compiled path has compile: a handler calling
+/// another form runs in Rhai from the start, rather than falling back on every call.
+#[test]
+fn other_forms_of_the_string_methods_run_in_rhai() {
+    let script = r#"
+fn two(req) { "abcdef".sub_string(1, 2) }
+fn from(req) { "abcdef".sub_string(2) }
+fn range(req) { "abcdef".sub_string(1..3) }
+fn three(req) { "abcdef".contains("a", "b") }
+"#;
+    let mut pair = pair_of(script, limits());
+    assert_eq!(pair.compiled.execution("two"), Some(Execution::Compiled));
+    for handler in ["from", "range", "three"] {
+        let execution = pair.compiled.execution(handler).expect("a handler");
+        assert!(
+            matches!(&execution, Execution::Interpreted { reason }
+                if reason.contains("with this number of arguments")),
+            "{handler}: {execution:?}"
+        );
+    }
+    assert_eq!(pair.call("two", Value::Null), Ok(json!("bc")));
+    assert_eq!(pair.call("from", Value::Null), Ok(json!("cdef")));
+    assert_eq!(pair.call("range", Value::Null), Ok(json!("bc")));
+    assert!(pair.call("three", Value::Null).is_err());
+}
+
 fn pair_of(script: &str, limits: Limits) -> Pair {
     let manifest = r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#;
     Pair::new(|| {
@@ -665,4 +899,697 @@ fn slow(req) { let k = 0; loop { k += t.scan(0, 100000, 10000).len(); } }
         0,
         "stopped compiled, not run again in Rhai"
     );
+}
+
+/// TPC-C (apps/tpcc): a small population, written into the tables directly, in the shapes the
+/// app keeps (see the comments at the top of tpcc.rhai).
+mod tpcc {
+    use std::collections::BTreeMap;
+
+    use pure_lang::{App, Key, KeyPart, Tables, WriteSet};
+    use serde_json::{json, Value};
+
+    use super::Rng;
+
+    pub const WAREHOUSES: i64 = 2;
+    pub const DISTRICTS: i64 = 10;
+    pub const CUSTOMERS: i64 = 30;
+    pub const ITEMS: i64 = 200;
+    /// Orders per district at load; those from `first_new_order` on are undelivered.
+    pub const ORDERS: i64 = 15;
+
+    /// The first undelivered order of a district at load: two districts of warehouse 2 have
+    /// one undelivered order and none, so that deliveries find nothing there early.
+    pub fn first_new_order(w: i64, d: i64) -> i64 {
+        match (w, d) {
+            (2, 9) => ORDERS,
+            (2, 10) => ORDERS + 1,
+            _ => 10,
+        }
+    }
+
+    const SYLLABLES: [&str; 10] = [
+        "BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING",
+    ];
+    const FIRST_NAMES: [&str; 8] = ["Ann", "Bo", "Cy", "Dee", "Eve", "Flo", "Gus", "Zoë"];
+
+    /// The last name of clause 4.3.2.3 for a number below 1,000.
+    pub fn last_name(number: u64) -> String {
+        let digit = |n: u64| SYLLABLES[(n % 10) as usize];
+        format!(
+            "{}{}{}",
+            digit(number / 100),
+            digit(number / 10),
+            digit(number)
+        )
+    }
+
+    /// Text of `min..=max` characters, some of them more than a byte long (sub_string counts
+    /// characters).
+    fn text(rng: &mut Rng, min: u64, max: u64) -> String {
+        const ALPHABET: [char; 12] = ['a', 'b', 'c', 'x', 'y', 'z', 'Q', '0', '7', ' ', 'é', '€'];
+        let n = min + rng.below(max - min + 1);
+        (0..n).map(|_| rng.pick(&ALPHABET)).collect()
+    }
+
+    /// I_DATA or S_DATA: "ORIGINAL" somewhere in about a third of them.
+    fn data(rng: &mut Rng) -> String {
+        let mut data = text(rng, 26, 50);
+        if rng.below(3) == 0 {
+            let at = data
+                .char_indices()
+                .map(|(i, _)| i)
+                .nth(rng.below(20) as usize)
+                .unwrap_or(0);
+            data.insert_str(at, "ORIGINAL");
+        }
+        data
+    }
+
+    struct Loader<'a> {
+        app: &'a App,
+        tables: Tables,
+        writes: WriteSet,
+    }
+
+    impl Loader<'_> {
+        fn put(&mut self, table: &str, key: &[Value], row: Value) {
+            let schema = self.app.schema();
+            let id = schema.table_id(table).expect("a declared table");
+            let declared = &schema.table(id).fields;
+            let mut fields = vec![pure_lang::Dynamic::UNIT; declared.len()];
+            for (name, value) in row.as_object().expect("a row is an object") {
+                let slot = schema.field_slot(id, name).expect("a declared field");
+                fields[slot] = pure_lang::to_dynamic(value);
+            }
+            let parts = key
+                .iter()
+                .map(|part| match part {
+                    Value::String(s) => KeyPart::Str(s.as_str().into()),
+                    other => KeyPart::Int(other.as_i64().expect("an integer key part")),
+                })
+                .collect();
+            self.tables
+                .put(
+                    &mut self.writes,
+                    id,
+                    Key::from_parts(parts),
+                    fields.into(),
+                    true,
+                )
+                .expect("a new key");
+        }
+    }
+
+    /// The population, and the last names of each district's customers (for payments and
+    /// order-status by name).
+    pub fn populate(app: &App, rng: &mut Rng) -> (Tables, BTreeMap<(i64, i64), Vec<String>>) {
+        let mut load = Loader {
+            app,
+            tables: Tables::new(app.schema().tables.len()),
+            writes: WriteSet::default(),
+        };
+        let mut names = BTreeMap::new();
+        for i in 1..=ITEMS {
+            load.put(
+                "item",
+                &[json!(i)],
+                json!({"i_im_id": 1 + rng.below(10_000), "i_name": text(rng, 14, 24),
+                       "i_price": 100 + rng.below(9_901), "i_data": data(rng)}),
+            );
+        }
+        for w in 1..=WAREHOUSES {
+            load.put(
+                "warehouse",
+                &[json!(w)],
+                json!({"w_name": text(rng, 6, 10), "w_street_1": text(rng, 10, 20),
+                       "w_street_2": text(rng, 10, 20), "w_city": text(rng, 10, 20),
+                       "w_state": "CA", "w_zip": "123411111", "w_tax": rng.below(2_001),
+                       "w_ytd": 30_000_000}),
+            );
+            for i in 1..=ITEMS {
+                let mut row = json!({"s_quantity": 10 + rng.below(91), "s_ytd": 0,
+                                     "s_order_cnt": 0, "s_remote_cnt": 0, "s_data": data(rng)});
+                for d in 1..=DISTRICTS {
+                    row[format!("s_dist_{d:02}")] = json!(text(rng, 24, 24));
+                }
+                load.put("stock", &[json!(w), json!(i)], row);
+            }
+            for d in 1..=DISTRICTS {
+                load.put(
+                    "district",
+                    &[json!(w), json!(d)],
+                    json!({"d_name": text(rng, 6, 10), "d_street_1": text(rng, 10, 20),
+                           "d_street_2": text(rng, 10, 20), "d_city": text(rng, 10, 20),
+                           "d_state": "NY", "d_zip": "987611111", "d_tax": rng.below(2_001),
+                           "d_ytd": 3_000_000, "d_next_o_id": ORDERS + 1}),
+                );
+                let mut by_name: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
+                let mut district_names = Vec::new();
+                for c in 1..=CUSTOMERS {
+                    // Ten names of their own, then names drawn from those ten: shared.
+                    let last = last_name(if c <= 10 { c as u64 - 1 } else { rng.below(10) });
+                    let first = rng.pick(&FIRST_NAMES).to_string();
+                    let credit = if rng.below(3) == 0 { "BC" } else { "GC" };
+                    load.put(
+                        "customer",
+                        &[json!(w), json!(d), json!(c)],
+                        json!({"c_first": first, "c_middle": "OE", "c_last": last,
+                               "c_street_1": text(rng, 10, 20), "c_street_2": text(rng, 10, 20),
+                               "c_city": text(rng, 10, 20), "c_state": "TX", "c_zip": "555511111",
+                               "c_phone": "0123456789012345", "c_since": 1_000, "c_credit": credit,
+                               "c_credit_lim": 5_000_000, "c_discount": rng.below(5_001),
+                               "c_balance": -1_000, "c_ytd_payment": 1_000, "c_payment_cnt": 1,
+                               "c_delivery_cnt": 0, "c_data": text(rng, 300, 500)}),
+                    );
+                    load.put(
+                        "history",
+                        &[json!(w), json!(d), json!(c), json!(1)],
+                        json!({"h_c_id": c, "h_c_d_id": d, "h_c_w_id": w, "h_d_id": d,
+                               "h_w_id": w, "h_date": 1_000, "h_amount": 1_000,
+                               "h_data": text(rng, 12, 24)}),
+                    );
+                    by_name.entry((last.clone(), first)).or_default().push(c);
+                    district_names.push(last);
+                }
+                for ((last, first), ids) in by_name {
+                    load.put(
+                        "customer_by_name",
+                        &[json!(w), json!(d), json!(last), json!(first)],
+                        json!({ "c_ids": ids }),
+                    );
+                }
+                district_names.sort();
+                district_names.dedup();
+                names.insert((w, d), district_names);
+                // O_C_ID: a permutation of the customers.
+                let mut customers: Vec<i64> = (1..=CUSTOMERS).collect();
+                for i in (1..customers.len()).rev() {
+                    customers.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+                for o in 1..=ORDERS {
+                    let delivered = o < first_new_order(w, d);
+                    let lines = 5 + rng.below(11) as i64;
+                    let c = customers[(o - 1) as usize];
+                    load.put(
+                        "orders",
+                        &[json!(w), json!(d), json!(o)],
+                        json!({"o_c_id": c, "o_entry_d": 1_000,
+                               "o_carrier_id": if delivered { json!(1 + rng.below(10)) } else { Value::Null },
+                               "o_ol_cnt": lines, "o_all_local": 1}),
+                    );
+                    load.put(
+                        "order_by_customer",
+                        &[json!(w), json!(d), json!(c), json!(o)],
+                        json!({}),
+                    );
+                    for n in 1..=lines {
+                        load.put(
+                            "order_line",
+                            &[json!(w), json!(d), json!(o), json!(n)],
+                            json!({"ol_i_id": 1 + rng.below(ITEMS as u64), "ol_supply_w_id": w,
+                                   "ol_delivery_d": if delivered { json!(1_000) } else { Value::Null },
+                                   "ol_quantity": 5,
+                                   "ol_amount": if delivered { 0 } else { 1 + rng.below(999_999) },
+                                   "ol_dist_info": text(rng, 24, 24)}),
+                        );
+                    }
+                    if !delivered {
+                        load.put("new_order", &[json!(w), json!(d), json!(o)], json!({}));
+                    }
+                }
+            }
+        }
+        (load.tables, names)
+    }
+}
+
+/// The TPC-C handlers, driven as a test of the other apps: well-formed calls of every route
+/// (which must all run compiled to the end) mixed with malformed ones (which must only agree).
+struct Tpcc {
+    pair: Pair,
+    rng: Rng,
+    names: std::collections::BTreeMap<(i64, i64), Vec<String>>,
+    now: i64,
+    /// Answers by (handler, well-formed, status; 200 for a value).
+    tally: std::collections::BTreeMap<(&'static str, bool, i64), u64>,
+    /// The less common paths well-formed calls took (`note_paths`).
+    paths: std::collections::BTreeSet<&'static str>,
+}
+
+const TPCC_HANDLERS: [&str; 5] = [
+    "new_order",
+    "payment",
+    "delivery",
+    "order_status",
+    "stock_level",
+];
+
+impl Tpcc {
+    fn other_warehouse(&mut self, w: i64) -> i64 {
+        if w == 1 {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn new_order(&mut self) -> Value {
+        let rng = &mut self.rng;
+        let w = 1 + rng.below(2) as i64;
+        let count = 1 + rng.below(15) as usize;
+        let mut items: Vec<u64> = (0..count)
+            .map(|_| 1 + rng.below(tpcc::ITEMS as u64))
+            .collect();
+        if rng.below(8) == 0 {
+            // An unused item on the last line: 422, and everything the order wrote is undone.
+            items[count - 1] = tpcc::ITEMS as u64 + 1 + rng.below(50);
+        }
+        let remote: Vec<bool> = (0..count).map(|_| rng.below(8) == 0).collect();
+        let quantities: Vec<u64> = (0..count).map(|_| 1 + rng.below(10)).collect();
+        let (d, c) = (1 + rng.below(10), 1 + rng.below(tpcc::CUSTOMERS as u64));
+        let other = self.other_warehouse(w);
+        let supply: Vec<i64> = remote.iter().map(|&r| if r { other } else { w }).collect();
+        self.now += 1;
+        json!({"w_id": w, "d_id": d, "c_id": c, "now": self.now, "i_ids": items,
+               "supply_w_ids": supply, "quantities": quantities})
+    }
+
+    fn payment(&mut self) -> Value {
+        let w = 1 + self.rng.below(2) as i64;
+        let d = 1 + self.rng.below(10) as i64;
+        let (c_w, c_d) = if self.rng.below(100) < 85 {
+            (w, d)
+        } else {
+            (self.other_warehouse(w), 1 + self.rng.below(10) as i64)
+        };
+        self.now += 1;
+        let mut body = json!({"w_id": w, "d_id": d, "c_w_id": c_w, "c_d_id": c_d,
+                              "h_amount": 100 + self.rng.below(500_000), "now": self.now});
+        if self.rng.below(5) < 3 {
+            body["c_last"] = json!(self.last_name(c_w, c_d));
+        } else {
+            body["c_id"] = json!(1 + self.rng.below(tpcc::CUSTOMERS as u64));
+        }
+        body
+    }
+
+    /// A last name of the district's customers, or (one time in twenty) nobody's: a 404.
+    fn last_name(&mut self, w: i64, d: i64) -> String {
+        if self.rng.below(20) == 0 {
+            return tpcc::last_name(999);
+        }
+        let names = &self.names[&(w, d)];
+        names[self.rng.below(names.len() as u64) as usize].clone()
+    }
+
+    fn delivery(&mut self, w: i64) -> Value {
+        self.now += 1;
+        json!({"w_id": w, "o_carrier_id": 1 + self.rng.below(10), "now": self.now})
+    }
+
+    fn order_status(&mut self) -> Vec<(String, String)> {
+        let w = 1 + self.rng.below(2) as i64;
+        let d = 1 + self.rng.below(10) as i64;
+        let mut query = vec![
+            ("w_id".into(), w.to_string()),
+            ("d_id".into(), d.to_string()),
+        ];
+        if self.rng.below(5) < 3 {
+            query.push(("c_last".into(), self.last_name(w, d)));
+        } else {
+            let c = 1 + self.rng.below(tpcc::CUSTOMERS as u64);
+            query.push(("c_id".into(), c.to_string()));
+        }
+        query
+    }
+
+    fn stock_level(&mut self) -> Vec<(String, String)> {
+        let w = 1 + self.rng.below(2);
+        let d = 1 + self.rng.below(10);
+        let threshold = 10 + self.rng.below(11);
+        vec![
+            ("w_id".into(), w.to_string()),
+            ("d_id".into(), d.to_string()),
+            ("threshold".into(), threshold.to_string()),
+        ]
+    }
+
+    /// A body made wrong one way: a field gone or of another value (a wrong type, an unknown
+    /// id, an extreme integer), an array item changed, or no map at all.
+    fn spoil_body(&mut self, mut body: Value) -> Value {
+        // Not i64::MIN or MAX: a payment of i64::MIN succeeds and leaves a balance that the next
+        // delivery overflows. The overflows are called on their own, at the end.
+        let values: Vec<Value> = values()
+            .into_iter()
+            .filter(|v| v.as_i64().is_none_or(|i| i.unsigned_abs() < 1 << 40))
+            .collect();
+        let keys: Vec<String> = body.as_object().expect("a map").keys().cloned().collect();
+        let key = self.rng.pick(&keys);
+        match self.rng.below(6) {
+            0 => self.rng.pick(&values),
+            1 => {
+                body.as_object_mut().expect("a map").remove(&key);
+                body
+            }
+            2 => {
+                // Both ways of naming a customer gone, or given a wrong type.
+                let object = body.as_object_mut().expect("a map");
+                object.remove("c_id");
+                object.remove("c_last");
+                if self.rng.below(2) == 0 {
+                    object.insert("c_last".into(), self.rng.pick(&values));
+                }
+                body
+            }
+            3 => {
+                let arrays: Vec<String> = keys
+                    .iter()
+                    .filter(|k| body[k.as_str()].is_array())
+                    .cloned()
+                    .collect();
+                if arrays.is_empty() {
+                    body[key.as_str()] = self.rng.pick(&values);
+                    return body;
+                }
+                let array = self.rng.pick(&arrays);
+                let items = body[array.as_str()].as_array_mut().expect("an array");
+                match self.rng.below(3) {
+                    0 => items.pop().map_or((), |_| ()),
+                    1 => items.extend((0..16).map(|i| json!(i + 1))),
+                    _ => {
+                        let at = self.rng.below(items.len() as u64) as usize;
+                        items[at] = values[self.rng.below(values.len() as u64) as usize].clone();
+                    }
+                }
+                body
+            }
+            _ => {
+                body[key.as_str()] = self.rng.pick(&values);
+                body
+            }
+        }
+    }
+
+    fn spoil_query(&mut self, mut query: Vec<(String, String)>) -> Vec<(String, String)> {
+        let texts = [
+            "",
+            "x",
+            "-1",
+            "1x",
+            " 1",
+            "01",
+            "0",
+            "3",
+            "11",
+            "31",
+            "123456789012345678",
+            "1234567890123456789",
+            "9223372036854775807",
+            "é",
+        ];
+        let at = self.rng.below(query.len() as u64) as usize;
+        match self.rng.below(3) {
+            0 => {
+                query.remove(at);
+            }
+            _ => query[at].1 = self.rng.pick(&texts).to_string(),
+        }
+        query
+    }
+
+    /// Runs one call; a well-formed one must run compiled to the end.
+    fn run(
+        &mut self,
+        handler: &'static str,
+        request: Request,
+        well_formed: bool,
+    ) -> Result<Value, Value> {
+        let body =
+            pure_lang::to_json(&request.body, self.pair.compiled.schema()).unwrap_or_default();
+        let context = format!("{handler}(body {body}, query {:?})", request.query);
+        let before = self.pair.compiled.fallbacks();
+        let answer = self.pair.call_with(handler, &request, context.clone());
+        if well_formed {
+            assert_eq!(
+                self.pair.compiled.fallbacks(),
+                before,
+                "a well-formed call fell back to Rhai: {context} -> {answer:?}"
+            );
+        }
+        let status = match &answer {
+            Ok(value) => {
+                if well_formed {
+                    self.note_paths(handler, &body, &request.query, value);
+                }
+                200
+            }
+            Err(error) => error["status"].as_i64().unwrap_or(0),
+        };
+        *self
+            .tally
+            .entry((handler, well_formed, status))
+            .or_default() += 1;
+        answer
+    }
+
+    fn body(
+        &mut self,
+        handler: &'static str,
+        body: Value,
+        well_formed: bool,
+    ) -> Result<Value, Value> {
+        let request = Request {
+            body: pure_lang::to_dynamic(&body),
+            ..Request::default()
+        };
+        self.run(handler, request, well_formed)
+    }
+
+    fn query(
+        &mut self,
+        handler: &'static str,
+        query: Vec<(String, String)>,
+        well_formed: bool,
+    ) -> Result<Value, Value> {
+        let request = Request {
+            query,
+            ..Request::default()
+        };
+        self.run(handler, request, well_formed)
+    }
+
+    /// One random call: mostly well-formed, of every route; one in six malformed.
+    fn random_call(&mut self) {
+        let malformed = self.rng.below(6) == 0;
+        // Near the mix of the specification (clause 5.2.3), so that deliveries do not empty the
+        // districts before the end.
+        let mix: Vec<&'static str> = [
+            ("new_order", 8),
+            ("payment", 8),
+            ("delivery", 1),
+            ("order_status", 2),
+            ("stock_level", 2),
+        ]
+        .into_iter()
+        .flat_map(|(handler, weight)| std::iter::repeat_n(handler, weight))
+        .collect();
+        let handler = self.rng.pick(&mix);
+        let _ = if handler == "order_status" || handler == "stock_level" {
+            let mut query = if handler == "order_status" {
+                self.order_status()
+            } else {
+                self.stock_level()
+            };
+            if malformed {
+                query = self.spoil_query(query);
+            }
+            self.query(handler, query, !malformed)
+        } else {
+            let mut body = match handler {
+                "new_order" => self.new_order(),
+                "payment" => self.payment(),
+                _ => {
+                    let w = 1 + self.rng.below(2) as i64;
+                    self.delivery(w)
+                }
+            };
+            if malformed {
+                body = self.spoil_body(body);
+            }
+            self.body(handler, body, !malformed)
+        };
+    }
+
+    /// Notes the less common paths a well-formed call's answer shows it took.
+    fn note_paths(
+        &mut self,
+        handler: &str,
+        body: &Value,
+        query: &[(String, String)],
+        answer: &Value,
+    ) {
+        let lines = answer["lines"].as_array().cloned().unwrap_or_default();
+        let paths = [
+            (
+                "a line from another warehouse",
+                handler == "new_order" && lines.iter().any(|l| l["ol_supply_w_id"] != body["w_id"]),
+            ),
+            (
+                "a brand line (ORIGINAL in both)",
+                lines.iter().any(|l| l["brand_generic"] == json!("B")),
+            ),
+            (
+                "a payment by name",
+                handler == "payment" && body["c_last"].is_string(),
+            ),
+            (
+                "a remote payment",
+                handler == "payment" && body["c_w_id"] != body["w_id"],
+            ),
+            (
+                "a payment of bad credit",
+                answer["c_data"].as_str().is_some_and(|d| !d.is_empty()),
+            ),
+            (
+                "a delivery that skipped some districts",
+                answer["skipped"].as_array().is_some_and(|s| !s.is_empty())
+                    && answer["delivered"]
+                        .as_array()
+                        .is_some_and(|d| !d.is_empty()),
+            ),
+            (
+                "an order status by name",
+                handler == "order_status" && query.iter().any(|(k, _)| k == "c_last"),
+            ),
+            (
+                "an undelivered order's status",
+                handler == "order_status" && lines.iter().any(|l| l["ol_delivery_d"].is_null()),
+            ),
+            (
+                "a delivered order's status",
+                handler == "order_status" && lines.iter().any(|l| !l["ol_delivery_d"].is_null()),
+            ),
+            (
+                "low stock",
+                answer["low_stock"].as_i64().is_some_and(|n| n > 0),
+            ),
+        ];
+        for (path, taken) in paths {
+            if taken {
+                self.paths.insert(path);
+            }
+        }
+    }
+
+    fn count(&self, handler: &str, well_formed: bool, status: i64) -> u64 {
+        self.tally
+            .get(&(handler, well_formed, status))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[test]
+fn tpcc_runs_compiled_exactly_as_in_rhai() {
+    let (seed, scale) = seed_and_scale("tpcc");
+    let mut rng = Rng(seed);
+    let pair = Pair::new(|| App::load_with(&repo().join("apps/tpcc"), limits()).expect("loads"));
+    for handler in TPCC_HANDLERS {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+    }
+    let (tables, names) = tpcc::populate(&pair.compiled, &mut rng);
+    let mut t = Tpcc {
+        pair,
+        rng,
+        names,
+        now: 2_000,
+        tally: Default::default(),
+        paths: Default::default(),
+    };
+    t.pair.state = [tables.clone(), tables];
+
+    for _ in 0..1500 * scale {
+        t.random_call();
+    }
+    // Deliveries until every district of both warehouses has nothing left: the later ones skip
+    // districts, then all ten.
+    for w in 1..=tpcc::WAREHOUSES {
+        for turn in 0.. {
+            assert!(turn < 1_000, "deliveries empty the districts");
+            let body = t.delivery(w);
+            let answer = t.body("delivery", body, true).expect("a delivery");
+            if answer["skipped"].as_array().expect("skipped").len() == 10 {
+                break;
+            }
+        }
+    }
+    // New orders after that, and everything reading them.
+    for _ in 0..30 {
+        let body = t.new_order();
+        let _ = t.body("new_order", body, true);
+        let query = t.order_status();
+        let _ = t.query("order_status", query, true);
+        let query = t.stock_level();
+        let _ = t.query("stock_level", query, true);
+    }
+    for w in 1..=tpcc::WAREHOUSES {
+        let body = t.delivery(w);
+        let _ = t.body("delivery", body, true);
+    }
+
+    // The rarer answers once more for certain: an unused item (422, after the order wrote) and
+    // a payment naming nobody (404).
+    let mut order = t.new_order();
+    order["i_ids"][0] = json!(tpcc::ITEMS + 1);
+    let error = t
+        .body("new_order", order, true)
+        .expect_err("an unused item");
+    assert_eq!(error["status"], json!(422), "{error}");
+    let mut payment = t.payment();
+    payment.as_object_mut().expect("a map").remove("c_id");
+    payment["c_last"] = json!("NOBODY");
+    let error = t.body("payment", payment, true).expect_err("nobody");
+    assert_eq!(error["status"], json!(404), "{error}");
+
+    // Calls that Rhai stops with an error (an integer overflow, after the call wrote): the
+    // compiled call falls back, its writes are undone, and Rhai's error is the answer.
+    let fallbacks = t.pair.compiled.fallbacks();
+    let mut order = t.new_order();
+    order["i_ids"][0] = json!(1);
+    order["quantities"][0] = json!(i64::MAX);
+    let mut payment = t.payment();
+    payment.as_object_mut().expect("a map").remove("c_last");
+    payment["c_id"] = json!(1);
+    payment["h_amount"] = json!(i64::MAX);
+    for (handler, body) in [("new_order", order), ("payment", payment)] {
+        let error = t.body(handler, body, false).expect_err("an overflow");
+        assert_eq!(error["status"], json!(500), "{handler}: {error}");
+    }
+    assert_eq!(t.pair.compiled.fallbacks(), fallbacks + 2);
+
+    eprintln!(
+        "tpcc: {} calls, {} fell back: {:?}",
+        t.pair.calls,
+        t.pair.compiled.fallbacks(),
+        t.tally
+    );
+    // Every route answered well-formed calls, and the rarer paths were taken.
+    for handler in TPCC_HANDLERS {
+        assert!(t.count(handler, true, 200) > 0, "{handler} answered");
+        assert!(
+            t.count(handler, false, 400) > 0,
+            "{handler} refused a malformed call"
+        );
+    }
+    assert!(
+        t.count("new_order", true, 422) > 0,
+        "an order named an unused item"
+    );
+    assert!(t.count("payment", true, 404) > 0, "a payment named nobody");
+    assert_eq!(t.paths.len(), 10, "paths taken: {:?}", t.paths);
 }
