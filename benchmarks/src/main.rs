@@ -40,6 +40,9 @@ enum Command {
     Owner(owner::Args),
     /// TPC-C's population as JSON Lines files for `pure-serve import`.
     TpccLoad(tpcc::LoadArgs),
+    /// One TPC-C stream through Pure, SQLite and grouped SQLite: answers, tables and the
+    /// consistency conditions compared.
+    TpccEqual(tpcc::equal::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -48,5 +51,6 @@ fn main() -> anyhow::Result<()> {
         Command::Scoreboard(args) => scoreboard::run(args),
         Command::Owner(args) => owner::run(args),
         Command::TpccLoad(args) => tpcc::run_load(args),
+        Command::TpccEqual(args) => tpcc::equal::run(args),
     }
 }

@@ -57,13 +57,22 @@ pub struct Args {
     /// (it must define `new_order` and `empty`): to measure what a construct costs.
     #[arg(long)]
     script: Option<PathBuf>,
+    /// The TPC-C app, for the part that runs its five transactions in-process.
+    #[arg(long, default_value = "apps/tpcc")]
+    tpcc_app: PathBuf,
+    /// Warehouses of the TPC-C part's population.
+    #[arg(long, default_value_t = 1)]
+    warehouses: i64,
+    /// Transactions of the TPC-C part (the mix of clause 5.2.4, from 10 terminals per warehouse).
+    #[arg(long, default_value_t = 20_000)]
+    transactions: usize,
     /// Run every handler in Rhai's evaluator instead of its compiled form (to compare the two;
     /// the New-Order part always shows both).
     #[arg(long)]
     interpreted: bool,
 }
 
-const PARTS: [&str; 4] = ["limits", "writes", "neworder", "scoreboard"];
+const PARTS: [&str; 5] = ["limits", "writes", "neworder", "scoreboard", "tpcc"];
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(only) = args.only.as_deref() {
@@ -82,6 +91,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.only.is_none() || args.only.as_deref() == Some("scoreboard") {
         scoreboard(&args)?;
+    }
+    if args.only.is_none() || args.only.as_deref() == Some("tpcc") {
+        tpcc(&args)?;
     }
     Ok(())
 }
@@ -851,5 +863,118 @@ fn scoreboard(args: &Args) -> anyhow::Result<()> {
         "post_score on {PLAYERS} players, a snapshot every {SCOREBOARD_GROUP} calls: median {:.2} µs per call (batch medians {lo:.2}–{hi:.2})",
         timer.median()
     );
+    Ok(())
+}
+
+// ---- part 5: the TPC-C app's handlers as the owner runs them ----
+
+/// The five TPC-C transactions of the bundled app, in-process on the population of
+/// `--warehouses`: each call timed alone, as the owner runs a write (the handler, encoding its
+/// write set as a record, a snapshot held and renewed every 64 writes as the syncer takes one
+/// per group) or a read (the handler on a snapshot).
+fn tpcc(args: &Args) -> anyhow::Result<()> {
+    use crate::tpcc::{inprocess, input::Kind, input::Terminal, population::LOAD_TIME};
+    println!(
+        "## owner: the TPC-C app's transactions in-process, W={} (µs per call{})\n",
+        args.warehouses,
+        if args.interpreted {
+            ", Rhai's evaluator"
+        } else {
+            ""
+        }
+    );
+    let loading = Instant::now();
+    let (mut app, mut tables) = inprocess::load(&args.tpcc_app, 1, args.warehouses)?;
+    app.set_interpreted(args.interpreted);
+    eprintln!(
+        "loaded {} rows in {:.1} s",
+        tables.row_count(),
+        loading.elapsed().as_secs_f64()
+    );
+    let terminals_n = (10 * args.warehouses) as usize;
+    let mut terminals: Vec<Terminal> = (0..terminals_n)
+        .map(|i| Terminal::new(1, i as u64, args.warehouses))
+        .collect();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); Kind::ALL.len()];
+    let mut record_bytes: Vec<u64> = vec![0; Kind::ALL.len()];
+    let mut failures = 0u64;
+    let mut ws = WriteSet::default();
+    let mut record = Vec::new();
+    let mut snapshot = None;
+    let mut writes = 0usize;
+    for k in 0..args.transactions {
+        let txn = terminals[k % terminals_n].next();
+        let kind = txn.kind();
+        let (handler, request) = inprocess::request(&app, &txn, LOAD_TIME + k as i64)?;
+        let is_write = matches!(kind, Kind::NewOrder | Kind::Payment | Kind::Delivery);
+        let started = Instant::now();
+        if is_write && writes.is_multiple_of(64) {
+            snapshot = Some(tables.clone());
+        }
+        let answer = inprocess::execute(&app, &mut tables, &mut ws, handler, &request);
+        if is_write {
+            record.clear();
+            record::encode_writes(&mut record, ws.changes());
+            ws.clear();
+            writes += 1;
+        }
+        let elapsed = started.elapsed().as_secs_f64() * 1e6;
+        samples[kind as usize].push(elapsed);
+        record_bytes[kind as usize] += record.len() as u64;
+        if answer.status != 200 && answer.status != 422 {
+            failures += 1;
+            if failures == 1 {
+                eprintln!("{kind:?} failed: {} {}", answer.status, answer.body);
+            }
+        }
+    }
+    drop(snapshot);
+    for handler in [
+        "new_order",
+        "payment",
+        "order_status",
+        "delivery",
+        "stock_level",
+    ] {
+        if let Some(pure_lang::Execution::Interpreted { reason }) = app.execution(handler) {
+            println!("{handler} runs in Rhai's evaluator, not compiled: {reason}");
+        }
+    }
+    println!(
+        "{:<14} {:>7} {:>9} {:>9} {:>9} {:>9} {:>13}",
+        "transaction", "calls", "mean", "p50", "p99", "max", "record bytes"
+    );
+    for kind in Kind::ALL {
+        let s = &mut samples[kind as usize];
+        if s.is_empty() {
+            continue;
+        }
+        s.sort_by(f64::total_cmp);
+        let mean = s.iter().sum::<f64>() / s.len() as f64;
+        let at = |q: f64| s[((s.len() as f64 * q).ceil() as usize).clamp(1, s.len()) - 1];
+        let bytes = match kind {
+            Kind::NewOrder | Kind::Payment | Kind::Delivery => {
+                format!("{:.0}", record_bytes[kind as usize] as f64 / s.len() as f64)
+            }
+            _ => "-".into(),
+        };
+        println!(
+            "{:<14} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>13}",
+            kind.name(),
+            s.len(),
+            mean,
+            at(0.5),
+            at(0.99),
+            s[s.len() - 1],
+            bytes
+        );
+    }
+    println!(
+        "\nfallbacks to Rhai's evaluator: {}; failed calls (not 200, not the 422 rollback): {failures}",
+        app.fallbacks()
+    );
+    if failures > 0 {
+        bail!("{failures} TPC-C calls failed");
+    }
     Ok(())
 }

@@ -132,13 +132,19 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         );
     }
     let warehouse_of: HashMap<i64, &Warehouse> = db.warehouse.iter().map(|w| (w.w_id, w)).collect();
-    let district_of: HashMap<(i64, i64), &District> =
-        db.district.iter().map(|d| ((d.d_w_id, d.d_id), d)).collect();
+    let district_of: HashMap<(i64, i64), &District> = db
+        .district
+        .iter()
+        .map(|d| ((d.d_w_id, d.d_id), d))
+        .collect();
     let item_of: HashMap<i64, &Item> = db.item.iter().map(|i| (i.i_id, i)).collect();
     let stock_of: HashMap<(i64, i64), &Stock> =
         db.stock.iter().map(|s| ((s.s_w_id, s.s_i_id), s)).collect();
-    let customers: HashSet<(i64, i64, i64)> =
-        db.customer.iter().map(|c| (c.c_w_id, c.c_d_id, c.c_id)).collect();
+    let customers: HashSet<(i64, i64, i64)> = db
+        .customer
+        .iter()
+        .map(|c| (c.c_w_id, c.c_d_id, c.c_id))
+        .collect();
     let new_orders: HashSet<(i64, i64, i64)> = db
         .new_order
         .iter()
@@ -161,7 +167,9 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
                     d.delivered_run += 1;
                 }
             }
-            None => r.fail("X10", || format!("order {:?} of no district", (o.o_w_id, o.o_d_id, o.o_id))),
+            None => r.fail("X10", || {
+                format!("order {:?} of no district", (o.o_w_id, o.o_d_id, o.o_id))
+            }),
         }
         let has_new_order = new_orders.contains(&(o.o_w_id, o.o_d_id, o.o_id));
         r.expect(o.o_carrier_id.is_none() == has_new_order, "C5", || {
@@ -172,17 +180,34 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
                 if has_new_order { "a" } else { "no" }
             )
         });
-        r.expect(customers.contains(&(o.o_w_id, o.o_d_id, o.o_c_id)), "X10", || {
-            format!("order {:?} of no customer {}", (o.o_w_id, o.o_d_id, o.o_id), o.o_c_id)
-        });
+        r.expect(
+            customers.contains(&(o.o_w_id, o.o_d_id, o.o_c_id)),
+            "X10",
+            || {
+                format!(
+                    "order {:?} of no customer {}",
+                    (o.o_w_id, o.o_d_id, o.o_id),
+                    o.o_c_id
+                )
+            },
+        );
         if o.o_id >= FIRST_NEW_ORDER && o.o_carrier_id.is_some() {
-            *deliveries.entry((o.o_w_id, o.o_d_id, o.o_c_id)).or_default() += 1;
+            *deliveries
+                .entry((o.o_w_id, o.o_d_id, o.o_c_id))
+                .or_default() += 1;
         }
     }
     for n in &db.new_order {
-        r.expect(order_of.contains_key(&(n.no_w_id, n.no_d_id, n.no_o_id)), "C5", || {
-            format!("NEW_ORDER {:?} has no order", (n.no_w_id, n.no_d_id, n.no_o_id))
-        });
+        r.expect(
+            order_of.contains_key(&(n.no_w_id, n.no_d_id, n.no_o_id)),
+            "C5",
+            || {
+                format!(
+                    "NEW_ORDER {:?} has no order",
+                    (n.no_w_id, n.no_d_id, n.no_o_id)
+                )
+            },
+        );
         if let Some(d) = dist.get_mut(&(n.no_w_id, n.no_d_id)) {
             d.no_count += 1;
             d.no_min = d.no_min.min(n.no_o_id);
@@ -191,7 +216,8 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
     }
 
     // Order lines: per order counts, C7, and the run-time invariants.
-    let mut lines_of: HashMap<(i64, i64, i64), (i64, bool)> = HashMap::with_capacity(db.orders.len());
+    let mut lines_of: HashMap<(i64, i64, i64), (i64, bool)> =
+        HashMap::with_capacity(db.orders.len());
     #[derive(Default, PartialEq, Debug)]
     struct S {
         ytd: i64,
@@ -202,7 +228,9 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
     for l in &db.order_line {
         let key = (l.ol_w_id, l.ol_d_id, l.ol_o_id);
         let Some(o) = order_of.get(&key) else {
-            r.fail("C6", || format!("order line {:?} has no order", (key, l.ol_number)));
+            r.fail("C6", || {
+                format!("order line {:?} has no order", (key, l.ol_number))
+            });
             continue;
         };
         let entry = lines_of.entry(key).or_insert((0, true));
@@ -211,20 +239,30 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         if let Some(d) = dist.get_mut(&(l.ol_w_id, l.ol_d_id)) {
             d.lines += 1;
         }
-        r.expect(l.ol_delivery_d.is_none() == o.o_carrier_id.is_none(), "C7", || {
-            format!(
-                "line {:?}: delivery {:?}, order carrier {:?}",
-                (key, l.ol_number),
-                l.ol_delivery_d,
-                o.o_carrier_id
-            )
-        });
+        r.expect(
+            l.ol_delivery_d.is_none() == o.o_carrier_id.is_none(),
+            "C7",
+            || {
+                format!(
+                    "line {:?}: delivery {:?}, order carrier {:?}",
+                    (key, l.ol_number),
+                    l.ol_delivery_d,
+                    o.o_carrier_id
+                )
+            },
+        );
         if l.ol_delivery_d.is_some() {
-            *delivered_amount.entry((o.o_w_id, o.o_d_id, o.o_c_id)).or_default() += l.ol_amount;
+            *delivered_amount
+                .entry((o.o_w_id, o.o_d_id, o.o_c_id))
+                .or_default() += l.ol_amount;
         }
         let stock = stock_of.get(&(l.ol_supply_w_id, l.ol_i_id));
         r.expect(stock.is_some(), "X10", || {
-            format!("line {:?} names no stock {:?}", (key, l.ol_number), (l.ol_supply_w_id, l.ol_i_id))
+            format!(
+                "line {:?} names no stock {:?}",
+                (key, l.ol_number),
+                (l.ol_supply_w_id, l.ol_i_id)
+            )
         });
         if l.ol_o_id > ORDERS {
             let s = stock_use.entry((l.ol_supply_w_id, l.ol_i_id)).or_default();
@@ -241,11 +279,17 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
                         i.i_price
                     )
                 }),
-                None => r.fail("X10", || format!("line {:?} names no item {}", (key, l.ol_number), l.ol_i_id)),
+                None => r.fail("X10", || {
+                    format!("line {:?} names no item {}", (key, l.ol_number), l.ol_i_id)
+                }),
             }
             if let Some(s) = stock {
                 r.expect(l.ol_dist_info == s.dist(l.ol_d_id), "X4", || {
-                    format!("line {:?}: dist info {:?}", (key, l.ol_number), l.ol_dist_info)
+                    format!(
+                        "line {:?}: dist info {:?}",
+                        (key, l.ol_number),
+                        l.ol_dist_info
+                    )
                 });
             }
         }
@@ -256,15 +300,27 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
             .copied()
             .unwrap_or((0, true));
         r.expect(lines == o.o_ol_cnt, "C6", || {
-            format!("order {:?}: o_ol_cnt {} but {lines} lines", (o.o_w_id, o.o_d_id, o.o_id), o.o_ol_cnt)
+            format!(
+                "order {:?}: o_ol_cnt {} but {lines} lines",
+                (o.o_w_id, o.o_d_id, o.o_id),
+                o.o_ol_cnt
+            )
         });
         r.expect((o.o_all_local == 1) == all_local, "X5", || {
-            format!("order {:?}: o_all_local {}", (o.o_w_id, o.o_d_id, o.o_id), o.o_all_local)
+            format!(
+                "order {:?}: o_all_local {}",
+                (o.o_w_id, o.o_d_id, o.o_id),
+                o.o_all_local
+            )
         });
     }
     for s in &db.stock {
         r.expect((10..=100).contains(&s.s_quantity), "X1", || {
-            format!("stock {:?}: quantity {}", (s.s_w_id, s.s_i_id), s.s_quantity)
+            format!(
+                "stock {:?}: quantity {}",
+                (s.s_w_id, s.s_i_id),
+                s.s_quantity
+            )
         });
         let used = stock_use.remove(&(s.s_w_id, s.s_i_id)).unwrap_or_default();
         let held = S {
@@ -273,7 +329,10 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
             remote: s.s_remote_cnt,
         };
         r.expect(used == held, "X2", || {
-            format!("stock {:?}: holds {held:?}, the run's lines say {used:?}", (s.s_w_id, s.s_i_id))
+            format!(
+                "stock {:?}: holds {held:?}, the run's lines say {used:?}",
+                (s.s_w_id, s.s_i_id)
+            )
         });
     }
 
@@ -284,22 +343,36 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         *w_paid.entry(h.h_w_id).or_default() += h.h_amount;
         match dist.get_mut(&(h.h_w_id, h.h_d_id)) {
             Some(d) => d.h_sum += h.h_amount,
-            None => r.fail("X10", || format!("history row {:?} of no district", key_of_history(h))),
+            None => r.fail("X10", || {
+                format!("history row {:?} of no district", key_of_history(h))
+            }),
         }
         let c = (h.h_c_w_id, h.h_c_d_id, h.h_c_id);
-        r.expect(customers.contains(&c), "X10", || format!("history row {:?} of no customer", key_of_history(h)));
+        r.expect(customers.contains(&c), "X10", || {
+            format!("history row {:?} of no customer", key_of_history(h))
+        });
         r.expect((h.k_c_w_id, h.k_c_d_id, h.k_c_id) == c, "X7", || {
-            format!("history row {:?} is keyed by another customer", key_of_history(h))
+            format!(
+                "history row {:?} is keyed by another customer",
+                key_of_history(h)
+            )
         });
         let e = c_paid.entry(c).or_default();
         e.0 += h.h_amount;
         e.1 += 1;
         e.2 = e.2.max(h.k_n);
         if h.k_n > 1 {
-            if let (Some(w), Some(d)) = (warehouse_of.get(&h.h_w_id), district_of.get(&(h.h_w_id, h.h_d_id))) {
+            if let (Some(w), Some(d)) = (
+                warehouse_of.get(&h.h_w_id),
+                district_of.get(&(h.h_w_id, h.h_d_id)),
+            ) {
                 let expected = format!("{}    {}", w.w_name, d.d_name);
                 r.expect(h.h_data == expected, "X9", || {
-                    format!("history row {:?}: h_data {:?}, not {expected:?}", key_of_history(h), h.h_data)
+                    format!(
+                        "history row {:?}: h_data {:?}, not {expected:?}",
+                        key_of_history(h),
+                        h.h_data
+                    )
                 });
             }
         }
@@ -313,11 +386,17 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
             .map(|d| d.d_ytd)
             .sum();
         r.expect(w.w_ytd == districts, "C1", || {
-            format!("warehouse {}: w_ytd {} but its districts sum to {districts}", w.w_id, w.w_ytd)
+            format!(
+                "warehouse {}: w_ytd {} but its districts sum to {districts}",
+                w.w_id, w.w_ytd
+            )
         });
         let paid = w_paid.get(&w.w_id).copied().unwrap_or(0);
         r.expect(w.w_ytd == paid, "C8", || {
-            format!("warehouse {}: w_ytd {} but its history sums to {paid}", w.w_id, w.w_ytd)
+            format!(
+                "warehouse {}: w_ytd {} but its history sums to {paid}",
+                w.w_id, w.w_ytd
+            )
         });
     }
     let mut ordered_since_load = 0u64;
@@ -329,19 +408,42 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         ordered_since_load += d.orders.saturating_sub(ORDERS as u64);
         new_order_rows += d.no_count;
         r.expect(dr.d_next_o_id - 1 == d.max_o, "C2", || {
-            format!("district {k:?}: d_next_o_id {} but newest order {}", dr.d_next_o_id, d.max_o)
+            format!(
+                "district {k:?}: d_next_o_id {} but newest order {}",
+                dr.d_next_o_id, d.max_o
+            )
         });
-        r.expect(d.no_count == 0 || dr.d_next_o_id - 1 == d.no_max, "C2", || {
-            format!("district {k:?}: d_next_o_id {} but newest NEW_ORDER {}", dr.d_next_o_id, d.no_max)
-        });
-        r.expect(d.no_count == 0 || d.no_max - d.no_min + 1 == d.no_count, "C3", || {
-            format!("district {k:?}: NEW_ORDER {}..={} holds {} rows", d.no_min, d.no_max, d.no_count)
-        });
+        r.expect(
+            d.no_count == 0 || dr.d_next_o_id - 1 == d.no_max,
+            "C2",
+            || {
+                format!(
+                    "district {k:?}: d_next_o_id {} but newest NEW_ORDER {}",
+                    dr.d_next_o_id, d.no_max
+                )
+            },
+        );
+        r.expect(
+            d.no_count == 0 || d.no_max - d.no_min + 1 == d.no_count,
+            "C3",
+            || {
+                format!(
+                    "district {k:?}: NEW_ORDER {}..={} holds {} rows",
+                    d.no_min, d.no_max, d.no_count
+                )
+            },
+        );
         r.expect(d.ol_cnt_sum == d.lines, "C4", || {
-            format!("district {k:?}: orders say {} lines, there are {}", d.ol_cnt_sum, d.lines)
+            format!(
+                "district {k:?}: orders say {} lines, there are {}",
+                d.ol_cnt_sum, d.lines
+            )
         });
         r.expect(dr.d_ytd == d.h_sum, "C9", || {
-            format!("district {k:?}: d_ytd {} but its history sums to {}", dr.d_ytd, d.h_sum)
+            format!(
+                "district {k:?}: d_ytd {} but its history sums to {}",
+                dr.d_ytd, d.h_sum
+            )
         });
         let delivered = match tallies {
             None => 0,
@@ -355,18 +457,24 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
             )
         });
         r.expect(d.delivered_run <= delivered, "C11", || {
-            format!("district {k:?}: {} run-time orders delivered, the driver saw {delivered}", d.delivered_run)
+            format!(
+                "district {k:?}: {} run-time orders delivered, the driver saw {delivered}",
+                d.delivered_run
+            )
         });
-        r.expect(d.orders as i64 == d.max_o && (d.orders == 0 || d.min_o == 1), "X6", || {
-            format!("district {k:?}: {} orders with ids {}..={}", d.orders, d.min_o, d.max_o)
-        });
+        r.expect(
+            d.orders as i64 == d.max_o && (d.orders == 0 || d.min_o == 1),
+            "X6",
+            || {
+                format!(
+                    "district {k:?}: {} orders with ids {}..={}",
+                    d.orders, d.min_o, d.max_o
+                )
+            },
+        );
         lines_since_load += d.lines;
     }
-    let load_lines: i64 = db
-        .order_line
-        .iter()
-        .filter(|l| l.ol_o_id <= ORDERS)
-        .count() as i64;
+    let load_lines: i64 = db.order_line.iter().filter(|l| l.ol_o_id <= ORDERS).count() as i64;
     lines_since_load -= load_lines;
 
     for c in &db.customer {
@@ -374,7 +482,10 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         let delivered = delivered_amount.get(&k).copied().unwrap_or(0);
         let (paid, payments, max_n) = c_paid.get(&k).copied().unwrap_or((0, 0, 0));
         r.expect(c.c_balance == delivered - paid, "C10", || {
-            format!("customer {k:?}: balance {} but delivered {delivered} - paid {paid}", c.c_balance)
+            format!(
+                "customer {k:?}: balance {} but delivered {delivered} - paid {paid}",
+                c.c_balance
+            )
         });
         r.expect(c.c_balance + c.c_ytd_payment == delivered, "C12", || {
             format!(
@@ -394,7 +505,10 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         );
         let delivered_orders = deliveries.get(&k).copied().unwrap_or(0);
         r.expect(c.c_delivery_cnt == delivered_orders, "X8", || {
-            format!("customer {k:?}: c_delivery_cnt {} but {delivered_orders} orders delivered", c.c_delivery_cnt)
+            format!(
+                "customer {k:?}: c_delivery_cnt {} but {delivered_orders} orders delivered",
+                c.c_delivery_cnt
+            )
         });
     }
 
@@ -403,9 +517,21 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
         Some(t) => {
             let delivered: u64 = t.delivered.values().sum();
             let counts = [
-                ("orders since the load", ordered_since_load as i64, t.new_orders as i64),
-                ("order lines since the load", lines_since_load, t.new_order_lines as i64),
-                ("history rows", db.history.len() as i64, 30_000 * w + t.payments as i64),
+                (
+                    "orders since the load",
+                    ordered_since_load as i64,
+                    t.new_orders as i64,
+                ),
+                (
+                    "order lines since the load",
+                    lines_since_load,
+                    t.new_order_lines as i64,
+                ),
+                (
+                    "history rows",
+                    db.history.len() as i64,
+                    30_000 * w + t.payments as i64,
+                ),
                 (
                     "NEW_ORDER rows",
                     new_order_rows,
@@ -429,7 +555,8 @@ pub fn check(db: &Db, tallies: Option<&Tallies>) -> Vec<Failure> {
             });
         }
     }
-    r.failures.sort_by_key(|f| CONDITIONS.iter().position(|c| *c == f.condition));
+    r.failures
+        .sort_by_key(|f| CONDITIONS.iter().position(|c| *c == f.condition));
     r.failures
 }
 
@@ -439,7 +566,12 @@ fn key_of_history(h: &History) -> (i64, i64, i64, i64) {
 
 /// X10, first half: every table's rows in strictly ascending key order, so no key twice.
 fn keys_ascend(db: &Db, r: &mut Report) {
-    fn ascend<T, K: PartialOrd + std::fmt::Debug>(rows: &[T], key: impl Fn(&T) -> K, table: &str, r: &mut Report) {
+    fn ascend<T, K: PartialOrd + std::fmt::Debug>(
+        rows: &[T],
+        key: impl Fn(&T) -> K,
+        table: &str,
+        r: &mut Report,
+    ) {
         for pair in rows.windows(2) {
             let (a, b) = (key(&pair[0]), key(&pair[1]));
             r.expect(a < b, "X10", || format!("{table}: key {b:?} after {a:?}"));
@@ -447,11 +579,26 @@ fn keys_ascend(db: &Db, r: &mut Report) {
     }
     ascend(&db.warehouse, |x| x.w_id, "warehouse", r);
     ascend(&db.district, |x| (x.d_w_id, x.d_id), "district", r);
-    ascend(&db.customer, |x| (x.c_w_id, x.c_d_id, x.c_id), "customer", r);
+    ascend(
+        &db.customer,
+        |x| (x.c_w_id, x.c_d_id, x.c_id),
+        "customer",
+        r,
+    );
     ascend(&db.history, key_of_history, "history", r);
     ascend(&db.orders, |x| (x.o_w_id, x.o_d_id, x.o_id), "orders", r);
-    ascend(&db.new_order, |x| (x.no_w_id, x.no_d_id, x.no_o_id), "new_order", r);
-    ascend(&db.order_line, |x| (x.ol_w_id, x.ol_d_id, x.ol_o_id, x.ol_number), "order_line", r);
+    ascend(
+        &db.new_order,
+        |x| (x.no_w_id, x.no_d_id, x.no_o_id),
+        "new_order",
+        r,
+    );
+    ascend(
+        &db.order_line,
+        |x| (x.ol_w_id, x.ol_d_id, x.ol_o_id, x.ol_number),
+        "order_line",
+        r,
+    );
     ascend(&db.stock, |x| (x.s_w_id, x.s_i_id), "stock", r);
     ascend(&db.item, |x| x.i_id, "item", r);
 }
@@ -471,31 +618,47 @@ fn load_distributions(db: &Db, r: &mut Report) {
         ("item", db.item.len(), 100_000),
     ];
     for (table, found, want) in expected {
-        r.expect(found == want, "L", || format!("{table}: {found} rows at load, not {want}"));
+        r.expect(found == want, "L", || {
+            format!("{table}: {found} rows at load, not {want}")
+        });
     }
     let lines = db.order_line.len() as f64 / db.orders.len().max(1) as f64;
-    r.expect((9.9..=10.1).contains(&lines), "L", || format!("{lines:.3} lines per order at load"));
+    r.expect((9.9..=10.1).contains(&lines), "L", || {
+        format!("{lines:.3} lines per order at load")
+    });
     let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
     let bad = db.customer.iter().filter(|c| c.c_credit == "BC").count();
-    r.expect((0.095..=0.105).contains(&share(bad, db.customer.len())), "L", || {
-        format!("{bad} of {} customers have bad credit", db.customer.len())
-    });
+    r.expect(
+        (0.095..=0.105).contains(&share(bad, db.customer.len())),
+        "L",
+        || format!("{bad} of {} customers have bad credit", db.customer.len()),
+    );
     let original = |data: &str| data.contains("ORIGINAL");
     let items = db.item.iter().filter(|i| original(&i.i_data)).count();
-    r.expect((0.095..=0.105).contains(&share(items, db.item.len())), "L", || {
-        format!("{items} of {} items are ORIGINAL", db.item.len())
-    });
+    r.expect(
+        (0.095..=0.105).contains(&share(items, db.item.len())),
+        "L",
+        || format!("{items} of {} items are ORIGINAL", db.item.len()),
+    );
     let stock = db.stock.iter().filter(|s| original(&s.s_data)).count();
-    r.expect((0.095..=0.105).contains(&share(stock, db.stock.len())), "L", || {
-        format!("{stock} of {} stock rows are ORIGINAL", db.stock.len())
-    });
+    r.expect(
+        (0.095..=0.105).contains(&share(stock, db.stock.len())),
+        "L",
+        || format!("{stock} of {} stock rows are ORIGINAL", db.stock.len()),
+    );
     let mut names: HashMap<(i64, i64), HashSet<&str>> = HashMap::new();
     for c in &db.customer {
-        names.entry((c.c_w_id, c.c_d_id)).or_default().insert(&c.c_last);
+        names
+            .entry((c.c_w_id, c.c_d_id))
+            .or_default()
+            .insert(&c.c_last);
     }
     for (district, names) in names {
         r.expect(names.len() == 1_000, "L", || {
-            format!("district {district:?} has {} distinct last names", names.len())
+            format!(
+                "district {district:?} has {} distinct last names",
+                names.len()
+            )
         });
     }
     for h in &db.history {

@@ -19,7 +19,9 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
     let schema = app.schema().clone();
     let mut maps: Vec<imbl::OrdMap<Key, Fields>> = vec![imbl::OrdMap::new(); schema.tables.len()];
     let mut put = |table: &str, line: &str| -> Result<()> {
-        let id = schema.table_id(table).with_context(|| format!("the app has no table {table}"))?;
+        let id = schema
+            .table_id(table)
+            .with_context(|| format!("the app has no table {table}"))?;
         let value: Value = serde_json::from_str(line)?;
         let key = match &value["key"] {
             Value::Array(parts) => parts.iter().map(part).collect::<Result<Vec<_>>>()?,
@@ -62,7 +64,9 @@ fn part(value: &Value) -> Result<KeyPart> {
     match value {
         Value::Number(n) => Ok(KeyPart::Int(n.as_i64().context("an integer key part")?)),
         Value::String(s) => Ok(KeyPart::Str(s.as_str().into())),
-        other => Err(anyhow!("a key part must be an integer or a string, not {other}")),
+        other => Err(anyhow!(
+            "a key part must be an integer or a string, not {other}"
+        )),
     }
 }
 
@@ -115,6 +119,7 @@ pub fn execute(
 }
 
 /// The nine tables of `tables` as rows, for the consistency checks.
+#[cfg(test)]
 pub fn db(app: &App, tables: &Tables) -> Result<super::rows::Db> {
     use super::rows::{Db, TableRow};
     fn rows<T: TableRow>(app: &App, tables: &Tables) -> Result<Vec<T>> {
@@ -185,7 +190,10 @@ mod tests {
             rollbacks += u64::from(tallies.count(&txn, &answer).unwrap());
         }
         assert!(rollbacks > 0, "the stream has rolled-back New-Orders");
-        assert!(tallies.delivered.len() == 20, "every district had deliveries");
+        assert!(
+            tallies.delivered.len() == 20,
+            "every district had deliveries"
+        );
         assert_eq!(check(&db(&app, &tables).unwrap(), Some(&tallies)), vec![]);
     }
 }

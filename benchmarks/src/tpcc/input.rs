@@ -136,7 +136,11 @@ impl Txn {
                     Customer::Id(id) => format!("c_id={id}"),
                     Customer::Last(last) => format!("c_last={last}"),
                 };
-                ("GET", format!("/order-status?w_id={}&d_id={}&{who}", t.w_id, t.d_id), None)
+                (
+                    "GET",
+                    format!("/order-status?w_id={}&d_id={}&{who}", t.w_id, t.d_id),
+                    None,
+                )
             }
             Txn::StockLevel(t) => (
                 "GET",
@@ -315,26 +319,50 @@ mod tests {
                     rollbacks += u64::from(*o.i_ids.last().unwrap() == UNUSED_ITEM);
                     lines += o.i_ids.len() as u64;
                     remote_lines += o.supply_w_ids.iter().filter(|&&s| s != o.w_id).count() as u64;
-                    assert!(o.i_ids.iter().take(o.i_ids.len() - 1).all(|&i| (1..=ITEMS).contains(&i)));
+                    assert!(o
+                        .i_ids
+                        .iter()
+                        .take(o.i_ids.len() - 1)
+                        .all(|&i| (1..=ITEMS).contains(&i)));
                 }
                 Txn::Payment(p) => {
                     remote_pay += u64::from(p.c_w_id != p.w_id);
                     by_name_pay += u64::from(matches!(p.customer, Customer::Last(_)));
                 }
-                Txn::OrderStatus(s) => by_name_os += u64::from(matches!(s.customer, Customer::Last(_))),
+                Txn::OrderStatus(s) => {
+                    by_name_os += u64::from(matches!(s.customer, Customer::Last(_)))
+                }
                 _ => {}
             }
         }
         // The deck deals exactly 10/10/1/1/1 of every 23.
         assert_eq!(kinds, [100_000, 100_000, 10_000, 10_000, 10_000]);
         let share = |a: u64, b: u64| a as f64 / b as f64 * 100.0;
-        assert!((0.9..=1.1).contains(&share(rollbacks, kinds[0])), "rollbacks {rollbacks}");
+        assert!(
+            (0.9..=1.1).contains(&share(rollbacks, kinds[0])),
+            "rollbacks {rollbacks}"
+        );
         let mean_lines = lines as f64 / kinds[0] as f64;
-        assert!((9.9..=10.1).contains(&mean_lines), "lines per order {mean_lines}");
-        assert!((0.95..=1.05).contains(&share(remote_lines, lines)), "remote lines");
-        assert!((14.5..=15.5).contains(&share(remote_pay, kinds[1])), "remote payments");
-        assert!((59.0..=61.0).contains(&share(by_name_pay, kinds[1])), "by-name payments");
-        assert!((58.0..=62.0).contains(&share(by_name_os, kinds[2])), "by-name order-status");
+        assert!(
+            (9.9..=10.1).contains(&mean_lines),
+            "lines per order {mean_lines}"
+        );
+        assert!(
+            (0.95..=1.05).contains(&share(remote_lines, lines)),
+            "remote lines"
+        );
+        assert!(
+            (14.5..=15.5).contains(&share(remote_pay, kinds[1])),
+            "remote payments"
+        );
+        assert!(
+            (59.0..=61.0).contains(&share(by_name_pay, kinds[1])),
+            "by-name payments"
+        );
+        assert!(
+            (58.0..=62.0).contains(&share(by_name_os, kinds[2])),
+            "by-name order-status"
+        );
     }
 
     #[test]

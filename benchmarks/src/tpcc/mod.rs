@@ -3,6 +3,7 @@
 //! consistency conditions (`check`) and the equality run (`equal`).
 
 pub mod check;
+pub mod equal;
 pub mod inprocess;
 pub mod input;
 pub mod population;

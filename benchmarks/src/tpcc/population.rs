@@ -191,7 +191,17 @@ pub fn generate(seed: u64, warehouses: i64, sink: &mut dyn FnMut(Row)) {
 pub fn load_counts(warehouses: i64) -> [u64; 9] {
     let w = warehouses as u64;
     // ORDER_LINE is random (5..=15 per order): this is its expectation.
-    [w, 10 * w, 30_000 * w, 30_000 * w, 30_000 * w, 9_000 * w, 300_000 * w, 100_000 * w, 100_000]
+    [
+        w,
+        10 * w,
+        30_000 * w,
+        30_000 * w,
+        30_000 * w,
+        9_000 * w,
+        300_000 * w,
+        100_000 * w,
+        100_000,
+    ]
 }
 
 /// The app's index tables for a population, as `pure-serve import` lines: built from the

@@ -38,7 +38,8 @@ pub fn write_population(
     let mut writers = Vec::new();
     for table in TABLES {
         let path = out.join(format!("{table}.jsonl"));
-        let file = std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
         writers.push((path, BufWriter::with_capacity(1 << 20, file), 0u64));
     }
     let mut indexes = Indexes::default();
@@ -48,7 +49,10 @@ pub fn write_population(
             return;
         }
         indexes.add(&row);
-        let slot = TABLES.iter().position(|t| *t == row.table()).expect("a table");
+        let slot = TABLES
+            .iter()
+            .position(|t| *t == row.table())
+            .expect("a table");
         let (_, writer, rows) = &mut writers[slot];
         *rows += 1;
         if let Err(e) = writeln!(writer, "{}", row.line()) {
@@ -61,13 +65,21 @@ pub fn write_population(
     }
     let mut written = Vec::new();
     for (path, mut writer, rows) in writers {
-        writer.flush().with_context(|| format!("write {}", path.display()))?;
+        writer
+            .flush()
+            .with_context(|| format!("write {}", path.display()))?;
         written.push((path, rows));
     }
     let by_name = out.join(format!("{}.jsonl", CustomerByName::TABLE));
-    written.push((by_name.clone(), write_lines(&by_name, indexes.by_name_lines())?));
+    written.push((
+        by_name.clone(),
+        write_lines(&by_name, indexes.by_name_lines())?,
+    ));
     let by_customer = out.join(format!("{}.jsonl", OrderByCustomer::TABLE));
-    written.push((by_customer.clone(), write_lines(&by_customer, indexes.by_customer_lines())?));
+    written.push((
+        by_customer.clone(),
+        write_lines(&by_customer, indexes.by_customer_lines())?,
+    ));
     Ok(written)
 }
 
@@ -79,7 +91,9 @@ fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> Result<u64> 
         writeln!(writer, "{line}")?;
         n += 1;
     }
-    writer.flush().with_context(|| format!("write {}", path.display()))?;
+    writer
+        .flush()
+        .with_context(|| format!("write {}", path.display()))?;
     Ok(n)
 }
 
@@ -98,7 +112,12 @@ pub fn run_pure_serve(args: &[&std::ffi::OsStr]) -> Result<()> {
 
 /// `pure-serve import app --data data files...`.
 pub fn import(app: &Path, data: &Path, files: &[PathBuf]) -> Result<()> {
-    let mut args: Vec<&std::ffi::OsStr> = vec!["import".as_ref(), app.as_os_str(), "--data".as_ref(), data.as_os_str()];
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "import".as_ref(),
+        app.as_os_str(),
+        "--data".as_ref(),
+        data.as_os_str(),
+    ];
     args.extend(files.iter().map(|f| f.as_os_str()));
     run_pure_serve(&args)
 }
@@ -149,10 +168,6 @@ impl Server {
         Ok(server)
     }
 
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
     /// Stops the server cleanly and says whether it exited 0.
     pub fn stop(mut self) -> Result<()> {
         let mut child = self.child.take().expect("running");
@@ -185,7 +200,8 @@ pub struct Client {
 
 impl Client {
     pub fn connect(address: SocketAddr) -> Result<Client> {
-        let stream = TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
+        let stream =
+            TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
         stream.set_nodelay(true)?;
         Ok(Client {
             stream: BufReader::with_capacity(64 << 10, stream),
@@ -199,7 +215,11 @@ impl Client {
         let (method, path, body) = txn.http(now);
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         self.request.clear();
-        write!(self.request, "{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host)?;
+        write!(
+            self.request,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n",
+            self.host
+        )?;
         if method == "POST" {
             write!(
                 self.request,
@@ -238,8 +258,9 @@ impl Client {
         let length = length.ok_or_else(|| anyhow!("an answer without Content-Length"))?;
         let mut body = vec![0; length];
         self.stream.read_exact(&mut body)?;
-        let body = serde_json::from_slice(&body)
-            .with_context(|| format!("the answer is not JSON: {}", String::from_utf8_lossy(&body)))?;
+        let body = serde_json::from_slice(&body).with_context(|| {
+            format!("the answer is not JSON: {}", String::from_utf8_lossy(&body))
+        })?;
         Ok(Answer { status, body })
     }
 }

@@ -20,7 +20,8 @@ impl Rng {
         for b in purpose.bytes() {
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        let mut mix = Rng::new(seed ^ h.rotate_left(17) ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut mix =
+            Rng::new(seed ^ h.rotate_left(17) ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         Rng::new(mix.next_u64())
     }
 
@@ -43,11 +44,6 @@ impl Rng {
                 return low + (x % span) as i64;
             }
         }
-    }
-
-    /// Uniform in (0, 1): for the negative exponential think times.
-    pub fn unit_open(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
     /// NURand(A, x, y) with the run's constant C (clause 2.1.6).
@@ -95,7 +91,12 @@ pub fn last_name(number: i64) -> String {
     ];
     assert!((0..=999).contains(&number), "last name number {number}");
     let n = number as usize;
-    format!("{}{}{}", SYLLABLES[n / 100], SYLLABLES[n / 10 % 10], SYLLABLES[n % 10])
+    format!(
+        "{}{}{}",
+        SYLLABLES[n / 100],
+        SYLLABLES[n / 10 % 10],
+        SYLLABLES[n % 10]
+    )
 }
 
 /// The constants C of NURand (clause 2.1.6), drawn once from the seed: C_LAST's for the load and
@@ -150,7 +151,10 @@ mod tests {
             seen[(x - 5) as usize] += 1;
         }
         // Each value 10,000 times expected; 5 sigma is 475.
-        assert!(seen.iter().all(|&n| (9_500..=10_500).contains(&n)), "{seen:?}");
+        assert!(
+            seen.iter().all(|&n| (9_500..=10_500).contains(&n)),
+            "{seen:?}"
+        );
     }
 
     #[test]

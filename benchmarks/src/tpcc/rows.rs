@@ -12,8 +12,6 @@ use serde_json::Value;
 /// What every table's row type can do.
 pub trait TableRow: Sized {
     const TABLE: &'static str;
-    /// The row's columns outside the key, in the app's declared order.
-    const FIELDS: &'static [&'static str];
     /// The JSON line: `{"key":...,"row":{...}}`, compact, fields in declared order.
     fn line(&self) -> String;
     fn from_line(line: &Value) -> Result<Self>;
@@ -33,7 +31,6 @@ macro_rules! table {
 
         impl TableRow for $name {
             const TABLE: &'static str = $table;
-            const FIELDS: &'static [&'static str] = &[$(stringify!($f)),*];
 
             fn line(&self) -> String {
                 let keys: Vec<String> =
@@ -243,6 +240,7 @@ impl Db {
         })
     }
 
+    #[cfg(test)]
     pub fn push(&mut self, row: Row) {
         match row {
             Row::Warehouse(r) => self.warehouse.push(r),
@@ -258,6 +256,7 @@ impl Db {
     }
 
     /// Rows per table, in the order of [`TABLES`].
+    #[cfg(test)]
     pub fn counts(&self) -> [usize; 9] {
         [
             self.warehouse.len(),
@@ -279,7 +278,10 @@ pub fn read_table<T: TableRow>(dir: &std::path::Path) -> Result<Vec<T>> {
     let path = dir.join(format!("{}.jsonl", T::TABLE));
     let file = std::fs::File::open(&path).with_context(|| format!("open {}", path.display()))?;
     let mut rows = Vec::new();
-    for (n, line) in std::io::BufReader::with_capacity(1 << 20, file).lines().enumerate() {
+    for (n, line) in std::io::BufReader::with_capacity(1 << 20, file)
+        .lines()
+        .enumerate()
+    {
         let line = line.with_context(|| format!("read {}", path.display()))?;
         let value: Value = serde_json::from_str(&line)
             .with_context(|| format!("{}:{}: not JSON", path.display(), n + 1))?;
@@ -309,11 +311,31 @@ mod tests {
             line,
             r#"{"key":[1,2,3],"row":{"o_c_id":4,"o_entry_d":5,"o_carrier_id":null,"o_ol_cnt":6,"o_all_local":1}}"#
         );
-        assert_eq!(Order::from_line(&serde_json::from_str(&line).unwrap()).unwrap(), o);
-        let i = Item { i_id: 7, i_im_id: 8, i_name: "n\"x".into(), i_price: 100, i_data: "d".into() };
-        assert!(i.line().starts_with(r#"{"key":7,"row":{"i_im_id":8,"#), "{}", i.line());
-        assert_eq!(Item::from_line(&serde_json::from_str(&i.line()).unwrap()).unwrap(), i);
-        let n = NewOrder { no_w_id: 1, no_d_id: 1, no_o_id: 2101 };
+        assert_eq!(
+            Order::from_line(&serde_json::from_str(&line).unwrap()).unwrap(),
+            o
+        );
+        let i = Item {
+            i_id: 7,
+            i_im_id: 8,
+            i_name: "n\"x".into(),
+            i_price: 100,
+            i_data: "d".into(),
+        };
+        assert!(
+            i.line().starts_with(r#"{"key":7,"row":{"i_im_id":8,"#),
+            "{}",
+            i.line()
+        );
+        assert_eq!(
+            Item::from_line(&serde_json::from_str(&i.line()).unwrap()).unwrap(),
+            i
+        );
+        let n = NewOrder {
+            no_w_id: 1,
+            no_d_id: 1,
+            no_o_id: 2101,
+        };
         assert_eq!(n.line(), r#"{"key":[1,1,2101],"row":{}}"#);
     }
 }

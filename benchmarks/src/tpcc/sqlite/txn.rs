@@ -134,7 +134,7 @@ pub(super) fn statements() -> Vec<&'static str> {
 }
 
 /// The script's messages for a body of the wrong shape (copied from tpcc.rhai).
-const NEW_ORDER_SHAPE: &str = "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers}";
+const NEW_ORDER_SHAPE: &str = "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}";
 
 /// Whether the transaction writes (New-Order, Payment, Delivery): it starts with BEGIN
 /// IMMEDIATE and takes the write lock.
@@ -214,7 +214,11 @@ fn first_chars(s: &str, n: usize) -> String {
 
 fn new_order(conn: &Connection, t: &NewOrder, now: i64) -> Result<Answer> {
     let count = t.i_ids.len();
-    if !(1..=15).contains(&count) || t.supply_w_ids.len() != count || t.quantities.len() != count {
+    if !(1..=15).contains(&count)
+        || t.supply_w_ids.len() != count
+        || t.quantities.len() != count
+        || t.quantities.iter().any(|&q| q < 1)
+    {
         return thrown(400, NEW_ORDER_SHAPE.to_string());
     }
     let all_local = i64::from(t.supply_w_ids.iter().all(|&s| s == t.w_id));

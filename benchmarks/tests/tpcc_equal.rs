@@ -1,0 +1,149 @@
+//! `pure-bench tpcc-equal`: one stream through Pure (over HTTP), SQLite and grouped SQLite
+//! leaves equal answers, equal tables and every consistency condition holding; and a mutated
+//! app, whose bug the equality run exists to catch, makes it fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pure-bench");
+
+fn app_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../apps/tpcc")
+}
+
+/// Whether pure-serve is built beside pure-bench: `cargo test --workspace` builds it, `cargo
+/// test -p pure-bench` alone does not. Without it these tests cannot run: that is a failure in
+/// the README's test command (`--workspace`), and said loudly otherwise.
+fn pure_serve_built() -> bool {
+    let built = Path::new(BIN).with_file_name("pure-serve").exists();
+    if !built {
+        assert!(
+            std::env::var_os("PURE_BENCH_ALLOW_NO_SERVE").is_some(),
+            "pure-serve is not built beside {BIN}: run `cargo test --workspace --release` \
+             (or set PURE_BENCH_ALLOW_NO_SERVE=1 to skip these tests)"
+        );
+        eprintln!("SKIPPED: pure-serve is not built");
+    }
+    built
+}
+
+fn equal(app: &Path, transactions: u64, dir: &Path) -> Output {
+    Command::new(BIN)
+        .arg("tpcc-equal")
+        .arg("--app")
+        .arg(app)
+        .arg("--dir")
+        .arg(dir)
+        .args(["--warehouses", "1", "--seed", "7"])
+        .args(["--transactions", &transactions.to_string()])
+        .output()
+        .expect("run pure-bench")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn two_thousand_transactions_leave_every_engine_equal_and_consistent() {
+    if !pure_serve_built() {
+        return;
+    }
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
+    let output = equal(&app_dir(), 2_000, &scratch.path().join("run"));
+    let all = text(&output);
+    assert!(output.status.success(), "{all}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("equal: 2000 transactions at W=1"), "{all}");
+    assert!(stdout.contains("consistency: all"), "{all}");
+    // Every type ran, and the 1% of New-Orders that roll back did.
+    for kind in [
+        "new_order",
+        "payment",
+        "order_status",
+        "delivery",
+        "stock_level",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(kind))
+            .unwrap_or_else(|| panic!("no {kind} count in:\n{all}"));
+        let count: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(count > 0, "{line}");
+    }
+    let new_orders = stdout.lines().find(|l| l.starts_with("new_order")).unwrap();
+    let rollbacks: u64 = new_orders
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rollbacks > 0, "no New-Order rolled back: {new_orders}");
+}
+
+/// Copies the app with one replacement in its script (which must apply exactly once).
+fn mutated(scratch: &Path, from: &str, to: &str) -> PathBuf {
+    let dir = scratch.join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["app.json", "tpcc.rhai"] {
+        std::fs::copy(app_dir().join(file), dir.join(file)).unwrap();
+    }
+    let script = std::fs::read_to_string(dir.join("tpcc.rhai")).unwrap();
+    assert_eq!(
+        script.matches(from).count(),
+        1,
+        "the mutation {from:?} must apply once"
+    );
+    std::fs::write(dir.join("tpcc.rhai"), script.replacen(from, to, 1)).unwrap();
+    dir
+}
+
+#[test]
+fn a_payment_that_takes_a_cent_too_little_is_caught() {
+    if !pure_serve_built() {
+        return;
+    }
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
+    let app = mutated(
+        scratch.path(),
+        "customer_row.c_balance -= h_amount;",
+        "customer_row.c_balance -= h_amount - 1;",
+    );
+    let output = equal(&app, 300, &scratch.path().join("run"));
+    let all = text(&output);
+    assert!(
+        !output.status.success(),
+        "the mutation went unnoticed:\n{all}"
+    );
+    assert!(
+        all.contains("answered differently") && all.contains("c_balance"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_new_order_rollback_that_keeps_its_order_is_caught() {
+    if !pure_serve_built() {
+        return;
+    }
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
+    // Answering the rollback instead of throwing it keeps what the handler wrote before: the
+    // d_next_o_id increment, the order and its earlier lines.
+    let app = mutated(
+        scratch.path(),
+        "            throw #{\n                status: 422,",
+        "            return #{\n                status: 422,",
+    );
+    let output = equal(&app, 2_000, &scratch.path().join("run"));
+    let all = text(&output);
+    assert!(
+        !output.status.success(),
+        "the mutation went unnoticed:\n{all}"
+    );
+    assert!(all.contains("answered differently"), "{all}");
+}
