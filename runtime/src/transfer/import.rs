@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 use pure_lang::{App, Fields, Key, Limits, Schema, TableSchema, Tables};
-use pure_store::{Lsn, RealIo, StoreOptions, SyncMode};
+use pure_store::{Io, Lsn, RealIo, StoreOptions, SyncMode};
 
 use super::line::parse_line;
 use super::{in_parallel, Progress, TableRows, TransferError, PROGRESS_EVERY};
@@ -77,32 +77,41 @@ pub fn import(
         sync: SyncMode::Always,
         log_capacity_bytes: options.log_capacity_bytes,
     };
+    // The store is written whole beside the data directory and moved into it only once
+    // durable, checkpoint first and log last: a crash at any point leaves the directory as it
+    // was, or holding a checkpoint without a log, which no server opens (never a store with
+    // part of the rows, nor an empty one that looks fine).
+    let stage = stage_dir(data_dir);
+    if stage.exists() {
+        // Left by an import that crashed: it was never moved into place.
+        std::fs::remove_dir_all(&stage).map_err(|e| {
+            TransferError::Data(format!(
+                "removing {} (left by an earlier import): {e}",
+                stage.display()
+            ))
+        })?;
+    }
     let seeded = pure_store::seed(
         Arc::new(RealIo),
-        data_dir,
+        &stage,
         store_options,
         Lsn(IMPORT_LSN),
         |writer| write_image(writer, schema, &tables).map(|_| ()),
     );
-    if let Err(error) = seeded {
-        let refused = matches!(
-            error,
-            pure_store::Error::Exists { .. } | pure_store::Error::Locked { .. }
-        );
-        if !refused {
-            remove_partial_store(data_dir, existed);
+    drop(tables);
+    let installed = seeded
+        .map_err(|error| format!("writing {}: {error}", stage.display()))
+        .and_then(|()| install(&stage, data_dir));
+    if let Err(error) = installed {
+        let _ = std::fs::remove_dir_all(&stage);
+        if !existed {
+            let _ = std::fs::remove_dir(data_dir);
         }
         return Err(TransferError::Data(format!(
-            "writing {}: {error}{}",
-            data_dir.display(),
-            if refused {
-                ""
-            } else {
-                "; nothing was imported (what was written is removed)"
-            }
+            "{error}; nothing was imported into {}",
+            data_dir.display()
         )));
     }
-    drop(tables);
     progress.set_stage("checking the new directory");
     check_imported(data_dir, &counts)?;
     Ok(Imported {
@@ -224,9 +233,9 @@ fn refuse_a_store(data_dir: &Path) -> Result<bool, TransferError> {
             return Err(TransferError::Data(format!(
                 "{} holds a store already ({name}): import writes only into a new or empty \
                  directory, so that it never mixes its rows with a state it did not write; \
-                 choose another --data. (An import stopped by a crash while writing can leave \
-                 an empty store: `pure-serve check --data {}` shows \"state LSN 0: empty\" \
-                 for one, which can be removed.)",
+                 choose another --data. (An import stopped by a crash while moving its store into \
+                 place can leave a checkpoint without its log, which no server opens: \
+                 `pure-serve check --data {}` says so, and the directory can be removed.)",
                 data_dir.display(),
                 data_dir.display()
             )));
@@ -244,21 +253,50 @@ fn is_store_file(name: &str) -> bool {
             .is_some_and(|digits| digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// After a failed seed: removes what it wrote (the directory itself if the import made it).
-fn remove_partial_store(data_dir: &Path, existed: bool) {
-    if !existed {
-        let _ = std::fs::remove_dir_all(data_dir);
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(data_dir) else {
-        return;
+/// Where a store is written before it moves into `data_dir`: beside it, so on the same file
+/// system, where a rename is atomic.
+fn stage_dir(data_dir: &Path) -> PathBuf {
+    let name = data_dir
+        .file_name()
+        .map_or_else(|| "data".into(), |n| n.to_string_lossy().into_owned());
+    let parent = match data_dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if is_store_file(&name) {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    parent.join(format!(".{name}.importing"))
+}
+
+/// Moves the durable store in `stage` into `data_dir` (created if missing), holding the data
+/// directory's lock: the checkpoint first, the log last, then the directory entries synced.
+fn install(stage: &Path, data_dir: &Path) -> Result<(), String> {
+    let io = RealIo;
+    io.create_dir_all(data_dir)
+        .map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
+    let _lock = io.lock_dir(data_dir).map_err(|e| match e {
+        pure_store::LockError::Held { pid } => format!(
+            "{} is in use by another process{}",
+            data_dir.display(),
+            pid.map(|p| format!(" (PID {p})")).unwrap_or_default()
+        ),
+        pure_store::LockError::Io(e) => format!("locking {}: {e}", data_dir.display()),
+    })?;
+    // Checked again under the lock: a server may have started there meanwhile.
+    refuse_a_store(data_dir).map_err(|e| e.to_string())?;
+    let mut names = io
+        .list_dir(stage)
+        .map_err(|e| format!("listing {}: {e}", stage.display()))?;
+    names.sort_by_key(|n| n == pure_store::LOG_FILE_NAME);
+    for name in &names {
+        io.rename(&stage.join(name), &data_dir.join(name))
+            .map_err(|e| format!("moving {name} into {}: {e}", data_dir.display()))?;
     }
+    io.sync_dir(data_dir)
+        .map_err(|e| format!("syncing {}: {e}", data_dir.display()))?;
+    let _ = std::fs::remove_dir(stage);
+    if let Some(parent) = stage.parent() {
+        let _ = io.sync_dir(parent);
+    }
+    Ok(())
 }
 
 /// Parses every source, on up to `threads` threads (largest files first), into the tables.

@@ -590,3 +590,118 @@ fn export_maps_by_name_and_notes_what_the_app_does_not_declare() {
     );
     assert!(!out.join("marks.jsonl").exists());
 }
+
+/// kill -9 at any moment of an import leaves the data directory as it was (and a new import
+/// into it works), or holding every row, or refused by the server: never a store that opens
+/// with part of the rows, or none.
+#[test]
+fn an_import_killed_at_any_moment_leaves_nothing_half_done() {
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    let rows = 200_000;
+    let mut text = String::with_capacity(rows * 48);
+    for i in 0..rows {
+        text.push_str(&format!(
+            "{{\"key\":[{},{}],\"row\":{{\"qty\":{i},\"amount\":{}}}}}\n",
+            i / 100,
+            i % 100,
+            i * 7
+        ));
+    }
+    let lines = file(scratch.path(), "lines.jsonl", &text);
+    let import_into = |data: &Path| {
+        Command::new(binary())
+            .args([
+                "import",
+                path(&catalog()),
+                "--data",
+                path(data),
+                path(&lines),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start an import")
+    };
+    let exported_rows = |data: &Path, out: &Path| -> Option<usize> {
+        let output = export(&catalog(), data, out);
+        output.status.success().then(|| {
+            std::fs::read_to_string(out.join("lines.jsonl"))
+                .expect("lines exported")
+                .lines()
+                .count()
+        })
+    };
+    // How long a whole import takes here: the kills are spread over it (and a little past).
+    let started = std::time::Instant::now();
+    let whole = scratch.path().join("whole");
+    assert!(import_into(&whole).wait().unwrap().success());
+    let took = started.elapsed();
+    assert_eq!(
+        exported_rows(&whole, &scratch.path().join("whole-out")),
+        Some(rows)
+    );
+
+    let cycles = 16u32;
+    let mut outcomes = [0u32; 3];
+    for cycle in 0..cycles {
+        let data = scratch.path().join(format!("data-{cycle}"));
+        std::fs::create_dir(&data).unwrap();
+        let mut child = import_into(&data);
+        std::thread::sleep(took * 6 * (cycle + 1) / (5 * cycles));
+        // SAFETY: kill(2) on our own child, not yet waited for.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+        let store_files: Vec<_> = std::fs::read_dir(&data)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let out = scratch.path().join(format!("out-{cycle}"));
+        if store_files.is_empty() {
+            // Untouched: a new import into it works.
+            outcomes[0] += 1;
+            assert!(
+                import_into(&data).wait().unwrap().success(),
+                "cycle {cycle}: import again"
+            );
+            assert_eq!(exported_rows(&data, &out), Some(rows), "cycle {cycle}");
+        } else {
+            match exported_rows(&data, &out) {
+                Some(n) => {
+                    outcomes[1] += 1;
+                    assert_eq!(
+                        n, rows,
+                        "cycle {cycle}: a store with part of the rows ({store_files:?})"
+                    );
+                }
+                None => {
+                    outcomes[2] += 1;
+                    // The server must refuse it too; if it starts instead, stop it and fail.
+                    let mut server = Command::new(binary())
+                        .args([
+                            path(&catalog()),
+                            "--data",
+                            path(&data),
+                            "--listen",
+                            "127.0.0.1:0",
+                        ])
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::null())
+                        .spawn()
+                        .expect("start pure-serve");
+                    let mut ready = String::new();
+                    let stdout = server.stdout.take().expect("piped");
+                    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready)
+                        .expect("read pure-serve's output");
+                    if !ready.is_empty() {
+                        let _ = server.kill();
+                        let _ = server.wait();
+                        panic!("cycle {cycle}: export refused {store_files:?} but the server served it: {ready}");
+                    }
+                    let status = server.wait().expect("pure-serve exits");
+                    assert_eq!(status.code(), Some(4), "cycle {cycle}: {store_files:?}");
+                }
+            }
+        }
+    }
+    eprintln!("untouched, whole, refused: {outcomes:?}");
+}
