@@ -586,7 +586,8 @@ fn answers_follow_the_script() {
         (new_order(11, 1, &[(1, 1, 1)]), error(404, "no district 11 in warehouse 1")),
         (new_order(1, 3001, &[(1, 1, 1)]), error(404, "no customer 3001 in district 1 of warehouse 1")),
         (new_order(1, 1, &[(1, 1, 1), (2, 2, 1)]), error(404, "no stock of item 2 in warehouse 2")),
-        (new_order(1, 1, &[(1, 1, 1); 16]), error(400, "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers}")),
+        (new_order(1, 1, &[(1, 1, 1); 16]), error(400, "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}")),
+        (new_order(1, 1, &[(1, 1, 0)]), error(400, "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}")),
         (
             payment(1, 3, Customer::Last("NOBODY".into()), 100),
             error(404, "no customer named NOBODY in district 3 of warehouse 1"),
