@@ -58,6 +58,9 @@ pub fn import(
     let schema = app.schema();
     let sources = sources(schema, files)?;
     let existed = refuse_a_store(data_dir)?;
+    // Held until the store is in place: no server opens the directory meanwhile, and no
+    // other import of it shares the staging directory.
+    let claim = Claim::take(data_dir, existed)?;
     progress
         .total
         .store(sources.iter().map(|s| s.bytes).sum(), Ordering::Relaxed);
@@ -104,14 +107,13 @@ pub fn import(
         .and_then(|()| install(&stage, data_dir));
     if let Err(error) = installed {
         let _ = std::fs::remove_dir_all(&stage);
-        if !existed {
-            let _ = std::fs::remove_dir(data_dir);
-        }
         return Err(TransferError::Data(format!(
             "{error}; nothing was imported into {}",
             data_dir.display()
         )));
     }
+    // The lock goes before the check, which takes it again as a server would.
+    claim.keep();
     progress.set_stage("checking the new directory");
     check_imported(data_dir, &counts)?;
     Ok(Imported {
@@ -266,22 +268,60 @@ fn stage_dir(data_dir: &Path) -> PathBuf {
     parent.join(format!(".{name}.importing"))
 }
 
-/// Moves the durable store in `stage` into `data_dir` (created if missing), holding the data
-/// directory's lock: the checkpoint first, the log last, then the directory entries synced.
+/// The data directory, created if missing and locked for the whole import. Dropped without
+/// [`Claim::keep`], it removes the directory again if the import created it.
+struct Claim {
+    dir: PathBuf,
+    existed: bool,
+    lock: Option<pure_store::DirLock>,
+    keep: bool,
+}
+
+impl Claim {
+    fn take(dir: &Path, existed: bool) -> Result<Claim, TransferError> {
+        let io = RealIo;
+        io.create_dir_all(dir)
+            .map_err(|e| TransferError::Data(format!("creating {}: {e}", dir.display())))?;
+        let mut claim = Claim {
+            dir: dir.to_path_buf(),
+            existed,
+            lock: None,
+            keep: false,
+        };
+        claim.lock = Some(io.lock_dir(dir).map_err(|e| {
+            TransferError::Data(match e {
+                pure_store::LockError::Held { pid } => format!(
+                    "{} is in use by another process{} (a server, or another import): import \
+                     writes only into a directory nothing else has open",
+                    dir.display(),
+                    pid.map(|p| format!(" (PID {p})")).unwrap_or_default()
+                ),
+                pure_store::LockError::Io(e) => format!("locking {}: {e}", dir.display()),
+            })
+        })?);
+        // Checked again under the lock: a server may have started there meanwhile.
+        refuse_a_store(dir)?;
+        Ok(claim)
+    }
+
+    fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.lock.take();
+        if !self.keep && !self.existed {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// Moves the durable store in `stage` into `data_dir` (whose lock the caller holds): the
+/// checkpoint first, the log last, then the directory entries synced.
 fn install(stage: &Path, data_dir: &Path) -> Result<(), String> {
     let io = RealIo;
-    io.create_dir_all(data_dir)
-        .map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
-    let _lock = io.lock_dir(data_dir).map_err(|e| match e {
-        pure_store::LockError::Held { pid } => format!(
-            "{} is in use by another process{}",
-            data_dir.display(),
-            pid.map(|p| format!(" (PID {p})")).unwrap_or_default()
-        ),
-        pure_store::LockError::Io(e) => format!("locking {}: {e}", data_dir.display()),
-    })?;
-    // Checked again under the lock: a server may have started there meanwhile.
-    refuse_a_store(data_dir).map_err(|e| e.to_string())?;
     let mut names = io
         .list_dir(stage)
         .map_err(|e| format!("listing {}: {e}", stage.display()))?;

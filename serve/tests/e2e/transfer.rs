@@ -705,3 +705,54 @@ fn an_import_killed_at_any_moment_leaves_nothing_half_done() {
     }
     eprintln!("untouched, whole, refused: {outcomes:?}");
 }
+
+/// Two imports into one directory at once: one writes every row, the other is refused (the
+/// directory is in use, or holds a store by then), whatever their timing.
+#[test]
+fn two_imports_into_one_directory_leave_exactly_one_whole_store() {
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    let rows = 100_000;
+    let mut text = String::with_capacity(rows * 48);
+    for i in 0..rows {
+        text.push_str(&format!(
+            "{{\"key\":[{},{}],\"row\":{{\"qty\":{i},\"amount\":1}}}}\n",
+            i / 100,
+            i % 100
+        ));
+    }
+    let lines = file(scratch.path(), "lines.jsonl", &text);
+    let data = scratch.path().join("data");
+    let start = || {
+        Command::new(binary())
+            .args([
+                "import",
+                path(&catalog()),
+                "--data",
+                path(&data),
+                path(&lines),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start an import")
+    };
+    let (a, b) = (start(), start());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!(
+        u8::from(a.status.success()) + u8::from(b.status.success()),
+        1,
+        "exactly one import wins:\n{}\n{}",
+        stderr(&a),
+        stderr(&b)
+    );
+    let loser = if a.status.success() { &b } else { &a };
+    assert!(
+        stderr(loser).contains("in use") || stderr(loser).contains("holds a store"),
+        "{}",
+        stderr(loser)
+    );
+    let out = scratch.path().join("out");
+    assert!(export(&catalog(), &data, &out).status.success());
+    let exported = std::fs::read_to_string(out.join("lines.jsonl")).unwrap();
+    assert_eq!(exported.lines().count(), rows);
+}
