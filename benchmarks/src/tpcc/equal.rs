@@ -35,10 +35,13 @@ pub struct Args {
     /// The TPC-C app directory.
     #[arg(long, default_value = "apps/tpcc")]
     app: PathBuf,
-    /// Also run pure-serve with --sync always (the default is --sync none: equality does not
-    /// depend on syncing, and the run is shorter).
+    /// Run pure-serve with --sync always (without it, --sync none: equality does not depend on
+    /// syncing, and the run is shorter).
     #[arg(long)]
     sync: bool,
+    /// SQLite's settings (both SQLite engines; equality must hold under any of them).
+    #[command(flatten)]
+    sqlite: sqlite::SqliteOptions,
 }
 
 /// The three engines of an equality run.
@@ -67,7 +70,7 @@ pub fn run(args: Args) -> Result<()> {
     let pure_data = dir.join("pure");
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     pure::import(&app, &pure_data, &paths)?;
-    let settings = sqlite::Settings::tuned();
+    let settings = args.sqlite.settings();
     let sqlite_file = dir.join("sqlite.db");
     let report = sqlite::load(&sqlite_file, &settings, args.seed, args.warehouses, true)?;
     eprint!("sqlite: {report}");

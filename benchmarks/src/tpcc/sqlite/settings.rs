@@ -290,7 +290,6 @@ fn parse_page_size(text: &str) -> Result<u32> {
 
 impl SqliteOptions {
     /// The preset with the flags given applied to it.
-    #[allow(dead_code)] // API the harness does not call yet (a binary crate flags it)
     pub fn settings(&self) -> Settings {
         let mut s = Settings::preset(self.preset);
         if let Some(v) = self.journal_mode {
