@@ -147,8 +147,10 @@ pub(crate) fn parse(
 
 /// For each number token of a JSON text that reads as -0.0 (outside strings, in order):
 /// whether it has no fraction and no exponent. serde_json visits them in the same order, and
-/// rounds as `f64::from_str` does (`-1e-400` reads as -0.0 too, and is a float).
-fn negative_zeros(text: &[u8]) -> VecDeque<bool> {
+/// rounds as `f64::from_str` does (`-1e-400` reads as -0.0 too, and is a float). serde_json
+/// reads `-0` as the float -0.0; Pure reads it as the integer 0, in request bodies and in
+/// imported rows alike.
+pub fn negative_zeros(text: &[u8]) -> VecDeque<bool> {
     let mut zeros = VecDeque::new();
     let (mut in_string, mut escaped) = (false, false);
     let mut at = 0;

@@ -23,7 +23,7 @@ mod value;
 
 pub use api::{Row, SCAN_ROWS_MAX};
 pub use app::{panic_message, App, Execution, HandlerKind, Request, Route};
-pub use body::BodyError;
+pub use body::{negative_zeros, BodyError};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
 pub use key::{Key, KeyPart};

@@ -6,7 +6,9 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use pure_lang::{Array, Dynamic, ImmutableString, Key, KeyPart, Limits, Map, TableSchema};
+use pure_lang::{
+    negative_zeros, Array, Dynamic, ImmutableString, Key, KeyPart, Limits, Map, TableSchema,
+};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Most parts of a key a script can address (`t.get(a, b, c, d)`).
@@ -61,41 +63,6 @@ impl Line<'_> {
             .pop_front()
             .unwrap_or(false)
     }
-}
-
-/// For each number token of a JSON text that reads as -0.0 (outside strings, in order):
-/// whether it has no fraction and no exponent. serde_json reads `-0` as the float -0.0; a
-/// request body's `-0` is the integer 0 (lang's body parser does the same), and so is a line's.
-fn negative_zeros(text: &[u8]) -> VecDeque<bool> {
-    let mut zeros = VecDeque::new();
-    let (mut in_string, mut escaped) = (false, false);
-    let mut at = 0;
-    while at < text.len() {
-        let byte = text[at];
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else if byte == b'"' {
-            in_string = true;
-        } else if byte == b'-' {
-            let end = text[at + 1..]
-                .iter()
-                .position(|b| !matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'))
-                .map_or(text.len(), |n| at + 1 + n);
-            let token = std::str::from_utf8(&text[at..end]).unwrap_or("");
-            if token.parse::<f64>().is_ok_and(|value| value == 0.0) {
-                zeros.push_back(!token.contains(['.', 'e', 'E']));
-            }
-            at = end;
-            continue;
-        }
-        at += 1;
-    }
-    zeros
 }
 
 const LINE_FORMAT: &str =
