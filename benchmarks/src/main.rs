@@ -40,6 +40,9 @@ enum Command {
     Owner(owner::Args),
     /// TPC-C's population as JSON Lines files for `pure-serve import`.
     TpccLoad(tpcc::LoadArgs),
+    /// TPC-C timed: closed-loop terminals against one engine (Pure over HTTP or in-process,
+    /// SQLite per transaction or grouped), a dbt2-style report, the consistency check after.
+    Tpcc(tpcc::timed::Args),
     /// One TPC-C stream through Pure, SQLite and grouped SQLite: answers, tables and the
     /// consistency conditions compared.
     TpccEqual(tpcc::equal::Args),
@@ -50,6 +53,7 @@ fn main() -> anyhow::Result<()> {
         Command::Log(args) => log::run(args),
         Command::Scoreboard(args) => scoreboard::run(args),
         Command::Owner(args) => owner::run(args),
+        Command::Tpcc(args) => tpcc::timed::run(args),
         Command::TpccLoad(args) => tpcc::run_load(args),
         Command::TpccEqual(args) => tpcc::equal::run(args),
     }

@@ -303,15 +303,15 @@ fn measure(
         }
         if Instant::now() >= window.measure_from {
             before = Some((
-                cpu_seconds(system.pid()),
-                cpu_seconds(Some(std::process::id())),
+                crate::measure::cpu_seconds(system.pid()),
+                crate::measure::cpu_seconds(Some(std::process::id())),
                 device.and_then(DeviceCounter::bytes_written),
             ));
         }
         let results: Vec<_> = handles.into_iter().map(|handle| handle.join()).collect();
         let after = (
-            cpu_seconds(system.pid()),
-            cpu_seconds(Some(std::process::id())),
+            crate::measure::cpu_seconds(system.pid()),
+            crate::measure::cpu_seconds(Some(std::process::id())),
             device.and_then(DeviceCounter::bytes_written),
         );
         (results, before, after)
@@ -460,15 +460,4 @@ impl XorShift {
         self.0 ^= self.0 << 17;
         self.0
     }
-}
-
-/// Seconds of CPU (user + system) a process has used: /proc/PID/stat fields 14 and 15.
-fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(ticks as f64 / per_second.max(1) as f64)
 }

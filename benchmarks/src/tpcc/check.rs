@@ -47,6 +47,16 @@ impl Tallies {
         }
         Ok(false)
     }
+
+    /// Adds another driver's tallies (one per terminal in a timed run) to these.
+    pub fn merge(&mut self, other: &Tallies) {
+        self.new_orders += other.new_orders;
+        self.new_order_lines += other.new_order_lines;
+        self.payments += other.payments;
+        for (district, n) in &other.delivered {
+            *self.delivered.entry(*district).or_default() += n;
+        }
+    }
 }
 
 /// One condition that did not hold, and where.

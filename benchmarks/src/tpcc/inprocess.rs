@@ -96,6 +96,11 @@ pub fn request(app: &App, txn: &Txn, now: i64) -> Result<(&'static str, Request)
     Ok((handler, request))
 }
 
+/// Whether the app declares `handler` as a read (a GET route), which runs on a snapshot.
+pub fn is_read(handler: &str) -> bool {
+    handler == "order_status" || handler == "stock_level"
+}
+
 /// Runs one transaction on `tables`: a write through the owner's call, a read on a snapshot.
 pub fn execute(
     app: &App,
@@ -104,7 +109,7 @@ pub fn execute(
     handler: &str,
     request: &Request,
 ) -> Answer {
-    let result = if handler == "order_status" || handler == "stock_level" {
+    let result = if is_read(handler) {
         app.run_read(handler, request, Arc::new(tables.clone()))
     } else {
         app.run_write(handler, request, tables, writes)

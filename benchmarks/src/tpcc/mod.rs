@@ -6,11 +6,13 @@ pub mod check;
 pub mod equal;
 pub mod inprocess;
 pub mod input;
+pub mod plot;
 pub mod population;
 pub mod pure;
 pub mod rng;
 pub mod rows;
 pub mod sqlite;
+pub mod timed;
 
 /// A transaction's answer as the app gives it: the HTTP status and the JSON body. The SQLite
 /// twin answers the same shapes, so that an equality run compares answers as well as tables.
@@ -20,7 +22,7 @@ pub struct Answer {
     pub body: serde_json::Value,
 }
 
-/// `pure-bench tpcc-load`: the population as `pure-serve import` files.
+/// `pure-bench tpcc-load`: the population as `pure-serve import` files, or as a SQLite file.
 #[derive(clap::Args, Debug)]
 pub struct LoadArgs {
     /// Warehouses (each 100,000 stock rows, 30,000 customers, ...; the 100,000 items once).
@@ -30,15 +32,36 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Directory for the files, one `<table>.jsonl` per table (created).
-    #[arg(long)]
-    out: std::path::PathBuf,
+    #[arg(long, required_unless_present = "sqlite", conflicts_with = "sqlite")]
+    out: Option<std::path::PathBuf>,
+    /// Write a new SQLite database of the twin's schema instead, in the page size and journal
+    /// mode of the settings below.
+    #[arg(long, value_name = "FILE")]
+    sqlite: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    settings: sqlite::SqliteOptions,
 }
 
 pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
+    if let Some(file) = &args.sqlite {
+        let report = sqlite::load(
+            file,
+            &args.settings.settings(),
+            args.seed,
+            args.warehouses,
+            true,
+        )?;
+        print!("{report}");
+        return Ok(());
+    }
+    let out = args
+        .out
+        .as_ref()
+        .expect("clap requires --out without --sqlite");
     let bar = crate::measure::counter("rows");
     bar.set_length(population::load_counts(args.warehouses).iter().sum());
-    let files = pure::write_population(&args.out, args.seed, args.warehouses, &bar)?;
+    let files = pure::write_population(out, args.seed, args.warehouses, &bar)?;
     bar.finish_and_clear();
     let total: u64 = files.iter().map(|(_, n)| n).sum();
     for (path, rows) in &files {
@@ -47,7 +70,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     println!(
         "{total} rows in {:.1} s; load them with: pure-serve import apps/tpcc --data DIR {}/*.jsonl",
         started.elapsed().as_secs_f64(),
-        args.out.display()
+        out.display()
     );
     Ok(())
 }

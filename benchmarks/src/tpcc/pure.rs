@@ -168,6 +168,10 @@ impl Server {
         Ok(server)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Stops the server cleanly and says whether it exited 0.
     pub fn stop(mut self) -> Result<()> {
         let mut child = self.child.take().expect("running");
@@ -263,4 +267,25 @@ impl Client {
         })?;
         Ok(Answer { status, body })
     }
+}
+
+/// `GET path` on a connection of its own: the body of a 200 answer as text (the metrics page).
+pub fn get_text(address: SocketAddr, path: &str) -> Result<String> {
+    let mut stream =
+        TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .with_context(|| format!("read the answer to GET {path}"))?;
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("GET {path}: no end of headers in {answer:?}"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("GET {path}: {}", head.lines().next().unwrap_or(head));
+    }
+    Ok(body.to_string())
 }

@@ -280,6 +280,33 @@ pub struct SqliteOptions {
     pub locking_mode: Option<LockingMode>,
 }
 
+impl Settings {
+    /// The command-line flags that give exactly these settings (the tuned preset, every
+    /// setting overridden), for a child `pure-bench` that must use them.
+    pub fn to_args(&self) -> Vec<String> {
+        fn name<T: ValueEnum>(v: T) -> String {
+            v.to_possible_value()
+                .expect("no skipped values")
+                .get_name()
+                .to_string()
+        }
+        let mut args = vec![
+            "--sqlite-preset=tuned".to_string(),
+            format!("--sqlite-journal-mode={}", name(self.journal_mode)),
+            format!("--sqlite-synchronous={}", name(self.synchronous)),
+            format!("--sqlite-page-size={}", self.page_size),
+            format!("--sqlite-mmap-size={}", self.mmap_size),
+            format!("--sqlite-cache-size={}", self.cache_size_kib),
+            format!("--sqlite-temp-store={}", name(self.temp_store)),
+            format!("--sqlite-wal-autocheckpoint={}", self.wal_autocheckpoint),
+        ];
+        if let Some(mode) = self.locking_mode {
+            args.push(format!("--sqlite-locking-mode={}", name(mode)));
+        }
+        args
+    }
+}
+
 fn parse_page_size(text: &str) -> Result<u32> {
     let size: u32 = text.parse().context("a page size is a number of bytes")?;
     if !(512..=65536).contains(&size) || !size.is_power_of_two() {
@@ -320,5 +347,32 @@ impl SqliteOptions {
             s.locking_mode = Some(v);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sqlite: SqliteOptions,
+    }
+
+    /// A child process given `to_args` uses exactly the parent's settings.
+    #[test]
+    fn the_flags_of_settings_give_the_same_settings() {
+        let mut odd = Settings::default_preset();
+        odd.page_size = 1024;
+        odd.wal_autocheckpoint = 7;
+        odd.locking_mode = Some(LockingMode::Exclusive);
+        odd.temp_store = TempStore::Memory;
+        for settings in [Settings::tuned(), Settings::default_preset(), odd] {
+            let args = std::iter::once("x".to_string()).chain(settings.to_args());
+            let parsed = Cli::try_parse_from(args).expect("the flags parse");
+            assert_eq!(parsed.sqlite.settings(), settings);
+        }
     }
 }

@@ -1,0 +1,289 @@
+//! The driver: closed-loop terminals, one thread each, the same code for every engine. A
+//! terminal deals its next transaction, times the engine's call with the monotonic clock, and
+//! (with `--think`) waits the specification's keying time before and think time after it.
+//!
+//! Only transactions that start and end inside the measured window are counted in the figures
+//! (as BenchBase does); every transaction, warm-up included, goes into the tallies that the
+//! consistency check compares the tables with.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use hdrhistogram::Histogram;
+
+use super::super::check::Tallies;
+use super::super::input::{Kind, Terminal, Txn};
+use super::super::population::LOAD_TIME;
+use super::super::rng::Rng;
+use super::super::Answer;
+use super::engine::Engine;
+use crate::measure::thread_cpu;
+
+/// How a transaction ended, as dbt2 writes it in its mix log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Committed (C).
+    Committed,
+    /// A New-Order rolled back by its unused item, as the mix asks (R); a completed New-Order.
+    RolledBack,
+    /// Anything else (E): an error status, or no answer.
+    Error,
+}
+
+impl Outcome {
+    pub fn code(self) -> char {
+        match self {
+            Outcome::Committed => 'C',
+            Outcome::RolledBack => 'R',
+            Outcome::Error => 'E',
+        }
+    }
+}
+
+/// One measured transaction, for the latency log.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    /// Microseconds from the start of the window to the start of the transaction.
+    pub start_us: u64,
+    pub terminal: u32,
+    pub kind: Kind,
+    pub latency_us: u64,
+    pub outcome: Outcome,
+    /// The HTTP status (0: no answer).
+    pub status: u16,
+}
+
+/// One transaction type's figures over the window.
+pub struct TypeFigures {
+    pub latency_us: Histogram<u64>,
+    pub rollbacks: u64,
+    pub errors: u64,
+}
+
+impl TypeFigures {
+    fn new() -> TypeFigures {
+        TypeFigures {
+            latency_us: new_histogram(),
+            rollbacks: 0,
+            errors: 0,
+        }
+    }
+
+    fn merge(&mut self, other: &TypeFigures) -> Result<()> {
+        self.latency_us.add(&other.latency_us)?;
+        self.rollbacks += other.rollbacks;
+        self.errors += other.errors;
+        Ok(())
+    }
+}
+
+/// 1 µs to 10 minutes at 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
+}
+
+/// What the terminals measured.
+pub struct Driven {
+    pub types: BTreeMap<Kind, TypeFigures>,
+    /// Transactions completed in each second of the window.
+    pub per_second: Vec<u64>,
+    /// CPU the terminal threads spent outside the engine's calls (dealing, timing, counting)
+    /// during the window.
+    pub driver_cpu: Duration,
+    pub tallies: Tallies,
+    /// The first few errors, for the report.
+    pub first_errors: Vec<String>,
+    /// Every measured transaction, when a latency log was asked for.
+    pub samples: Vec<Sample>,
+}
+
+/// When the window opens and closes, relative to the start of the run.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub warmup: Duration,
+    pub seconds: Duration,
+}
+
+/// The shared state of a run: its clock, and the count of transactions for the progress bar.
+pub struct Clock {
+    pub started: Instant,
+    pub schedule: Schedule,
+    pub completed: AtomicU64,
+    pub stop: AtomicBool,
+}
+
+impl Clock {
+    pub fn new(schedule: Schedule) -> Clock {
+        Clock {
+            started: Instant::now(),
+            schedule,
+            completed: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    pub fn window_start(&self) -> Instant {
+        self.started + self.schedule.warmup
+    }
+
+    pub fn window_end(&self) -> Instant {
+        self.window_start() + self.schedule.seconds
+    }
+}
+
+/// The specification's keying time before (clause 5.2.5.2) and mean think time after
+/// (5.2.5.4) a transaction of each kind.
+fn keying_and_think(kind: Kind) -> (Duration, Duration) {
+    let s = Duration::from_secs;
+    match kind {
+        Kind::NewOrder => (s(18), s(12)),
+        Kind::Payment => (s(3), s(12)),
+        Kind::OrderStatus => (s(2), s(10)),
+        Kind::Delivery => (s(2), s(5)),
+        Kind::StockLevel => (s(2), s(5)),
+    }
+}
+
+/// Sleeps `pause`, or until the run stops.
+fn wait(clock: &Clock, pause: Duration) {
+    let until = Instant::now() + pause;
+    while !clock.stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(100)));
+    }
+}
+
+/// One terminal's loop, until the clock stops it.
+pub fn terminal(
+    engine: &dyn Engine,
+    clock: &Clock,
+    mut terminal: Terminal,
+    index: u32,
+    think: Option<u64>,
+    keep_samples: bool,
+) -> Result<Driven> {
+    let mut connection = engine.connect()?;
+    let mut think_rng = think.map(|seed| Rng::stream(seed, "think", u64::from(index)));
+    let mut driven = Driven {
+        types: BTreeMap::new(),
+        per_second: vec![0; clock.schedule.seconds.as_secs().max(1) as usize],
+        driver_cpu: Duration::ZERO,
+        tallies: Tallies::default(),
+        first_errors: Vec::new(),
+        samples: Vec::new(),
+    };
+    let (window_start, window_end) = (clock.window_start(), clock.window_end());
+    let mut cpu_after_call = thread_cpu();
+    while !clock.stop.load(Ordering::Relaxed) {
+        let txn: Txn = terminal.next();
+        let kind = txn.kind();
+        let (keying, mean_think) = keying_and_think(kind);
+        if think_rng.is_some() {
+            wait(clock, keying);
+            if clock.stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        let now = LOAD_TIME + clock.started.elapsed().as_micros() as i64;
+        let cpu_before_call = thread_cpu();
+        let start = Instant::now();
+        let result = connection.call(&txn, now);
+        let end = Instant::now();
+        let cpu_end = thread_cpu();
+        let (outcome, status) = match &result {
+            Ok(answer) => (outcome(&txn, answer), answer.status),
+            Err(_) => (Outcome::Error, 0),
+        };
+        if outcome != Outcome::Error {
+            driven
+                .tallies
+                .count(&txn, result.as_ref().expect("an answer"))?;
+        } else if driven.first_errors.len() < 5 {
+            driven.first_errors.push(match &result {
+                Ok(a) => format!("{}: {} {}", kind.name(), a.status, a.body),
+                Err(e) => format!("{}: {e:#}", kind.name()),
+            });
+        }
+        clock.completed.fetch_add(1, Ordering::Relaxed);
+        if start >= window_start && end <= window_end {
+            let latency_us = (end - start).as_micros() as u64;
+            let figures = driven.types.entry(kind).or_insert_with(TypeFigures::new);
+            figures.latency_us.saturating_record(latency_us.max(1));
+            match outcome {
+                Outcome::RolledBack => figures.rollbacks += 1,
+                Outcome::Error => figures.errors += 1,
+                Outcome::Committed => {}
+            }
+            let second = (end - window_start).as_secs() as usize;
+            if let Some(slot) = driven.per_second.get_mut(second) {
+                *slot += 1;
+            }
+            // Dealing, timing and counting since the previous call ended.
+            driven.driver_cpu += cpu_before_call.saturating_sub(cpu_after_call);
+            if keep_samples {
+                driven.samples.push(Sample {
+                    start_us: (start - window_start).as_micros() as u64,
+                    terminal: index,
+                    kind,
+                    latency_us,
+                    outcome,
+                    status,
+                });
+            }
+        }
+        cpu_after_call = cpu_end;
+        if let Some(rng) = &mut think_rng {
+            // Negative exponential, truncated at 10 times the mean (clause 5.2.5.4).
+            let r = (rng.uniform(1, 1_000_000) as f64) / 1_000_000.0;
+            let pause = mean_think.mul_f64((-r.ln()).min(10.0));
+            wait(clock, pause);
+        }
+    }
+    Ok(driven)
+}
+
+fn outcome(txn: &Txn, answer: &Answer) -> Outcome {
+    match (txn, answer.status) {
+        (_, 200) => Outcome::Committed,
+        (Txn::NewOrder(_), 422) if answer.body["rolled_back"] == true => Outcome::RolledBack,
+        _ => Outcome::Error,
+    }
+}
+
+impl Driven {
+    /// All terminals' figures as one.
+    pub fn merge(mut all: Vec<Driven>) -> Result<Driven> {
+        let mut total = all.pop().expect("at least one terminal");
+        for d in all {
+            for (kind, figures) in &d.types {
+                total
+                    .types
+                    .entry(*kind)
+                    .or_insert_with(TypeFigures::new)
+                    .merge(figures)?;
+            }
+            for (slot, n) in total.per_second.iter_mut().zip(&d.per_second) {
+                *slot += n;
+            }
+            total.driver_cpu += d.driver_cpu;
+            total.tallies.merge(&d.tallies);
+            for e in d.first_errors {
+                if total.first_errors.len() < 5 {
+                    total.first_errors.push(e);
+                }
+            }
+            total.samples.extend(d.samples);
+        }
+        total.samples.sort_by_key(|s| (s.start_us, s.terminal));
+        Ok(total)
+    }
+
+    pub fn transactions(&self) -> u64 {
+        self.types.values().map(|f| f.latency_us.len()).sum()
+    }
+}
