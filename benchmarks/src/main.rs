@@ -43,6 +43,9 @@ enum Command {
     /// TPC-C timed: closed-loop terminals against one engine (Pure over HTTP or in-process,
     /// SQLite per transaction or grouped), a dbt2-style report, the consistency check after.
     Tpcc(tpcc::timed::Args),
+    /// The TPC-C comparison in one command: RAM and disk, W=1 and 4, every engine; Markdown
+    /// tables, every run's JSON and plot.
+    TpccMatrix(tpcc::matrix::Args),
     /// One TPC-C stream through Pure, SQLite and grouped SQLite: answers, tables and the
     /// consistency conditions compared.
     TpccEqual(tpcc::equal::Args),
@@ -54,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         Command::Scoreboard(args) => scoreboard::run(args),
         Command::Owner(args) => owner::run(args),
         Command::Tpcc(args) => tpcc::timed::run(args),
+        Command::TpccMatrix(args) => tpcc::matrix::run(args),
         Command::TpccLoad(args) => tpcc::run_load(args),
         Command::TpccEqual(args) => tpcc::equal::run(args),
     }

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod equal;
 pub mod inprocess;
+pub mod matrix;
 pub mod input;
 pub mod plot;
 pub mod population;
