@@ -98,7 +98,7 @@ impl Measured {
 }
 
 /// The value below which half of the total weight lies (`None` when there is no weight).
-fn weighted_median(values: &[(f64, u64)]) -> Option<f64> {
+pub(crate) fn weighted_median(values: &[(f64, u64)]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: u64 = sorted.iter().map(|&(_, w)| w).sum();

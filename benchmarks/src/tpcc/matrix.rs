@@ -242,9 +242,9 @@ fn write_tables(
         md,
         "`pure-bench tpcc-matrix` on this machine: {} s windows after {} s of warm-up; disk runs \
          {} times each, shown as median (range). RAM: `{}` (tmpfs). Disk: `{}`. Pure with \
-         `--sync always`; SQLite: `{sqlite}`. Unpaced: not tpmC. CPU: the engine's process \
-         (pure-serve for `pure`; the whole process, driver included, for the in-process \
-         engines); driver: the driver's own CPU.\n",
+         `--sync always`; SQLite: `{sqlite}`. Unpaced: not tpmC. Engine CPU: pure-serve's for `pure`; \
+         for the in-process engines the process's less the driver's; driver: the driver's own \
+         (for `pure` the whole pure-bench process, its HTTP client included).\n",
         args.seconds,
         args.warmup,
         args.repeat,
@@ -264,7 +264,7 @@ fn write_tables(
         )?;
         writeln!(
             md,
-            "| engine | tx/s | new orders/min | New-Order p50 ms | p99 ms | max ms | CPU µs/tx | driver µs/tx | device B/tx | RSS / state MiB | owner core | tx/commit |"
+            "| engine | tx/s | new orders/min | New-Order p50 ms | p99 ms | max ms | engine CPU µs/tx | driver µs/tx | device B/tx | RSS / state MiB | owner core | tx/commit |"
         )?;
         writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
         for config in configs
@@ -286,7 +286,7 @@ fn write_tables(
                 show(stat(runs, no("p50_ms")), 2),
                 show(stat(runs, no("p99_ms")), 2),
                 show(stat(runs, no("max_ms")), 1),
-                show(stat(runs, f("cpu_us_per_tx")), 1),
+                show(stat(runs, f("engine_cpu_us_per_tx")), 1),
                 show(stat(runs, f("driver_cpu_us_per_tx")), 1),
                 show(stat(runs, f("device_bytes_per_tx")), 0),
                 show(stat(runs, mib("rss_bytes")), 0),
@@ -313,7 +313,9 @@ fn write_tables(
         let best_sqlite = [median("sqlite", 1), median("sqlite", 2)]
             .into_iter()
             .flatten()
-            .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.max(v))));
+            .fold(None, |best: Option<f64>, v| {
+                Some(best.map_or(v, |b| b.max(v)))
+            });
         for t in [16, 64] {
             let pure = median("pure", t);
             let mut parts = Vec::new();
@@ -329,12 +331,8 @@ fn write_tables(
                     p / g.max(1e-9)
                 ));
             }
-            if let (Some(i), Some(g)) = (median("pure-inprocess", t), median("sqlite-grouped", t))
-            {
-                parts.push(format!(
-                    "in-process {:.2}x grouped SQLite",
-                    i / g.max(1e-9)
-                ));
+            if let (Some(i), Some(g)) = (median("pure-inprocess", t), median("sqlite-grouped", t)) {
+                parts.push(format!("in-process {:.2}x grouped SQLite", i / g.max(1e-9)));
             }
             if !parts.is_empty() {
                 writeln!(

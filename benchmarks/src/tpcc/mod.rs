@@ -5,8 +5,8 @@
 pub mod check;
 pub mod equal;
 pub mod inprocess;
-pub mod matrix;
 pub mod input;
+pub mod matrix;
 pub mod plot;
 pub mod population;
 pub mod pure;

@@ -100,8 +100,10 @@ fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> Result<u64> 
 /// Runs `pure-serve <args>` to completion; its output goes to ours, a failure is an error.
 pub fn run_pure_serve(args: &[&std::ffi::OsStr]) -> Result<()> {
     let binary = binary()?;
+    // Its report goes to our stderr: our stdout is the benchmark's own report.
     let status = Command::new(&binary)
         .args(args)
+        .stdout(std::io::stderr())
         .status()
         .with_context(|| format!("start {}", binary.display()))?;
     if !status.success() {
@@ -143,7 +145,17 @@ pub struct Server {
 impl Server {
     pub fn start(app: &Path, data: &Path, extra: &[&str]) -> Result<Server> {
         let binary = binary()?;
-        let mut child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        // SAFETY: prctl in the child between fork and exec touches no memory of ours; it makes
+        // the server end with us, whichever way we end (a SIGKILL included).
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut child = command
             .arg(app)
             .arg("--data")
             .arg(data)
@@ -160,6 +172,10 @@ impl Server {
         };
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
+        if line.is_empty() {
+            let status = server.child.as_mut().expect("running").wait()?;
+            bail!("pure-serve ended before it was ready: {status} (its messages are above)");
+        }
         server.address = line
             .split("http://")
             .nth(1)
@@ -170,6 +186,14 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
+    }
+
+    /// The server's exit status, if it has ended.
+    pub fn exited(&mut self) -> Result<Option<std::process::ExitStatus>> {
+        match &mut self.child {
+            Some(child) => Ok(child.try_wait()?),
+            None => Ok(None),
+        }
     }
 
     /// Stops the server cleanly and says whether it exited 0.
@@ -207,6 +231,9 @@ impl Client {
         let stream =
             TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
         stream.set_nodelay(true)?;
+        // Far beyond any answer's time (a write waits at most the server's write timeout), so
+        // that a server that stopped answering fails the run instead of hanging it.
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
         Ok(Client {
             stream: BufReader::with_capacity(64 << 10, stream),
             host: address.to_string(),
@@ -273,6 +300,7 @@ impl Client {
 pub fn get_text(address: SocketAddr, path: &str) -> Result<String> {
     let mut stream =
         TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"

@@ -2,9 +2,12 @@
 //! terminal deals its next transaction, times the engine's call with the monotonic clock, and
 //! (with `--think`) waits the specification's keying time before and think time after it.
 //!
-//! Only transactions that start and end inside the measured window are counted in the figures
-//! (as BenchBase does); every transaction, warm-up included, goes into the tallies that the
-//! consistency check compares the tables with.
+//! The figures count the transactions that end inside the measured window (the first second
+//! holds the ones each terminal had running when it opened); those still running when it
+//! closes are counted apart, with the longest any of them had run, so that a stall at the end
+//! shows. A failed transaction is never throughput: it is counted as an error of its type, and
+//! any error in any phase fails the run. Every completed transaction, warm-up included, goes
+//! into the tallies that the consistency check compares the tables with.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,7 +48,7 @@ impl Outcome {
 /// One measured transaction, for the latency log.
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
-    /// Microseconds from the start of the window to the start of the transaction.
+    /// Microseconds from the start of the run to the start of the transaction.
     pub start_us: u64,
     pub terminal: u32,
     pub kind: Kind,
@@ -93,8 +96,14 @@ pub struct Driven {
     /// during the window.
     pub driver_cpu: Duration,
     pub tallies: Tallies,
-    /// The first few errors, for the report.
+    /// Failed transactions in every phase (warm-up and after the window included), and the
+    /// first few of them, for the report.
+    pub errors_total: u64,
     pub first_errors: Vec<String>,
+    /// Transactions running when the window closed (begun before, ended after), and the
+    /// longest any of them had run by then.
+    pub unfinished: u64,
+    pub unfinished_oldest: Duration,
     /// Every measured transaction, when a latency log was asked for.
     pub samples: Vec<Sample>,
 }
@@ -109,6 +118,8 @@ pub struct Schedule {
 /// The shared state of a run: its clock, and the count of transactions for the progress bar.
 pub struct Clock {
     pub started: Instant,
+    /// `started` as Unix time in µs, for the latency log.
+    pub started_unix_us: u64,
     pub schedule: Schedule,
     pub completed: AtomicU64,
     pub stop: AtomicBool,
@@ -116,8 +127,13 @@ pub struct Clock {
 
 impl Clock {
     pub fn new(schedule: Schedule) -> Clock {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
         Clock {
             started: Instant::now(),
+            started_unix_us: unix,
             schedule,
             completed: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -174,7 +190,10 @@ pub fn terminal(
         per_second: vec![0; clock.schedule.seconds.as_secs().max(1) as usize],
         driver_cpu: Duration::ZERO,
         tallies: Tallies::default(),
+        errors_total: 0,
         first_errors: Vec::new(),
+        unfinished: 0,
+        unfinished_oldest: Duration::ZERO,
         samples: Vec::new(),
     };
     let (window_start, window_end) = (clock.window_start(), clock.window_end());
@@ -203,31 +222,40 @@ pub fn terminal(
             driven
                 .tallies
                 .count(&txn, result.as_ref().expect("an answer"))?;
-        } else if driven.first_errors.len() < 5 {
-            driven.first_errors.push(match &result {
-                Ok(a) => format!("{}: {} {}", kind.name(), a.status, a.body),
-                Err(e) => format!("{}: {e:#}", kind.name()),
-            });
+        } else {
+            driven.errors_total += 1;
+            if driven.first_errors.len() < 5 {
+                driven.first_errors.push(match &result {
+                    Ok(a) => format!("{}: {} {}", kind.name(), a.status, a.body),
+                    Err(e) => format!("{}: {e:#}", kind.name()),
+                });
+            }
         }
         clock.completed.fetch_add(1, Ordering::Relaxed);
-        if start >= window_start && end <= window_end {
+        if start < window_end && end > window_end {
+            driven.unfinished += 1;
+            driven.unfinished_oldest = driven.unfinished_oldest.max(window_end - start);
+        }
+        if end >= window_start && end <= window_end {
             let latency_us = (end - start).as_micros() as u64;
             let figures = driven.types.entry(kind).or_insert_with(TypeFigures::new);
-            figures.latency_us.saturating_record(latency_us.max(1));
             match outcome {
                 Outcome::RolledBack => figures.rollbacks += 1,
                 Outcome::Error => figures.errors += 1,
                 Outcome::Committed => {}
             }
-            let second = (end - window_start).as_secs() as usize;
-            if let Some(slot) = driven.per_second.get_mut(second) {
-                *slot += 1;
+            if outcome != Outcome::Error {
+                figures.latency_us.saturating_record(latency_us.max(1));
+                let second = (end - window_start).as_secs() as usize;
+                if let Some(slot) = driven.per_second.get_mut(second) {
+                    *slot += 1;
+                }
             }
             // Dealing, timing and counting since the previous call ended.
             driven.driver_cpu += cpu_before_call.saturating_sub(cpu_after_call);
             if keep_samples {
                 driven.samples.push(Sample {
-                    start_us: (start - window_start).as_micros() as u64,
+                    start_us: (start - clock.started).as_micros() as u64,
                     terminal: index,
                     kind,
                     latency_us,
@@ -272,6 +300,9 @@ impl Driven {
             }
             total.driver_cpu += d.driver_cpu;
             total.tallies.merge(&d.tallies);
+            total.errors_total += d.errors_total;
+            total.unfinished += d.unfinished;
+            total.unfinished_oldest = total.unfinished_oldest.max(d.unfinished_oldest);
             for e in d.first_errors {
                 if total.first_errors.len() < 5 {
                     total.first_errors.push(e);
@@ -283,7 +314,13 @@ impl Driven {
         Ok(total)
     }
 
+    /// Transactions completed (committed or rolled back as the mix asks) in the window.
     pub fn transactions(&self) -> u64 {
         self.types.values().map(|f| f.latency_us.len()).sum()
+    }
+
+    /// Transactions that failed in the window.
+    pub fn errors(&self) -> u64 {
+        self.types.values().map(|f| f.errors).sum()
     }
 }

@@ -62,8 +62,10 @@ pub struct Counters {
     pub syncs: Option<u64>,
     /// Bytes of the state: Pure's own estimate of its tables; SQLite's database and WAL files.
     pub state_bytes: Option<u64>,
-    /// Writes refused or failed inside the engine (Pure's metrics).
+    /// Handler calls that fell back from the compiled form to Rhai's evaluator (Pure).
     pub handler_fallbacks: Option<u64>,
+    /// Checkpoints written (Pure): each writes the whole state to the device.
+    pub checkpoints: Option<u64>,
 }
 
 pub trait Engine: Send + Sync {
@@ -72,6 +74,10 @@ pub trait Engine: Send + Sync {
     /// The process that runs the engine, when it is not this one (and is known).
     fn server_pid(&self) -> Option<u32>;
     fn counters(&self) -> Result<Counters>;
+    /// `Err` once the engine is gone (its process died), saying how.
+    fn alive(&self) -> Result<()> {
+        Ok(())
+    }
     /// Stops the engine and returns its tables (`None`: not reachable, as behind `--url`),
     /// with the consistency failures of its own index tables.
     fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>>;
@@ -79,7 +85,8 @@ pub trait Engine: Send + Sync {
 
 /// pure-serve over HTTP.
 pub struct PureHttp {
-    server: Option<pure::Server>,
+    server: Mutex<Option<pure::Server>>,
+    pid: Option<u32>,
     address: std::net::SocketAddr,
     app: PathBuf,
     data: PathBuf,
@@ -90,7 +97,8 @@ impl PureHttp {
         let server = pure::Server::start(app, data, &["--sync", "always"])?;
         Ok(PureHttp {
             address: server.address,
-            server: Some(server),
+            pid: Some(server.pid()),
+            server: Mutex::new(Some(server)),
             app: app.to_path_buf(),
             data: data.to_path_buf(),
         })
@@ -108,8 +116,12 @@ impl PureHttp {
             .with_context(|| format!("resolve {host}"))?
             .next()
             .ok_or_else(|| anyhow!("{host} resolves to no address"))?;
+        // Fail now, not after the warm-up, when nothing listens there.
+        pure::get_text(address, "/_pure/health")
+            .with_context(|| format!("no pure-serve answers at {url}"))?;
         Ok(PureHttp {
-            server: None,
+            server: Mutex::new(None),
+            pid: None,
             address,
             app: PathBuf::new(),
             data: PathBuf::new(),
@@ -133,7 +145,18 @@ impl Engine for PureHttp {
     }
 
     fn server_pid(&self) -> Option<u32> {
-        self.server.as_ref().map(|s| s.pid())
+        self.pid
+    }
+
+    fn alive(&self) -> Result<()> {
+        let mut server = self.server.lock().unwrap_or_else(|e| e.into_inner());
+        match server.as_mut().map(|s| s.exited()).transpose()? {
+            Some(Some(status)) => bail!(
+                "pure-serve (pid {}) ended during the run: {status}",
+                self.pid.unwrap_or(0)
+            ),
+            _ => Ok(()),
+        }
     }
 
     fn counters(&self) -> Result<Counters> {
@@ -149,11 +172,13 @@ impl Engine for PureHttp {
             syncs: metric("pure_syncs_total").map(|v| v as u64),
             state_bytes: metric("pure_state_bytes").map(|v| v as u64),
             handler_fallbacks: metric("pure_handler_fallbacks_total").map(|v| v as u64),
+            checkpoints: metric("pure_checkpoints_total").map(|v| v as u64),
         })
     }
 
-    fn finish(mut self: Box<Self>, scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
-        let Some(server) = self.server.take() else {
+    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
+        let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(server) = server else {
             return Ok(None);
         };
         server.stop()?;
@@ -247,6 +272,7 @@ impl Engine for PureInprocess {
             syncs: Some(m.syncs_total),
             state_bytes: Some(m.state_bytes),
             handler_fallbacks: Some(m.handler_fallbacks_total),
+            checkpoints: Some(m.checkpoints_total),
         })
     }
 
@@ -266,13 +292,21 @@ impl Engine for PureInprocess {
     }
 }
 
-/// The SQLite twin, a commit per transaction: `threads` connections shared by the terminals
-/// (a terminal waits for a free one, and that wait is part of its latency).
+/// The SQLite twin, a commit per transaction: `threads` connections shared by the terminals.
+/// A terminal waits for a free one in arrival order (a ticket each), and that wait is part of
+/// its latency.
 pub struct SqlitePool {
     path: PathBuf,
-    sessions: Mutex<Vec<Session>>,
+    pool: Mutex<Pool>,
     free: Condvar,
-    transactions: std::sync::atomic::AtomicU64,
+    /// Write transactions committed.
+    commits: std::sync::atomic::AtomicU64,
+}
+
+struct Pool {
+    sessions: Vec<Session>,
+    next_ticket: u64,
+    serving: u64,
 }
 
 impl SqlitePool {
@@ -282,10 +316,38 @@ impl SqlitePool {
             .collect::<Result<Vec<_>>>()?;
         Ok(SqlitePool {
             path: path.to_path_buf(),
-            sessions: Mutex::new(sessions),
+            pool: Mutex::new(Pool {
+                sessions,
+                next_ticket: 0,
+                serving: 0,
+            }),
             free: Condvar::new(),
-            transactions: Default::default(),
+            commits: Default::default(),
         })
+    }
+
+    fn take(&self) -> Session {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = pool.next_ticket;
+        pool.next_ticket += 1;
+        while pool.serving != ticket || pool.sessions.is_empty() {
+            pool = self.free.wait(pool).unwrap_or_else(|e| e.into_inner());
+        }
+        pool.serving += 1;
+        let session = pool.sessions.pop().expect("a free session");
+        drop(pool);
+        // The next ticket may be served too, if another session is free.
+        self.free.notify_all();
+        session
+    }
+
+    fn give_back(&self, session: Session) {
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sessions
+            .push(session);
+        self.free.notify_all();
     }
 }
 
@@ -294,25 +356,20 @@ struct PooledConnection<'a>(&'a SqlitePool);
 impl Connection for PooledConnection<'_> {
     fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
         let pool = self.0;
-        let mut session = {
-            let mut free = pool.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if let Some(s) = free.pop() {
-                    break s;
-                }
-                free = pool.free.wait(free).unwrap_or_else(|e| e.into_inner());
-            }
-        };
+        let mut session = pool.take();
         let answer = session.execute(txn, now);
-        pool.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(session);
-        pool.free.notify_one();
-        pool.transactions
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        pool.give_back(session);
+        if matches!(&answer, Ok(a) if a.status == 200) && writes(txn) {
+            pool.commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         answer
     }
+}
+
+/// Whether the transaction changes the tables (and so makes SQLite sync at its commit).
+fn writes(txn: &Txn) -> bool {
+    matches!(txn, Txn::NewOrder(_) | Txn::Payment(_) | Txn::Delivery(_))
 }
 
 impl Engine for SqlitePool {
@@ -329,12 +386,12 @@ impl Engine for SqlitePool {
     }
 
     fn counters(&self) -> Result<Counters> {
-        // Every transaction is its own commit (read-only ones included: SQLite syncs only those
-        // that wrote, which the report's syncs per second do not try to tell apart).
-        let n = self.transactions.load(std::sync::atomic::Ordering::Relaxed);
+        // Each write that committed is one COMMIT and one sync of the WAL (reads sync nothing).
+        let n = self.commits.load(std::sync::atomic::Ordering::Relaxed);
         Ok(Counters {
             commits: Some(n),
             committed: Some(n),
+            syncs: Some(n),
             state_bytes: Some(sqlite_bytes(&self.path)),
             ..Counters::default()
         })
@@ -347,27 +404,41 @@ impl Engine for SqlitePool {
     }
 }
 
-/// The grouped SQLite twin.
+/// The grouped SQLite twin. Writes queue to the one writer; reads run at once on a
+/// connection of the terminal's own (in WAL mode a reader sees the last commit and never waits
+/// for the writer, as Pure's reads run on the last durable snapshot). With a journal other than
+/// WAL, or the exclusive locking mode, reads go through the writer too.
 pub struct SqliteGrouped {
     path: PathBuf,
+    settings: Settings,
     grouped: Grouped,
+    readers: bool,
 }
 
 impl SqliteGrouped {
     pub fn start(path: &Path, settings: &Settings, terminals: usize) -> Result<SqliteGrouped> {
         Ok(SqliteGrouped {
             path: path.to_path_buf(),
+            settings: settings.clone(),
             // A batch can hold every terminal's transaction: no more can be queued at once.
             grouped: Grouped::start(path, settings, terminals.max(1))?,
+            readers: settings.journal_mode == sqlite::JournalMode::Wal
+                && settings.locking_mode != Some(sqlite::LockingMode::Exclusive),
         })
     }
 }
 
-struct GroupedConnection<'a>(&'a Grouped);
+struct GroupedConnection<'a> {
+    grouped: &'a Grouped,
+    reader: Option<Session>,
+}
 
 impl Connection for GroupedConnection<'_> {
     fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
-        self.0.execute(txn, now)
+        match &mut self.reader {
+            Some(reader) if !writes(txn) => reader.execute(txn, now),
+            _ => self.grouped.execute(txn, now),
+        }
     }
 }
 
@@ -377,7 +448,15 @@ impl Engine for SqliteGrouped {
     }
 
     fn connect(&self) -> Result<Box<dyn Connection + '_>> {
-        Ok(Box::new(GroupedConnection(&self.grouped)))
+        let reader = if self.readers {
+            Some(Session::open(&self.path, &self.settings)?)
+        } else {
+            None
+        };
+        Ok(Box::new(GroupedConnection {
+            grouped: &self.grouped,
+            reader,
+        }))
     }
 
     fn server_pid(&self) -> Option<u32> {
@@ -389,13 +468,14 @@ impl Engine for SqliteGrouped {
         Ok(Counters {
             commits: Some(stats.commits),
             committed: Some(stats.transactions),
+            syncs: Some(stats.commits),
             state_bytes: Some(sqlite_bytes(&self.path)),
             ..Counters::default()
         })
     }
 
     fn finish(self: Box<Self>, _scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
-        let SqliteGrouped { path, grouped } = *self;
+        let SqliteGrouped { path, grouped, .. } = *self;
         grouped.close()?;
         Ok(Some((sqlite::read_db(&path)?, Vec::new())))
     }

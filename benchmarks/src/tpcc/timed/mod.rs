@@ -12,8 +12,9 @@ pub mod engine;
 pub mod report;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
@@ -101,30 +102,76 @@ pub fn run(args: Args) -> Result<()> {
             figures.consistency_failures.join("\n  ")
         );
     }
+    if figures.errors_total > 0 {
+        bail!(
+            "{}: {} transaction(s) failed during the run (warm-up included); the first:\n  {}",
+            figures.engine,
+            figures.errors_total,
+            figures.first_errors.join("\n  ")
+        );
+    }
     Ok(())
 }
 
-/// One run, start to end: its figures (also written to --json, --latency-log, --plot).
+/// Set by SIGINT and SIGTERM: the run stops, cleans up and fails.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn interrupted(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+fn catch_interrupts() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, interrupted as *const () as libc::sighandler_t);
+        libc::signal(
+            libc::SIGTERM,
+            interrupted as *const () as libc::sighandler_t,
+        );
+    }
+}
+
+/// One run, start to end: its figures (also written to --json, --latency-log, --plot). The
+/// figures come back even when the consistency check failed (`consistency_ok`) or
+/// transactions failed (`errors_total`): the caller decides.
 pub fn measure_run(args: &Args) -> Result<Figures> {
     let terminals = args.terminals.unwrap_or(match args.engine {
         EngineKind::Sqlite => args.threads,
         _ => 16,
     });
-    if terminals == 0 || args.warehouses < 1 || args.seconds == 0 {
-        bail!("--terminals, --warehouses and --seconds must be at least 1");
+    if terminals == 0 || args.threads == 0 || args.warehouses < 1 || args.seconds == 0 {
+        bail!("--terminals, --threads, --warehouses and --seconds must be at least 1");
     }
-    if args.url.is_some() && args.engine != EngineKind::Pure {
-        bail!("--url drives a pure-serve: it goes with --engine pure");
+    if args.url.is_some() && (args.engine != EngineKind::Pure || args.keep) {
+        bail!("--url drives a pure-serve someone else started: it goes with --engine pure, without --keep");
     }
-    let app = args
-        .app
-        .canonicalize()
-        .with_context(|| format!("the app directory {}", args.app.display()))?;
+    if args.think && args.warmup < 30 {
+        eprintln!(
+            "tpcc: with --think a terminal runs about one transaction every 20 s (New-Order's \
+             keying time alone is 18 s): give --warmup and --seconds of minutes"
+        );
+    }
+    // Only the Pure engines run the app; the SQLite twin is Rust.
+    let app = if args.engine.is_pure() && args.url.is_none() {
+        args.app
+            .canonicalize()
+            .with_context(|| format!("the app directory {}", args.app.display()))?
+    } else {
+        args.app.clone()
+    };
+    // Outputs that cannot be written fail now, not after the run.
+    for path in [&args.json, &args.latency_log, &args.plot]
+        .into_iter()
+        .flatten()
+    {
+        std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+    }
     let settings = args.sqlite.settings();
-    let workdir = match &args.dir {
+    let mut workdir = match &args.dir {
         Some(dir) => Some(Workdir::create(dir, args.keep)?),
         None => None,
     };
+    catch_interrupts();
     eprintln!(
         "tpcc: {} W={} terminals={} seed={}",
         args.engine.name(),
@@ -136,6 +183,7 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
     let device = workdir
         .as_ref()
         .and_then(|w| DeviceCounter::for_path(&w.path));
+    engine.counters().context("read the engine's counters")?;
 
     let schedule = Schedule {
         warmup: Duration::from_secs(args.warmup),
@@ -144,22 +192,26 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
     let clock = Clock::new(schedule);
     let keep_samples = args.latency_log.is_some();
     let think = args.think.then_some(args.seed);
-    let (driven, window) = std::thread::scope(|scope| -> Result<(Vec<Driven>, Window)> {
+    let (driven, window) = std::thread::scope(|scope| -> Result<(Vec<Driven>, Result<Window>)> {
         let mut handles = Vec::new();
         for i in 0..terminals {
             let terminal = Terminal::new(args.seed, i as u64, args.warehouses);
             let (engine, clock) = (&*engine, &clock);
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("terminal-{i}"))
-                    // Writes may run on the calling thread (the owner's role): give it the
-                    // owner's stack, so no handler call needs a fresh one.
-                    .stack_size(16 << 20)
-                    .spawn_scoped(scope, move || {
-                        drive::terminal(engine, clock, terminal, i as u32, think, keep_samples)
-                    })
-                    .context("start a terminal thread")?,
-            );
+            let spawned = std::thread::Builder::new()
+                .name(format!("terminal-{i}"))
+                // Writes may run on the calling thread (the owner's role): give it the
+                // owner's stack, so no handler call needs a fresh one.
+                .stack_size(16 << 20)
+                .spawn_scoped(scope, move || {
+                    drive::terminal(engine, clock, terminal, i as u32, think, keep_samples)
+                });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    clock.stop.store(true, Ordering::Relaxed);
+                    return Err(e).context("start a terminal thread");
+                }
+            }
         }
         let window = watch(&clock, &*engine, workdir.as_ref(), device.as_ref());
         clock.stop.store(true, Ordering::Relaxed);
@@ -167,9 +219,21 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         for h in handles {
             driven.push(h.join().map_err(|_| anyhow!("a terminal panicked"))??);
         }
-        Ok((driven, window?))
+        Ok((driven, window))
     })?;
+    let window = window?;
     let driven = Driven::merge(driven)?;
+    if driven.transactions() == 0 {
+        bail!(
+            "no transaction completed in the {} s window{}",
+            args.seconds,
+            if args.think {
+                " (with --think, make it minutes long)"
+            } else {
+                ""
+            }
+        );
+    }
 
     eprintln!("checking the consistency conditions...");
     let scratch = workdir
@@ -185,6 +249,12 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
             (Some(list.is_empty()), list)
         }
     };
+    if consistency_ok == Some(false) {
+        if let Some(w) = &mut workdir {
+            // The tables are the evidence.
+            w.keep = true;
+        }
+    }
 
     let figures = figures(
         args,
@@ -199,7 +269,7 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         std::fs::write(path, text + "\n").with_context(|| format!("write {}", path.display()))?;
     }
     if let Some(path) = &args.latency_log {
-        report::write_latency_log(path, window.start_unix_us, &driven.samples)?;
+        report::write_latency_log(path, clock.started_unix_us, &driven.samples)?;
     }
     if let Some(path) = &args.plot {
         let latencies: Vec<super::plot::Latencies> = super::input::Kind::ALL
@@ -217,13 +287,12 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         );
         super::plot::write(path, &title, &latencies, &driven.per_second)?;
     }
-    if let Some(w) = workdir {
-        w.finish()?;
-    }
+    drop(workdir);
     Ok(figures)
 }
 
-/// The working directory: created here, removed at the end unless kept.
+/// The working directory: created here, removed when dropped (at the end, or on an error)
+/// unless kept.
 struct Workdir {
     path: PathBuf,
     keep: bool,
@@ -231,7 +300,12 @@ struct Workdir {
 
 impl Workdir {
     fn create(dir: &Path, keep: bool) -> Result<Workdir> {
-        if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(mut entries) => entries.next().is_some(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e).with_context(|| format!("--dir {}", dir.display())),
+        };
+        if entries {
             bail!("{} is not empty: give a new directory", dir.display());
         }
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
@@ -240,14 +314,15 @@ impl Workdir {
             keep,
         })
     }
+}
 
-    fn finish(self) -> Result<()> {
+impl Drop for Workdir {
+    fn drop(&mut self) {
         if self.keep {
             eprintln!("kept {}", self.path.display());
-            return Ok(());
+        } else if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            eprintln!("could not remove {}: {e}", self.path.display());
         }
-        std::fs::remove_dir_all(&self.path)
-            .with_context(|| format!("remove {}", self.path.display()))
     }
 }
 
@@ -314,17 +389,19 @@ struct Edge {
     counters: Counters,
 }
 
-/// The window's two edges, and what was read at its end only.
+/// The window's two edges, and what was read during it.
 struct Window {
     start: Edge,
     end: Edge,
-    start_unix_us: u64,
     rss: Option<(u64, u64)>,
     /// The block device the working directory is on.
     device: Option<String>,
+    /// Per second of the window: bytes the device took and transactions that ended.
+    device_slices: Vec<(u64, u64)>,
 }
 
-/// Shows progress until the window ends, sampling at its edges.
+/// Shows progress until the window ends, sampling at its edges and the device every second;
+/// stops early, with the reason, when the engine dies or the run is interrupted.
 fn watch(
     clock: &Clock,
     engine: &dyn Engine,
@@ -333,34 +410,51 @@ fn watch(
 ) -> Result<Window> {
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(200));
-    let sample = |flush: bool| -> Result<Edge> {
-        let at = Instant::now();
-        let process_cpu = measure::process_cpu();
-        let server_cpu = measure::cpu_seconds(engine.server_pid());
-        let counters = engine.counters()?;
-        // What the window wrote must be on the device before the counter is read, and what
-        // came before it must not be counted in it.
-        if flush {
-            if let Some(w) = workdir {
-                measure::flush_file_system(&w.path)?;
-            }
+    let flush = || -> Result<()> {
+        match workdir {
+            Some(w) => measure::flush_file_system(&w.path),
+            None => Ok(()),
         }
+    };
+    let sample = || -> Result<Edge> {
         Ok(Edge {
-            at,
-            process_cpu,
-            server_cpu,
-            device_bytes: device.and_then(|d| d.bytes_written()),
-            counters,
+            at: Instant::now(),
+            process_cpu: measure::process_cpu(),
+            server_cpu: measure::cpu_seconds(engine.server_pid()),
+            device_bytes: None,
+            counters: engine.counters()?,
         })
     };
-    let progress = |phase: &str, until: Instant, total: Duration, last: &mut (Instant, u64)| {
+    let mut slices = Vec::new();
+    let mut progress = |phase: &str,
+                        until: Instant,
+                        total: Duration,
+                        last: &mut (Instant, u64),
+                        slicing: bool|
+     -> Result<()> {
+        let mut slice = (
+            Instant::now(),
+            device.and_then(|d| d.bytes_written()),
+            clock.completed.load(Ordering::Relaxed),
+        );
         while Instant::now() < until {
             std::thread::sleep(Duration::from_millis(250).min(until - Instant::now()));
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            engine.alive()?;
             let done = clock.completed.load(Ordering::Relaxed);
             let now = Instant::now();
             let rate = (done - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
             if now - last.0 >= Duration::from_secs(1) {
                 *last = (now, done);
+            }
+            if slicing && now - slice.0 >= Duration::from_secs(1) {
+                let bytes = device.and_then(|d| d.bytes_written());
+                if let (Some(b), Some(a)) = (bytes, slice.1) {
+                    slices.push((b - a, done - slice.2));
+                }
+                slice = (now, bytes, done);
             }
             let left = until.saturating_duration_since(now);
             bar.set_message(format!(
@@ -369,39 +463,50 @@ fn watch(
                 total.as_secs_f64()
             ));
         }
+        Ok(())
     };
     let mut last = (Instant::now(), 0);
-    progress(
-        "warm-up",
-        clock.window_start(),
-        clock.schedule.warmup,
-        &mut last,
-    );
-    let start = sample(true)?;
-    let start_unix_us = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0);
-    progress(
-        "measuring",
-        clock.window_end(),
-        clock.schedule.seconds,
-        &mut last,
-    );
-    let rss = match engine.server_pid() {
-        Some(pid) => measure::resident_bytes(pid),
-        None if engine.kind() == EngineKind::Pure => None,
-        None => measure::resident_bytes(std::process::id()),
-    };
-    let end = sample(true)?;
+    let result = (|| -> Result<Window> {
+        progress(
+            "warm-up",
+            clock.window_start(),
+            clock.schedule.warmup,
+            &mut last,
+            false,
+        )?;
+        // What came before the window must not be counted in it.
+        flush()?;
+        let mut start = sample()?;
+        start.device_bytes = device.and_then(|d| d.bytes_written());
+        progress(
+            "measuring",
+            clock.window_end(),
+            clock.schedule.seconds,
+            &mut last,
+            true,
+        )?;
+        let rss = match engine.server_pid() {
+            Some(pid) => measure::resident_bytes(pid),
+            None if engine.kind() == EngineKind::Pure => None,
+            None => measure::resident_bytes(std::process::id()),
+        };
+        let mut end = sample()?;
+        clock.stop.store(true, Ordering::Relaxed);
+        // What the window wrote must be on the device before the counter is read.
+        flush()?;
+        end.device_bytes = device.and_then(|d| d.bytes_written());
+        Ok(Window {
+            start,
+            end,
+            rss,
+            device: device.map(|d| d.device.clone()),
+            device_slices: Vec::new(),
+        })
+    })();
     bar.finish_and_clear();
-    Ok(Window {
-        start,
-        end,
-        start_unix_us,
-        rss,
-        device: device.map(|d| d.device.clone()),
-    })
+    let mut window = result?;
+    window.device_slices = slices;
+    Ok(window)
 }
 
 fn figures(
@@ -415,8 +520,9 @@ fn figures(
     let (a, b) = (&window.start, &window.end);
     let elapsed = (b.at - a.at).as_secs_f64();
     let n = driven.transactions();
-    let per_tx = |seconds: f64| seconds * 1e6 / n.max(1) as f64;
+    let per_tx = |seconds: f64| seconds * 1e6 / n as f64;
     let process_cpu = (b.process_cpu - a.process_cpu).as_secs_f64();
+    let driver_cpu = driven.driver_cpu.as_secs_f64();
     let types = report::types(driven);
     let new_orders = &types["new_order"];
     let minutes = args.seconds as f64 / 60.0;
@@ -426,6 +532,13 @@ fn figures(
     let syncs = delta(|c| c.syncs);
     let http = args.engine == EngineKind::Pure;
     let sqlite_engine = !args.engine.is_pure();
+    let server_cpu = b.server_cpu.zip(a.server_cpu).map(|(b, a)| b - a);
+    let slices: Vec<(f64, u64)> = window
+        .device_slices
+        .iter()
+        .filter(|(_, t)| *t > 0)
+        .map(|&(bytes, t)| (bytes as f64 / t as f64, t))
+        .collect();
     Figures {
         engine: args.engine.name(),
         warehouses: args.warehouses,
@@ -446,23 +559,27 @@ fn figures(
         transactions: n,
         tx_per_s: n as f64 / args.seconds as f64,
         new_orders_per_min: new_orders.count as f64 / minutes,
-        new_orders_committed_per_min: (new_orders.count - new_orders.rollbacks - new_orders.errors)
-            as f64
-            / minutes,
+        new_orders_committed_per_min: (new_orders.count - new_orders.rollbacks) as f64 / minutes,
         cpu_us_per_tx: if http {
-            b.server_cpu.zip(a.server_cpu).map(|(b, a)| per_tx(b - a))
+            server_cpu.map(per_tx)
         } else {
             Some(per_tx(process_cpu))
+        },
+        engine_cpu_us_per_tx: if http {
+            server_cpu.map(per_tx)
+        } else {
+            Some(per_tx((process_cpu - driver_cpu).max(0.0)))
         },
         driver_cpu_us_per_tx: if http {
             per_tx(process_cpu)
         } else {
-            per_tx(driven.driver_cpu.as_secs_f64())
+            per_tx(driver_cpu)
         },
         device_bytes_per_tx: b
             .device_bytes
             .zip(a.device_bytes)
-            .map(|(b, a)| (b - a) as f64 / n.max(1) as f64),
+            .map(|(b, a)| (b - a) as f64 / n as f64),
+        device_bytes_per_tx_median_second: measure::weighted_median(&slices),
         rss_bytes: window.rss.map(|r| r.0),
         rss_peak_bytes: window.rss.map(|r| r.1),
         state_bytes: b.counters.state_bytes,
@@ -477,10 +594,14 @@ fn figures(
             .filter(|(c, _)| *c > 0)
             .map(|(c, t)| t as f64 / c as f64),
         syncs_per_s: syncs.map(|s| s as f64 / elapsed),
+        checkpoints: delta(|c| c.checkpoints),
         handler_fallbacks: delta(|c| c.handler_fallbacks),
+        unfinished_at_end: driven.unfinished,
+        unfinished_oldest_ms: driven.unfinished_oldest.as_secs_f64() * 1e3,
         consistency_ok,
         consistency_failures,
-        errors: types.values().map(|t| t.errors).sum(),
+        errors: driven.errors(),
+        errors_total: driven.errors_total,
         first_errors: driven.first_errors.clone(),
         types,
     }

@@ -28,8 +28,8 @@ pub struct TypeJson {
     pub errors: u64,
 }
 
-/// Everything a run reports. Per-transaction figures divide by the transactions that started
-/// and ended inside the window.
+/// Everything a run reports. Per-transaction figures divide by the transactions completed
+/// (committed, or rolled back as the mix asks) inside the window; failed ones are not in them.
 #[derive(Clone, Debug, Serialize)]
 pub struct Figures {
     pub engine: &'static str,
@@ -55,10 +55,16 @@ pub struct Figures {
     /// CPU per transaction of the engine's process: pure-serve for `pure`, this whole process
     /// (the driver's terminals included) for the in-process engines.
     pub cpu_us_per_tx: Option<f64>,
+    /// The engine's CPU alone: pure-serve for `pure`; for the in-process engines this process
+    /// less the driver's terminal threads outside their calls. The like-for-like column.
+    pub engine_cpu_us_per_tx: Option<f64>,
     /// The driver's CPU per transaction: for `pure` this whole process (terminals and their
     /// HTTP client); for in-process engines the terminal threads outside the engine's calls.
     pub driver_cpu_us_per_tx: f64,
     pub device_bytes_per_tx: Option<f64>,
+    /// The same per second of the window, the median weighted by transactions: less moved by
+    /// a burst of another process's writes (the device is shared) or one checkpoint.
+    pub device_bytes_per_tx_median_second: Option<f64>,
     /// The engine's process at the end of the window: resident now, and at its peak.
     pub rss_bytes: Option<u64>,
     pub rss_peak_bytes: Option<u64>,
@@ -70,12 +76,19 @@ pub struct Figures {
     pub commits_per_s: Option<f64>,
     pub tx_per_commit: Option<f64>,
     pub syncs_per_s: Option<f64>,
+    /// Checkpoints Pure wrote in the window (each writes the whole state).
+    pub checkpoints: Option<u64>,
     pub handler_fallbacks: Option<u64>,
     /// True only when every consistency condition held after the run; null when the tables
     /// could not be read (a server behind `--url`).
     pub consistency_ok: Option<bool>,
     pub consistency_failures: Vec<String>,
+    /// Transactions running when the window closed, and the longest any had run by then.
+    pub unfinished_at_end: u64,
+    pub unfinished_oldest_ms: f64,
+    /// Failed transactions in the window, and in the whole run (any fails the command).
     pub errors: u64,
+    pub errors_total: u64,
     pub first_errors: Vec<String>,
     pub types: BTreeMap<&'static str, TypeJson>,
 }
@@ -84,6 +97,14 @@ const MS: f64 = 1000.0;
 
 pub fn types(driven: &Driven) -> BTreeMap<&'static str, TypeJson> {
     let total = driven.transactions().max(1) as f64;
+    // Percentiles of a type with no completed transaction are 0, not a histogram's artefact.
+    let q = |h: &hdrhistogram::Histogram<u64>, q: f64| {
+        if h.is_empty() {
+            0.0
+        } else {
+            h.value_at_quantile(q) as f64 / MS
+        }
+    };
     Kind::ALL
         .iter()
         .map(|kind| {
@@ -103,17 +124,20 @@ pub fn types(driven: &Driven) -> BTreeMap<&'static str, TypeJson> {
                 },
                 Some(f) => {
                     let h = &f.latency_us;
-                    let q = |q: f64| h.value_at_quantile(q) as f64 / MS;
                     TypeJson {
                         count: h.len(),
                         mix_pct: 100.0 * h.len() as f64 / total,
-                        avg_ms: h.mean() / MS,
-                        p50_ms: q(0.50),
-                        p90_ms: q(0.90),
-                        p95_ms: q(0.95),
-                        p99_ms: q(0.99),
-                        p999_ms: q(0.999),
-                        max_ms: h.max() as f64 / MS,
+                        avg_ms: if h.is_empty() { 0.0 } else { h.mean() / MS },
+                        p50_ms: q(h, 0.50),
+                        p90_ms: q(h, 0.90),
+                        p95_ms: q(h, 0.95),
+                        p99_ms: q(h, 0.99),
+                        p999_ms: q(h, 0.999),
+                        max_ms: if h.is_empty() {
+                            0.0
+                        } else {
+                            h.max() as f64 / MS
+                        },
                         rollbacks: f.rollbacks,
                         errors: f.errors,
                     }
@@ -209,21 +233,27 @@ pub fn text(f: &Figures) -> String {
         v.map(|v| format!("{v:.1} {unit}"))
             .unwrap_or_else(|| "n/a".into())
     };
-    line(format!(
-        "CPU per transaction: {} ({}), driver {:.1} µs",
-        opt(f.cpu_us_per_tx, "µs"),
-        if f.engine == "pure" {
-            "pure-serve"
-        } else {
-            "this process, driver included"
-        },
-        f.driver_cpu_us_per_tx
-    ));
+    if f.engine == "pure" {
+        line(format!(
+            "CPU per transaction: {} (pure-serve); driver {:.1} µs (pure-bench, its HTTP client included)",
+            opt(f.cpu_us_per_tx, "µs"),
+            f.driver_cpu_us_per_tx
+        ));
+    } else {
+        line(format!(
+            "CPU per transaction: {} (this process), of which the engine {} and the driver {:.1} µs",
+            opt(f.cpu_us_per_tx, "µs"),
+            opt(f.engine_cpu_us_per_tx, "µs"),
+            f.driver_cpu_us_per_tx
+        ));
+    }
     line(format!(
         "bytes to the device per transaction: {}",
-        f.device_bytes_per_tx
-            .map(|b| format!("{b:.0}"))
-            .unwrap_or_else(|| "n/a (no block device)".into())
+        match (f.device_bytes_per_tx, f.device_bytes_per_tx_median_second) {
+            (Some(b), Some(m)) => format!("{b:.0} over the window, {m:.0} in its median second"),
+            (Some(b), None) => format!("{b:.0}"),
+            _ => "n/a (no block device)".into(),
+        }
     ));
     let mib = |b: Option<u64>| {
         b.map(|b| format!("{:.1} MiB", b as f64 / (1 << 20) as f64))
@@ -258,8 +288,18 @@ pub fn text(f: &Figures) -> String {
                 .unwrap_or_default()
         ));
     }
-    if f.errors > 0 {
-        line(format!("{} errors; the first:", f.errors));
+    if let Some(c) = f.checkpoints {
+        line(format!("checkpoints in the window: {c}"));
+    }
+    line(format!(
+        "still running when the window closed: {} (the longest for {:.1} ms)",
+        f.unfinished_at_end, f.unfinished_oldest_ms
+    ));
+    if f.errors_total > 0 {
+        line(format!(
+            "{} transactions FAILED ({} in the window); the first:",
+            f.errors_total, f.errors
+        ));
         for e in &f.first_errors {
             line(format!("  {e}"));
         }
@@ -278,11 +318,12 @@ pub fn text(f: &Figures) -> String {
 /// One line per measured transaction, in start order, as pgbench `-l` does: the Unix time of
 /// its start (seconds, microseconds), the terminal, the type, the latency in µs, the outcome
 /// (C committed, R rolled back as the mix asks, E error) and the HTTP status (0: no answer).
-pub fn write_latency_log(path: &Path, window_start_unix_us: u64, samples: &[Sample]) -> Result<()> {
+/// `started_unix_us`: the Unix time the samples' offsets count from.
+pub fn write_latency_log(path: &Path, started_unix_us: u64, samples: &[Sample]) -> Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     for s in samples {
-        let t = window_start_unix_us + s.start_us;
+        let t = started_unix_us + s.start_us;
         writeln!(
             w,
             "{}.{:06} {} {} {} {} {}",
