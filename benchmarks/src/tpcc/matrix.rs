@@ -39,6 +39,10 @@ pub struct Args {
     /// Runs of each disk configuration (median and range reported); RAM runs once.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Go on in an --out of an earlier, interrupted matrix: runs whose JSON is there are not
+    /// run again.
+    #[arg(long)]
+    resume: bool,
     /// Only the RAM runs, or only the disk runs.
     #[arg(long, value_parser = ["ram", "disk"])]
     only: Option<String>,
@@ -104,7 +108,7 @@ fn configs(places: &[&'static str], warehouses: &[i64]) -> Vec<Config> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.out.exists() && std::fs::read_dir(&args.out)?.next().is_some() {
+    if !args.resume && args.out.exists() && std::fs::read_dir(&args.out)?.next().is_some() {
         bail!("{} is not empty: give a new directory", args.out.display());
     }
     for sub in ["runs", "plots"] {
@@ -141,6 +145,8 @@ pub fn run(args: Args) -> Result<()> {
         .sum();
     let exe = std::env::current_exe()?;
     let mut results: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    // Runs that did not pass, and why: in the tables, not hidden by them.
+    let mut failures: Vec<String> = Vec::new();
     let mut done = 0;
     for config in &configs {
         let repeats = if config.place == "disk" {
@@ -159,6 +165,18 @@ pub fn run(args: Args) -> Result<()> {
             };
             let dir = base.join(format!("pure-tpcc-matrix-{}-{name}", std::process::id()));
             let json_path = args.out.join("runs").join(format!("{name}.json"));
+            let txt_path = args.out.join("runs").join(format!("{name}.txt"));
+            if args.resume {
+                if let Some(json) = std::fs::read_to_string(&json_path)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                {
+                    eprintln!("tpcc-matrix: {name} is done already");
+                    note_failure(&name, &json, &txt_path, &mut failures);
+                    results.entry(config.name()).or_default().push(json);
+                    continue;
+                }
+            }
             let mut command = Command::new(&exe);
             command
                 .arg("tpcc")
@@ -183,28 +201,54 @@ pub fn run(args: Args) -> Result<()> {
                 .stderr(std::process::Stdio::inherit())
                 .output()
                 .with_context(|| format!("start {}", exe.display()))?;
-            std::fs::write(
-                args.out.join("runs").join(format!("{name}.txt")),
-                &output.stdout,
-            )?;
-            if !output.status.success() {
-                let _ = std::fs::remove_dir_all(&dir);
-                bail!(
-                    "run {name} failed ({}): see above, and {}",
-                    output.status,
-                    args.out.join("runs").join(format!("{name}.txt")).display()
-                );
+            std::fs::write(&txt_path, &output.stdout)?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let json = std::fs::read_to_string(&json_path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+            match json {
+                // A run with failed transactions still measured: its figures stand beside the
+                // failures, which the tables list. One whose tables broke a condition, or that
+                // wrote no figures, is a failure only.
+                Some(json) if json["consistency_ok"] != false => {
+                    note_failure(&name, &json, &txt_path, &mut failures);
+                    results.entry(config.name()).or_default().push(json);
+                }
+                _ => {
+                    eprintln!("tpcc-matrix: run {name} failed ({})", output.status);
+                    failures.push(format!(
+                        "{name}: failed ({}); see `runs/{name}.txt` and the matrix's log",
+                        output.status
+                    ));
+                }
             }
-            let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path)?)
-                .with_context(|| format!("read {}", json_path.display()))?;
-            results.entry(config.name()).or_default().push(json);
         }
-        write_tables(&args, &configs, &results, &settings.describe())?;
+        write_tables(&args, &configs, &results, &failures, &settings.describe())?;
     }
     let md = args.out.join("matrix.md");
     print!("{}", std::fs::read_to_string(&md)?);
     eprintln!("tpcc-matrix: the tables are in {}", md.display());
+    if !failures.is_empty() {
+        bail!("{} run(s) did not pass: see {}", failures.len(), md.display());
+    }
     Ok(())
+}
+
+/// Notes a run that measured but had failed transactions or conditions.
+fn note_failure(name: &str, json: &Value, txt: &std::path::Path, failures: &mut Vec<String>) {
+    let errors = json["errors_total"].as_u64().unwrap_or(0);
+    if errors > 0 || json["consistency_ok"] == false {
+        let first = json["first_errors"]
+            .as_array()
+            .and_then(|e| e.first())
+            .and_then(|e| e.as_str())
+            .unwrap_or("");
+        failures.push(format!(
+            "{name}: {errors} failed transaction(s), consistency {}; the first: `{first}` ({})",
+            json["consistency_ok"],
+            txt.file_name().and_then(|f| f.to_str()).unwrap_or("")
+        ));
+    }
 }
 
 /// A figure over a configuration's runs: the median, and the range when there were several.
@@ -234,6 +278,7 @@ fn write_tables(
     args: &Args,
     configs: &[Config],
     results: &BTreeMap<String, Vec<Value>>,
+    failures: &[String],
     sqlite: &str,
 ) -> Result<()> {
     let mut md = String::new();
@@ -341,6 +386,13 @@ fn write_tables(
                     parts.join("; ")
                 )?;
             }
+        }
+        writeln!(md)?;
+    }
+    if !failures.is_empty() {
+        writeln!(md, "## Runs that did not pass\n")?;
+        for f in failures {
+            writeln!(md, "- {f}")?;
         }
         writeln!(md)?;
     }
