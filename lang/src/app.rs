@@ -6,7 +6,6 @@ use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope, AST};
 use serde_json::Value;
@@ -353,8 +352,11 @@ impl App {
         context: Context,
         definition: &Position,
     ) -> (Option<Result<Value, HandlerError>>, Context) {
-        let deadline = Instant::now() + self.limits.wall_clock_max;
-        context::install(context, deadline, self.limits.scan_rows_max);
+        context::install(
+            context,
+            self.limits.wall_clock_max,
+            self.limits.scan_rows_max,
+        );
         let env = Env {
             engine: &self.engine,
             schema: &self.schema,
@@ -395,8 +397,11 @@ impl App {
         context: Context,
         restore: impl FnOnce(Context),
     ) -> Result<Value, HandlerError> {
-        let deadline = Instant::now() + self.limits.wall_clock_max;
-        context::install(context, deadline, self.limits.scan_rows_max);
+        context::install(
+            context,
+            self.limits.wall_clock_max,
+            self.limits.scan_rows_max,
+        );
         let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
         // A panic is a bug in Pure or in Rhai. Caught here so that the thread's context is taken
         // back (the tables return to the caller, the thread stays usable) and the caller decides

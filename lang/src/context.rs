@@ -8,7 +8,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::tables::{Tables, WriteSet};
 
@@ -20,8 +20,8 @@ pub(crate) enum Context {
 
 thread_local! {
     static CONTEXT: RefCell<Context> = const { RefCell::new(Context::Idle) };
-    /// When the running handler's wall-clock budget ends (checked from `on_progress`).
-    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The running handler's time budget (checked from `on_progress` and before scans).
+    static DEADLINE: Cell<Option<Budget>> = const { Cell::new(None) };
     /// Rows the running handler may still read by scans: a scan is one operation to Rhai.
     static SCAN_ROWS_LEFT: Cell<u64> = const { Cell::new(0) };
 }
@@ -31,9 +31,39 @@ pub(crate) const NOT_IN_HANDLER: &str = "tables can only be used inside a handle
 pub(crate) const READ_ONLY: &str =
     "this is a read handler (GET): it cannot write; use a write route (POST, PUT, DELETE, PATCH)";
 
-pub(crate) fn install(context: Context, deadline: Instant, scan_rows: u64) {
+/// A call's time budget: spent once its thread has run `budget` of CPU time in it. Reading the
+/// thread's CPU clock is a system call, so the cheap wall clock is watched instead (every 256
+/// operations), and the CPU clock read only once the wall clock has run the budget: it never
+/// runs slower. If the thread spent part of that time waiting for a core, the call is not
+/// stopped: what is left of its budget becomes a new wall-clock deadline. So a busy machine
+/// delays a handler but does not fail it, and a runaway one is stopped after `budget` of work.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    deadline: Instant,
+    cpu_at_start: Duration,
+    budget: Duration,
+}
+
+/// The CPU time the calling thread has run (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu() -> Duration {
+    // SAFETY: clock_gettime writes only into the timespec we pass.
+    let t = unsafe {
+        let mut t: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+        t
+    };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Installs a handler call's context, with its time budget starting now.
+pub(crate) fn install(context: Context, budget: Duration, scan_rows: u64) {
     CONTEXT.with(|c| *c.borrow_mut() = context);
-    DEADLINE.with(|d| d.set(Some(deadline)));
+    let budget = Budget {
+        deadline: Instant::now() + budget,
+        cpu_at_start: thread_cpu(),
+        budget,
+    };
+    DEADLINE.with(|d| d.set(Some(budget)));
     SCAN_ROWS_LEFT.with(|r| r.set(scan_rows));
 }
 
@@ -53,10 +83,24 @@ pub(crate) fn take() -> Context {
     CONTEXT.with(|c| std::mem::replace(&mut *c.borrow_mut(), Context::Idle))
 }
 
+/// Whether the running call has spent its time budget (see [`Budget`]).
 pub(crate) fn deadline_passed() -> bool {
-    DEADLINE
-        .with(|d| d.get())
-        .is_some_and(|deadline| Instant::now() > deadline)
+    DEADLINE.with(|d| {
+        let Some(mut b) = d.get() else {
+            return false;
+        };
+        let now = Instant::now();
+        if now <= b.deadline {
+            return false;
+        }
+        let used = thread_cpu().saturating_sub(b.cpu_at_start);
+        if used >= b.budget {
+            return true;
+        }
+        b.deadline = now + (b.budget - used);
+        d.set(Some(b));
+        false
+    })
 }
 
 /// Runs `f` on the current tables (read or write context).
@@ -77,4 +121,36 @@ pub(crate) fn with_write<R>(
         Context::Read { .. } => Err(READ_ONLY.to_string()),
         Context::Idle => Err(NOT_IN_HANDLER.to_string()),
     })
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    /// A call whose wall-clock budget ran out while its thread waited for a core (here: a
+    /// deadline moved into the past) is not stopped; once the thread has run the budget of CPU
+    /// time in it, it is. Nothing here depends on how fast the machine is: the loop runs until
+    /// the thread's own CPU clock says so.
+    #[test]
+    fn time_spent_waiting_for_a_core_is_not_spent_budget() {
+        let budget = Duration::from_millis(20);
+        install(Context::Idle, budget, 0);
+        DEADLINE.with(|d| {
+            let mut b = d.get().expect("installed");
+            b.deadline = Instant::now() - Duration::from_secs(1);
+            d.set(Some(b));
+        });
+        assert!(
+            !deadline_passed(),
+            "the wall clock ran out, but the call has used almost no CPU"
+        );
+        let start = thread_cpu();
+        let mut spin = 0u64;
+        while thread_cpu() - start < budget + Duration::from_millis(5) {
+            spin = std::hint::black_box(spin.wrapping_add(1));
+        }
+        assert!(deadline_passed(), "the call has run its budget of CPU time");
+        let _ = take();
+        assert!(!deadline_passed(), "no call, no budget");
+    }
 }

@@ -19,10 +19,13 @@ pub struct Limits {
     /// Rhai operations per call. Measured here (`pure-bench owner --only limits`): about 31
     /// million a second in a tight script loop, so one million stop it after about 30 ms.
     pub operations_max: u64,
-    /// Wall-clock budget per call: a backstop for time spent in native calls (scans, data-size
-    /// checks of growing arrays) that the operation count does not see. Checked every 256
-    /// operations and before every scan. Generous on purpose: wall-clock time also runs while
-    /// the thread waits for a core, and a busy machine must not fail legitimate handlers.
+    /// Time budget per call: a backstop for time spent in native calls (scans, data-size
+    /// checks of growing arrays) that the operation count does not see. A call is stopped once
+    /// both the wall clock and its thread's CPU clock have run this long in it: the wall clock
+    /// is checked every 256 operations and before every scan, the CPU clock only after the
+    /// wall clock has run out. Time the thread spends waiting for a core is not counted, so a
+    /// busy machine delays legitimate handlers but does not fail them (the error still names
+    /// the limit "wall-clock time").
     pub wall_clock_max: Duration,
     /// Script function call depth. Rhai recurses on the native stack: a handler call that finds
     /// less than [`Limits::stack_bytes`] left on its thread's stack runs on a fresh one.
