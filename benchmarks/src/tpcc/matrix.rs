@@ -229,7 +229,11 @@ pub fn run(args: Args) -> Result<()> {
     print!("{}", std::fs::read_to_string(&md)?);
     eprintln!("tpcc-matrix: the tables are in {}", md.display());
     if !failures.is_empty() {
-        bail!("{} run(s) did not pass: see {}", failures.len(), md.display());
+        bail!(
+            "{} run(s) did not pass: see {}",
+            failures.len(),
+            md.display()
+        );
     }
     Ok(())
 }
