@@ -2,30 +2,12 @@
 //! leaves equal answers, equal tables and every consistency condition holding; and a mutated
 //! app, whose bug the equality run exists to catch, makes it fail.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pure-bench");
-
-fn app_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../apps/tpcc")
-}
-
-/// Whether pure-serve is built beside pure-bench: `cargo test --workspace` builds it, `cargo
-/// test -p pure-bench` alone does not. Without it these tests cannot run: that is a failure in
-/// the README's test command (`--workspace`), and said loudly otherwise.
-fn pure_serve_built() -> bool {
-    let built = Path::new(BIN).with_file_name("pure-serve").exists();
-    if !built {
-        assert!(
-            std::env::var_os("PURE_BENCH_ALLOW_NO_SERVE").is_some(),
-            "pure-serve is not built beside {BIN}: run `cargo test --workspace --release` \
-             (or set PURE_BENCH_ALLOW_NO_SERVE=1 to skip these tests)"
-        );
-        eprintln!("SKIPPED: pure-serve is not built");
-    }
-    built
-}
+use common::{app_dir, mutated, pure_serve_built, text, BIN};
 
 fn equal(app: &Path, transactions: u64, dir: &Path) -> Output {
     Command::new(BIN)
@@ -38,15 +20,6 @@ fn equal(app: &Path, transactions: u64, dir: &Path) -> Output {
         .args(["--transactions", &transactions.to_string()])
         .output()
         .expect("run pure-bench")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[test]
@@ -86,23 +59,6 @@ fn two_thousand_transactions_leave_every_engine_equal_and_consistent() {
         .parse()
         .unwrap();
     assert!(rollbacks > 0, "no New-Order rolled back: {new_orders}");
-}
-
-/// Copies the app with one replacement in its script (which must apply exactly once).
-fn mutated(scratch: &Path, from: &str, to: &str) -> PathBuf {
-    let dir = scratch.join("app");
-    std::fs::create_dir_all(&dir).unwrap();
-    for file in ["app.json", "tpcc.rhai"] {
-        std::fs::copy(app_dir().join(file), dir.join(file)).unwrap();
-    }
-    let script = std::fs::read_to_string(dir.join("tpcc.rhai")).unwrap();
-    assert_eq!(
-        script.matches(from).count(),
-        1,
-        "the mutation {from:?} must apply once"
-    );
-    std::fs::write(dir.join("tpcc.rhai"), script.replacen(from, to, 1)).unwrap();
-    dir
 }
 
 #[test]

@@ -3,31 +3,12 @@
 //! line per measured transaction, and a well-formed SVG plot. No figure is judged here: speed
 //! is measured by the benchmark itself, never by a test.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
+use common::{app_dir, mutated, pure_serve_built, BIN};
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_pure-bench");
-
-fn app_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../apps/tpcc")
-}
-
-/// As in tpcc_equal.rs: without pure-serve beside pure-bench the Pure engines cannot run, which
-/// is a failure under the README's test command.
-fn pure_serve_built() -> bool {
-    let built = Path::new(BIN).with_file_name("pure-serve").exists();
-    if !built {
-        assert!(
-            std::env::var_os("PURE_BENCH_ALLOW_NO_SERVE").is_some(),
-            "pure-serve is not built beside {BIN}: run `cargo test --workspace --release` \
-             (or set PURE_BENCH_ALLOW_NO_SERVE=1 to skip these tests)"
-        );
-        eprintln!("SKIPPED: pure-serve is not built");
-    }
-    built
-}
 
 const TYPES: [&str; 5] = [
     "new_order",
@@ -53,7 +34,7 @@ const TYPE_FIELDS: [&str; 11] = [
 
 /// Runs one engine for a few seconds; returns its JSON, after checking the log and the plot.
 fn smoke(engine: &str, extra: &[&str]) -> Value {
-    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
+    let scratch = common::scratch();
     let out = |name: &str| scratch.path().join(name);
     let output = Command::new(BIN)
         .arg("tpcc")
@@ -216,24 +197,12 @@ fn a_broken_app_fails_the_run_with_the_condition() {
     if !pure_serve_built() {
         return;
     }
-    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
-    let app = scratch.path().join("app");
-    std::fs::create_dir(&app).unwrap();
-    for entry in std::fs::read_dir(app_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, app.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    let script = app.join("tpcc.rhai");
-    let text = std::fs::read_to_string(&script).unwrap();
-    let needle = "district_row.d_ytd += h_amount;";
-    assert!(text.contains(needle), "the mutation's target in tpcc.rhai");
-    std::fs::write(
-        &script,
-        text.replacen(needle, "district_row.d_ytd += 0 * h_amount;", 1),
-    )
-    .unwrap();
+    let scratch = common::scratch();
+    let app = mutated(
+        scratch.path(),
+        "district_row.d_ytd += h_amount;",
+        "district_row.d_ytd += 0 * h_amount;",
+    );
     let output = Command::new(BIN)
         .arg("tpcc")
         .args(["--engine", "pure-inprocess"])

@@ -4,51 +4,14 @@
 //! what happened. The tests that signal a process wait for it through /proc, with generous
 //! bounds, and assert nothing about time.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{app_dir, mutated, pure_serve_built, scratch, text, BIN};
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_pure-bench");
-
-fn app_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../apps/tpcc")
-}
-
-fn pure_serve_built() -> bool {
-    Path::new(BIN).with_file_name("pure-serve").exists()
-}
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// A copy of the TPC-C app with `needle` replaced in tpcc.rhai.
-fn mutated_app(into: &Path, needle: &str, replacement: &str) -> PathBuf {
-    let app = into.join("app");
-    std::fs::create_dir(&app).unwrap();
-    for entry in std::fs::read_dir(app_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, app.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    let script = app.join("tpcc.rhai");
-    let source = std::fs::read_to_string(&script).unwrap();
-    assert!(source.contains(needle), "the mutation's target {needle:?}");
-    std::fs::write(&script, source.replacen(needle, replacement, 1)).unwrap();
-    app
-}
 
 /// Failed transactions are not completed ones: they are not in tx/s (nor in the matrix's
 /// ratios, which read tx_per_s), they are counted as errors of their type, and any of them
@@ -59,7 +22,7 @@ fn errored_transactions_are_not_throughput_and_fail_the_run() {
         return;
     }
     let dir = scratch();
-    let app = mutated_app(
+    let app = mutated(
         dir.path(),
         "    let threshold = query_int(q.threshold, \"threshold\");",
         "    let threshold = query_int(q.threshold, \"threshold\");\n    not_found(\"review: every stock level fails\");",
@@ -183,7 +146,7 @@ fn a_failed_check_keeps_the_tables_or_says_how() {
         return;
     }
     let dir = scratch();
-    let app = mutated_app(
+    let app = mutated(
         dir.path(),
         "district_row.d_ytd += h_amount;",
         "district_row.d_ytd += 0 * h_amount;",
