@@ -94,6 +94,12 @@ impl Kind {
 }
 
 impl Txn {
+    /// Whether the transaction changes the tables (New-Order, Payment, Delivery); the other
+    /// two only read.
+    pub fn writes(&self) -> bool {
+        matches!(self, Txn::NewOrder(_) | Txn::Payment(_) | Txn::Delivery(_))
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Txn::NewOrder(_) => Kind::NewOrder,

@@ -179,7 +179,8 @@ impl Session {
     /// and rolled back otherwise. `Err` only when SQLite fails (SQLITE_BUSY after
     /// [`ATTEMPTS`] tries included).
     pub fn execute(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
-        let writes = txn::writes(txn);
+        // A write starts with BEGIN IMMEDIATE and takes the write lock.
+        let writes = txn.writes();
         let mut attempt = 1;
         loop {
             let result = {

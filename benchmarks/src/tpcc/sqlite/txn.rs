@@ -136,12 +136,6 @@ pub(super) fn statements() -> Vec<&'static str> {
 /// The script's messages for a body of the wrong shape (copied from tpcc.rhai).
 const NEW_ORDER_SHAPE: &str = "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}";
 
-/// Whether the transaction writes (New-Order, Payment, Delivery): it starts with BEGIN
-/// IMMEDIATE and takes the write lock.
-pub(super) fn writes(txn: &Txn) -> bool {
-    matches!(txn, Txn::NewOrder(_) | Txn::Payment(_) | Txn::Delivery(_))
-}
-
 /// Runs `txn` at time `now` on `conn`, inside the caller's transaction. An answer other than
 /// 200 means the script threw: the caller must roll back. `Err` is SQLite failing (or a row
 /// the script relies on being absent, which the script would answer with a 500).

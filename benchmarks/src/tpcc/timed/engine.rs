@@ -359,17 +359,12 @@ impl Connection for PooledConnection<'_> {
         let mut session = pool.take();
         let answer = session.execute(txn, now);
         pool.give_back(session);
-        if matches!(&answer, Ok(a) if a.status == 200) && writes(txn) {
+        if matches!(&answer, Ok(a) if a.status == 200) && txn.writes() {
             pool.commits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         answer
     }
-}
-
-/// Whether the transaction changes the tables (and so makes SQLite sync at its commit).
-fn writes(txn: &Txn) -> bool {
-    matches!(txn, Txn::NewOrder(_) | Txn::Payment(_) | Txn::Delivery(_))
 }
 
 impl Engine for SqlitePool {
@@ -436,7 +431,7 @@ struct GroupedConnection<'a> {
 impl Connection for GroupedConnection<'_> {
     fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
         match &mut self.reader {
-            Some(reader) if !writes(txn) => reader.execute(txn, now),
+            Some(reader) if !txn.writes() => reader.execute(txn, now),
             _ => self.grouped.execute(txn, now),
         }
     }

@@ -13,7 +13,7 @@ use super::drive::{Driven, Sample};
 
 /// One transaction type over the window. Percentiles are HdrHistogram's (3 significant
 /// digits: within 0.1% of the exact value).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct TypeJson {
     pub count: u64,
     pub mix_pct: f64,
@@ -109,19 +109,7 @@ pub fn types(driven: &Driven) -> BTreeMap<&'static str, TypeJson> {
         .iter()
         .map(|kind| {
             let json = match driven.types.get(kind) {
-                None => TypeJson {
-                    count: 0,
-                    mix_pct: 0.0,
-                    avg_ms: 0.0,
-                    p50_ms: 0.0,
-                    p90_ms: 0.0,
-                    p95_ms: 0.0,
-                    p99_ms: 0.0,
-                    p999_ms: 0.0,
-                    max_ms: 0.0,
-                    rollbacks: 0,
-                    errors: 0,
-                },
+                None => TypeJson::default(),
                 Some(f) => {
                     let h = &f.latency_us;
                     TypeJson {
