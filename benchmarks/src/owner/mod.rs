@@ -26,6 +26,8 @@ use serde_json::json;
 use crate::device::DeviceCounter;
 use crate::measure::process_cpu;
 
+mod floor;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Directory on the disk to measure `--sync always` on (a fresh subdirectory is used).
@@ -46,8 +48,10 @@ pub struct Args {
     /// Run only one part: "limits", "writes", "neworder" or "scoreboard".
     #[arg(long)]
     only: Option<String>,
-    /// In the handler-cost part, run only the script or only the native variant (for counting
-    /// instructions with `perf stat`, which a shared machine's noise does not disturb).
+    /// In the New-Order part, run only one variant, untimed, for counting instructions with
+    /// callgrind or profiling with perf: script, native, floor, script-snapshot or
+    /// native-snapshot (the last two with a snapshot every 64 calls), or load (the population
+    /// alone, to subtract).
     #[arg(long)]
     variant: Option<String>,
     /// The scoreboard app, for the part that measures its `post_score` handler in-process.
@@ -70,6 +74,11 @@ pub struct Args {
     /// the New-Order part always shows both).
     #[arg(long)]
     interpreted: bool,
+    /// In the New-Order part, also write the medians of its rows (µs per call) to this file as
+    /// JSON: compiled_us, interpreted_us, native_us, native_snapshot_us, compiled_snapshot_us,
+    /// floor_us.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 const PARTS: [&str; 5] = ["limits", "writes", "neworder", "scoreboard", "tpcc"];
@@ -328,9 +337,9 @@ fn rand_suffix() -> u64 {
 
 // ---- part 2: the New-Order-like handler, script against native ----
 
-const TPCC_MANIFEST: &str = include_str!("../neworder/app.json");
+const TPCC_MANIFEST: &str = include_str!("../../neworder/app.json");
 
-const NEW_ORDER_SCRIPT: &str = include_str!("../neworder/neworder.rhai");
+const NEW_ORDER_SCRIPT: &str = include_str!("../../neworder/neworder.rhai");
 
 const ITEMS: i64 = 100_000;
 const DISTRICTS: i64 = 10;
@@ -596,6 +605,9 @@ impl Timer {
 }
 
 fn new_order(args: &Args) -> anyhow::Result<()> {
+    if args.json.is_some() && (args.interpreted || args.variant.is_some()) {
+        bail!("--json reports the medians of the full New-Order part: drop --interpreted and --variant");
+    }
     println!("## owner: New-Order-like handler, script against native (µs per call)\n");
     let source = match &args.script {
         Some(path) => {
@@ -634,6 +646,12 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         loading.elapsed().as_secs_f64()
     );
     let mut native_tables = fresh();
+    let mut floor = floor::Floor::load();
+    assert_eq!(
+        floor.row_count(),
+        native_tables.row_count(),
+        "the same population"
+    );
     let (mut snap_tables, mut script_snap_tables, mut rhai_tables) = if args.variant.is_none() {
         (fresh(), fresh(), fresh())
     } else {
@@ -646,6 +664,7 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     let mut ws = WriteSet::default();
     let mut record_bytes = Vec::new();
     let mut rhai = Timer::new();
+    let mut floor_timer = Timer::new();
     let (mut script, mut native, mut native_snap, mut script_snap, mut empty, mut encode) = (
         Timer::new(),
         Timer::new(),
@@ -656,27 +675,41 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
     );
     let mut encoded_total = 0usize;
     if let Some(variant) = &args.variant {
+        let snapshot_every = variant.ends_with("-snapshot").then_some(64);
+        let mut snapshot = None;
+        let mut calls = 0usize;
         for _ in 0..args.batches {
-            for (i, (request, order)) in requests.iter().zip(&orders).enumerate() {
+            for (request, order) in requests.iter().zip(&orders) {
+                let tables = if variant.starts_with("script") {
+                    &mut script_tables
+                } else {
+                    &mut native_tables
+                };
+                if snapshot_every.is_some_and(|n| calls.is_multiple_of(n)) {
+                    snapshot = Some(tables.clone());
+                }
                 match variant.as_str() {
-                    "script" => {
-                        app.run_write("new_order", request, &mut script_tables, &mut ws)
+                    "script" | "script-snapshot" => {
+                        app.run_write("new_order", request, tables, &mut ws)
                             .expect("the script runs");
                     }
-                    "native" => {
-                        native_new_order(&ids, &mut native_tables, &mut ws, order);
+                    "native" | "native-snapshot" => {
+                        native_new_order(&ids, tables, &mut ws, order);
+                    }
+                    "floor" => {
+                        std::hint::black_box(floor.new_order(order));
                     }
                     "load" => {}
-                    _ => bail!("--variant is script, native or load"),
+                    _ => bail!(
+                        "--variant is script, native, floor, script-snapshot, native-snapshot or load"
+                    ),
                 }
                 ws.clear();
-                let _ = i;
+                calls += 1;
             }
         }
-        println!(
-            "ran {} calls of the {variant} variant",
-            args.batches * requests.len()
-        );
+        drop(snapshot);
+        println!("ran {calls} calls of the {variant} variant");
         return Ok(());
     }
     let run_script = |i: usize, tables: &mut Tables, ws: &mut WriteSet| {
@@ -696,6 +729,11 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         script.time_calls(batch, &mut script_tables, &mut ws, None, run_script);
         native.time_calls(batch, &mut native_tables, &mut ws, None, run_native);
         rhai.time_calls(batch, &mut rhai_tables, &mut ws, None, run_rhai);
+        let mut i = 0;
+        floor_timer.time(batch, || {
+            std::hint::black_box(floor.new_order(&orders[i % orders.len()]));
+            i += 1;
+        });
         // A snapshot every 64 calls, as the owner takes one per group.
         native_snap.time_calls(batch, &mut snap_tables, &mut ws, Some(64), run_native);
         script_snap.time_calls(
@@ -738,6 +776,7 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
                 &mut script_snap,
                 &mut empty,
                 &mut encode,
+                &mut floor_timer,
             ] {
                 t.samples.clear();
             }
@@ -761,6 +800,10 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         ("script, a snapshot every 64 calls", &script_snap),
         ("script `empty` handler, same request", &empty),
         ("encoding the write set as a record", &encode),
+        (
+            "floor: std BTreeMap, plain rows changed in place, no snapshot or write set",
+            &floor_timer,
+        ),
     ] {
         let (lo, hi) = t.range();
         println!("| {name} | {:.1} | {lo:.1}–{hi:.1} |", t.median());
@@ -783,6 +826,24 @@ fn new_order(args: &Args) -> anyhow::Result<()> {
         encode.median(),
         native_snap.median() - native.median(),
     );
+    println!(
+        "against the floor: script as the owner runs it {:.2}x, native with snapshots {:.2}x, native {:.2}x",
+        script_snap.median() / floor_timer.median(),
+        native_snap.median() / floor_timer.median(),
+        native.median() / floor_timer.median(),
+    );
+    if let Some(path) = &args.json {
+        let figures = json!({
+            "compiled_us": script.median(),
+            "interpreted_us": rhai.median(),
+            "native_us": native.median(),
+            "native_snapshot_us": native_snap.median(),
+            "compiled_snapshot_us": script_snap.median(),
+            "floor_us": floor_timer.median(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&figures)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 
