@@ -1039,3 +1039,30 @@ fn tpcc(args: &Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The floor does the work the native variant does: the same answers on the same orders,
+    /// and the same rows in the end.
+    #[test]
+    fn the_floor_answers_as_the_native_new_order() {
+        let app = App::from_sources(TPCC_MANIFEST, vec![], Limits::default()).expect("loads");
+        let ids = ids(&app);
+        let mut tables = Tables::new(app.schema().tables.len());
+        load(&ids, &mut tables);
+        let mut floor = floor::Floor::load();
+        let mut rng = SimRng::new(7);
+        let mut ws = WriteSet::default();
+        for _ in 0..300 {
+            let o = order(&mut rng);
+            assert_eq!(
+                floor.new_order(&o),
+                native_new_order(&ids, &mut tables, &mut ws, &o)
+            );
+            ws.clear();
+        }
+        assert_eq!(floor.row_count(), tables.row_count());
+    }
+}
