@@ -3,16 +3,38 @@
 //! Every key is compared as a sequence of parts, part by part, an integer before any string and a
 //! shorter tuple before a longer one it is a prefix of. So `(w, d)` sorts before every `(w, d, o)`,
 //! which is what makes prefix scans work: the rows of `(w, d)` are the keys in
-//! `[(w, d), (w, d + 1))`. Keys of up to four integers are stored inline: no allocation on the
-//! hot path of integer keys (RHAI.md: composite keys as arrays are costly).
+//! `[(w, d), (w, d + 1))`.
+//!
+//! A key is kept as an order-preserving encoding of its parts: comparing two keys is comparing
+//! their bytes, and a key of a few small integers fits inline in the 24 bytes of a `Key`, without
+//! an allocation (the typical TPC-C key, four small integers, takes 9 or 10). The encoding, part by
+//! part:
+//!
+//! - an integer: a code byte that orders by sign and by the number of significant bytes `n`
+//!   (`0x18 + n` for `v >= 0`, `0x17 - n` for `v < 0`), then those `n` bytes big-endian (for a
+//!   negative `v`, the low `n` bytes of its two's complement, whose higher bytes are all ones).
+//!   So 0 is `18`, 1 is `19 01`, -1 is `17`, 300 is `1A 01 2C`; the codes run from `0x0F`
+//!   (`i64::MIN`) to `0x20` (`i64::MAX`).
+//! - a string: `0x30`, its UTF-8 bytes with each `00` written `00 FF`, then `00`.
+//!
+//! Every part starts with a non-zero code, and a string's terminator `00` sorts before its
+//! escaped `00 FF` and before any code: so bytewise order is the order of part sequences, and a
+//! key that is a prefix of another sorts first. Inline keys are zero-padded, which compares the
+//! same (a padding byte meets a non-zero code, or `FF`, where the longer key goes on).
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use rhai::{Dynamic, ImmutableString};
 
-/// Most integer parts kept inline, without an allocation.
-const INLINE_INTS_MAX: usize = 4;
+/// Bytes of encoding kept inline; longer keys are shared on the heap.
+const INLINE: usize = 22;
+
+const STR: u8 = 0x30;
+const INT_ZERO: u8 = 0x18;
+const INT_MIN_CODE: u8 = INT_ZERO - 9;
+const INT_MAX_CODE: u8 = INT_ZERO + 8;
 
 /// One part of a key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,168 +43,311 @@ pub enum KeyPart {
     Str(ImmutableString),
 }
 
-/// Fills the unused parts of an inline key. With it, comparing two inline keys is comparing
-/// their four slots in order and then their lengths: a missing part sorts before every real
-/// part, and where a real part equals the filler the lengths still decide.
-const UNUSED: i64 = i64::MIN;
+/// A part as decoded from a key, borrowing its string when it holds no `00` byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartRef<'a> {
+    Int(i64),
+    Str(Cow<'a, str>),
+}
 
-/// A row's key. Construct with [`Key::from_parts`] so that equal keys have equal representations.
-#[derive(Clone, Debug)]
-pub enum Key {
-    /// One to four integer parts; `len` says how many of `ints` are used, the rest are `UNUSED`.
-    Ints {
-        len: u8,
-        ints: [i64; INLINE_INTS_MAX],
-    },
-    /// Anything else: strings, or more than four parts.
-    Parts(Arc<[KeyPart]>),
+/// A row's key: the order-preserving encoding of its parts (see the module doc).
+///
+/// Invariant: the bytes are a valid encoding of one or more parts; inline, `len <= INLINE` and
+/// the bytes after `len` are zero (so equal keys have equal representations, and inline keys
+/// compare by their whole arrays).
+#[derive(Clone)]
+pub struct Key(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Arc<[u8]>),
+}
+
+const _: () = assert!(std::mem::size_of::<Key>() == 24);
+
+/// Encodes parts into a stack buffer, spilling to the heap for long keys.
+struct Encoder {
+    stack: [u8; 64],
+    len: usize,
+    heap: Vec<u8>,
+}
+
+impl Encoder {
+    fn new() -> Encoder {
+        Encoder {
+            stack: [0; 64],
+            len: 0,
+            heap: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.heap.is_empty() && self.len + bytes.len() <= self.stack.len() {
+            self.stack[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+            return;
+        }
+        if self.heap.is_empty() {
+            self.heap.extend_from_slice(&self.stack[..self.len]);
+        }
+        self.heap.extend_from_slice(bytes);
+    }
+
+    fn int(&mut self, v: i64) {
+        let mut buf = [0u8; 9];
+        let n = encode_int(&mut buf, v);
+        self.push(&buf[..n]);
+    }
+
+    fn str(&mut self, s: &str) {
+        self.push(&[STR]);
+        let mut rest = s.as_bytes();
+        while let Some(at) = rest.iter().position(|&b| b == 0) {
+            self.push(&rest[..at]);
+            self.push(&[0x00, 0xFF]);
+            rest = &rest[at + 1..];
+        }
+        self.push(rest);
+        self.push(&[0x00]);
+    }
+
+    fn part(&mut self, part: &KeyPart) {
+        match part {
+            KeyPart::Int(i) => self.int(*i),
+            KeyPart::Str(s) => self.str(s),
+        }
+    }
+
+    fn finish(self) -> Key {
+        if !self.heap.is_empty() {
+            return Key(Repr::Heap(self.heap.into()));
+        }
+        Key::from_encoded(&self.stack[..self.len])
+    }
+}
+
+/// Writes the encoding of `v` at the start of `out`; returns its length (1 to 9).
+fn encode_int(out: &mut [u8; 9], v: i64) -> usize {
+    let (code, bits) = if v >= 0 {
+        let n = 8 - (v as u64).leading_zeros() as usize / 8;
+        (INT_ZERO + n as u8, v as u64)
+    } else {
+        let n = 8 - (!(v as u64)).leading_zeros() as usize / 8;
+        (INT_ZERO - 1 - n as u8, v as u64)
+    };
+    let n = if code >= INT_ZERO {
+        (code - INT_ZERO) as usize
+    } else {
+        (INT_ZERO - 1 - code) as usize
+    };
+    out[0] = code;
+    out[1..1 + n].copy_from_slice(&bits.to_be_bytes()[8 - n..]);
+    1 + n
+}
+
+/// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
+fn decode_part(bytes: &[u8]) -> (PartRef<'_>, usize) {
+    let code = bytes[0];
+    if code == STR {
+        let body = &bytes[1..];
+        let mut end = 0;
+        let mut escaped = false;
+        loop {
+            match body[end..].iter().position(|&b| b == 0) {
+                Some(at) if body.get(end + at + 1) == Some(&0xFF) => {
+                    escaped = true;
+                    end += at + 2;
+                }
+                Some(at) => {
+                    end += at;
+                    break;
+                }
+                None => unreachable!("a key's string part is terminated"),
+            }
+        }
+        let raw = &body[..end];
+        let text = if escaped {
+            let mut out = Vec::with_capacity(raw.len());
+            let mut i = 0;
+            while i < raw.len() {
+                out.push(raw[i]);
+                i += if raw[i] == 0 { 2 } else { 1 };
+            }
+            Cow::Owned(String::from_utf8(out).expect("a key's string part is UTF-8"))
+        } else {
+            Cow::Borrowed(std::str::from_utf8(raw).expect("a key's string part is UTF-8"))
+        };
+        return (PartRef::Str(text), 1 + end + 1);
+    }
+    debug_assert!(
+        (INT_MIN_CODE..=INT_MAX_CODE).contains(&code),
+        "code {code:#x}"
+    );
+    let (n, negative) = if code >= INT_ZERO {
+        ((code - INT_ZERO) as usize, false)
+    } else {
+        ((INT_ZERO - 1 - code) as usize, true)
+    };
+    let mut word = if negative { [0xFF; 8] } else { [0; 8] };
+    word[8 - n..].copy_from_slice(&bytes[1..1 + n]);
+    (PartRef::Int(i64::from_be_bytes(word)), 1 + n)
+}
+
+/// The inline bytes as three big-endian words: comparing them is comparing the bytes.
+#[inline]
+fn words(b: &[u8; INLINE]) -> (u64, u64, u64) {
+    let mut tail = [0u8; 8];
+    tail[..INLINE - 16].copy_from_slice(&b[16..]);
+    (
+        u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
+        u64::from_be_bytes(b[8..16].try_into().expect("8 bytes")),
+        u64::from_be_bytes(tail),
+    )
 }
 
 impl Key {
+    fn from_encoded(bytes: &[u8]) -> Key {
+        if bytes.len() <= INLINE {
+            let mut inline = [0u8; INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            return Key(Repr::Inline {
+                len: bytes.len() as u8,
+                bytes: inline,
+            });
+        }
+        Key(Repr::Heap(bytes.into()))
+    }
+
     pub fn int(value: i64) -> Key {
-        Key::Ints {
-            len: 1,
-            ints: [value, UNUSED, UNUSED, UNUSED],
-        }
+        let mut buf = [0u8; 9];
+        let n = encode_int(&mut buf, value);
+        let mut bytes = [0u8; INLINE];
+        bytes[..n].copy_from_slice(&buf[..n]);
+        Key(Repr::Inline {
+            len: n as u8,
+            bytes,
+        })
     }
 
-    /// The key of one to four integer parts, without an allocation.
+    /// The key of integer parts (at least one).
     pub fn ints(parts: &[i64]) -> Key {
-        assert!(
-            (1..=INLINE_INTS_MAX).contains(&parts.len()),
-            "1 to 4 parts inline"
-        );
-        let mut ints = [UNUSED; INLINE_INTS_MAX];
-        ints[..parts.len()].copy_from_slice(parts);
-        Key::Ints {
-            len: parts.len() as u8,
-            ints,
-        }
-    }
-
-    /// The canonical key for `parts` (inline when they are few integers).
-    pub fn from_parts(parts: Vec<KeyPart>) -> Key {
-        if !parts.is_empty()
-            && parts.len() <= INLINE_INTS_MAX
-            && parts.iter().all(|p| matches!(p, KeyPart::Int(_)))
-        {
-            let mut ints = [UNUSED; INLINE_INTS_MAX];
-            for (slot, part) in ints.iter_mut().zip(&parts) {
-                if let KeyPart::Int(i) = part {
-                    *slot = *i;
-                }
+        assert!(!parts.is_empty(), "a key has at least one part");
+        let mut bytes = [0u8; INLINE + 9];
+        let mut len = 0;
+        for &part in parts {
+            let mut buf = [0u8; 9];
+            let n = encode_int(&mut buf, part);
+            if len + n > INLINE {
+                let mut encoder = Encoder::new();
+                parts.iter().for_each(|&p| encoder.int(p));
+                return encoder.finish();
             }
-            return Key::Ints {
-                len: parts.len() as u8,
-                ints,
-            };
+            bytes[len..len + n].copy_from_slice(&buf[..n]);
+            len += n;
         }
-        Key::Parts(parts.into())
+        let mut inline = [0u8; INLINE];
+        inline.copy_from_slice(&bytes[..INLINE]);
+        Key(Repr::Inline {
+            len: len as u8,
+            bytes: inline,
+        })
     }
 
+    /// The key of `parts` (at least one).
+    pub fn from_parts(parts: Vec<KeyPart>) -> Key {
+        Key::from_part_slice(&parts)
+    }
+
+    pub fn from_part_slice(parts: &[KeyPart]) -> Key {
+        assert!(!parts.is_empty(), "a key has at least one part");
+        let mut encoder = Encoder::new();
+        parts.iter().for_each(|p| encoder.part(p));
+        encoder.finish()
+    }
+
+    /// The order-preserving encoding (see the module doc).
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+            Repr::Heap(bytes) => bytes,
+        }
+    }
+
+    /// The parts in order, decoded as they are read.
+    pub fn part_refs(&self) -> impl Iterator<Item = PartRef<'_>> {
+        let mut rest = self.as_bytes();
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let (part, n) = decode_part(rest);
+            rest = &rest[n..];
+            Some(part)
+        })
+    }
+
+    /// The number of parts.
     pub fn len(&self) -> usize {
-        match self {
-            Key::Ints { len, .. } => *len as usize,
-            Key::Parts(parts) => parts.len(),
-        }
+        self.part_refs().count()
     }
 
+    /// Never true: a key has at least one part.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The part at `index` (which must be `< len()`), borrowed where possible.
-    fn part(&self, index: usize) -> PartRef<'_> {
-        match self {
-            Key::Ints { ints, .. } => PartRef::Int(ints[index]),
-            Key::Parts(parts) => match &parts[index] {
-                KeyPart::Int(i) => PartRef::Int(*i),
-                KeyPart::Str(s) => PartRef::Str(s.as_str()),
-            },
-        }
+        self.as_bytes().is_empty()
     }
 
     pub fn parts(&self) -> Vec<KeyPart> {
-        (0..self.len())
-            .map(|i| match self {
-                Key::Ints { ints, .. } => KeyPart::Int(ints[i]),
-                Key::Parts(parts) => parts[i].clone(),
+        self.part_refs()
+            .map(|p| match p {
+                PartRef::Int(i) => KeyPart::Int(i),
+                PartRef::Str(s) => KeyPart::Str(s.as_ref().into()),
             })
             .collect()
     }
 
     /// The key as a script sees it: an integer or string for a one-part key, else an array.
     pub fn to_dynamic(&self) -> Dynamic {
-        let part = |p: KeyPart| match p {
-            KeyPart::Int(i) => Dynamic::from_int(i),
-            KeyPart::Str(s) => Dynamic::from(s),
+        let part = |p: PartRef| match p {
+            PartRef::Int(i) => Dynamic::from_int(i),
+            PartRef::Str(s) => Dynamic::from(ImmutableString::from(s.as_ref())),
         };
-        let mut parts = self.parts();
+        let mut parts: Vec<Dynamic> = self.part_refs().map(part).collect();
         if parts.len() == 1 {
-            return part(parts.pop().expect("one part"));
+            return parts.pop().expect("one part");
         }
-        Dynamic::from_array(parts.into_iter().map(part).collect())
+        Dynamic::from_array(parts)
     }
 
     /// The key as JSON: a number or string for one part, else an array.
     pub fn to_json(&self) -> serde_json::Value {
-        let part = |p: KeyPart| match p {
-            KeyPart::Int(i) => serde_json::Value::from(i),
-            KeyPart::Str(s) => serde_json::Value::from(s.as_str()),
+        let part = |p: PartRef| match p {
+            PartRef::Int(i) => serde_json::Value::from(i),
+            PartRef::Str(s) => serde_json::Value::from(s.as_ref()),
         };
-        let mut parts = self.parts();
+        let mut parts: Vec<serde_json::Value> = self.part_refs().map(part).collect();
         if parts.len() == 1 {
-            return part(parts.pop().expect("one part"));
+            return parts.pop().expect("one part");
         }
-        serde_json::Value::Array(parts.into_iter().map(part).collect())
+        serde_json::Value::Array(parts)
     }
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-enum PartRef<'a> {
-    Int(i64),
-    Str(&'a str),
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Key").field(&self.parts()).finish()
+    }
 }
 
 impl Ord for Key {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        if let (
-            Key::Ints {
-                len: a_len,
-                ints: a,
-            },
-            Key::Ints {
-                len: b_len,
-                ints: b,
-            },
-        ) = (self, other)
+        if let (Repr::Inline { bytes: a, .. }, Repr::Inline { bytes: b, .. }) = (&self.0, &other.0)
         {
-            return a.cmp(b).then(a_len.cmp(b_len));
+            // Zero padding compares as the shorter key (see the invariant).
+            return words(a).cmp(&words(b));
         }
-        // The common case of string keys, without going through `part`: a third of the
-        // scoreboard handler's comparisons' cost was that indirection.
-        if let (Key::Parts(a), Key::Parts(b)) = (self, other) {
-            for (x, y) in a.iter().zip(b.iter()) {
-                let order = match (x, y) {
-                    (KeyPart::Str(x), KeyPart::Str(y)) => x.as_str().cmp(y.as_str()),
-                    (KeyPart::Int(x), KeyPart::Int(y)) => x.cmp(y),
-                    (KeyPart::Int(_), KeyPart::Str(_)) => Ordering::Less,
-                    (KeyPart::Str(_), KeyPart::Int(_)) => Ordering::Greater,
-                };
-                if order != Ordering::Equal {
-                    return order;
-                }
-            }
-            return a.len().cmp(&b.len());
-        }
-        let common = self.len().min(other.len());
-        for i in 0..common {
-            match self.part(i).cmp(&other.part(i)) {
-                Ordering::Equal => {}
-                unequal => return unequal,
-            }
-        }
-        self.len().cmp(&other.len())
+        self.as_bytes().cmp(other.as_bytes())
     }
 }
 
@@ -241,25 +406,108 @@ mod tests {
     fn keys_order_as_part_sequences_across_representations() {
         use KeyPart::{Int, Str};
         let s = |x: &str| Str(x.into());
+        let long = "a string longer than the inline bytes of a key";
         let ordered = [
+            k(&[Int(i64::MIN)]),
+            k(&[Int(-300)]),
+            k(&[Int(-256)]),
+            k(&[Int(-255)]),
             k(&[Int(-5)]),
+            k(&[Int(-1)]),
+            k(&[Int(0)]),
             k(&[Int(1)]),
             k(&[Int(1), Int(-1)]),
             k(&[Int(1), Int(2)]),
             k(&[Int(1), Int(2), Int(0), Int(0), Int(0)]),
+            k(&[Int(1), Int(2), Int(i64::MAX), Int(i64::MAX), Int(i64::MAX)]),
             k(&[Int(1), s("a")]),
             k(&[Int(2)]),
+            k(&[Int(255)]),
+            k(&[Int(256)]),
+            k(&[Int(i64::MAX)]),
+            k(&[s("")]),
+            k(&[s(""), Int(0)]),
+            k(&[s("\0")]),
+            k(&[s("\0"), Int(0)]),
+            k(&[s("\0\0")]),
             k(&[s("a")]),
             k(&[s("a"), Int(1)]),
             k(&[s("a"), s("")]),
+            k(&[s("a\0")]),
+            k(&[s(long)]),
+            k(&[s(long), Int(1)]),
             k(&[s("ab")]),
             k(&[s("ab"), s("c")]),
             k(&[s("b")]),
+            k(&[s("é")]),
         ];
         for (i, a) in ordered.iter().enumerate() {
             for (j, b) in ordered.iter().enumerate() {
                 assert_eq!(a.cmp(b), i.cmp(&j), "{a:?} vs {b:?}");
             }
         }
+    }
+
+    /// Random part sequences: the keys order as the sequences do (integers before strings,
+    /// then by value), and decode to the parts they were built from.
+    #[test]
+    fn random_keys_order_and_decode_as_their_parts() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut keys = Vec::new();
+        for _ in 0..600 {
+            let n = 1 + next() % 5;
+            let parts: Vec<KeyPart> = (0..n)
+                .map(|_| match next() % 6 {
+                    0 => KeyPart::Int(i64::MIN + (next() % 3) as i64),
+                    1 => KeyPart::Int(i64::MAX - (next() % 3) as i64),
+                    2 => KeyPart::Int((next() % 600) as i64 - 300),
+                    3 => KeyPart::Int(next() as i64),
+                    4 => KeyPart::Str(
+                        ["", "\0", "a", "a\0b", "ab", "b"][(next() % 6) as usize].into(),
+                    ),
+                    _ => KeyPart::Str(format!("s{}", next() % 1000).into()),
+                })
+                .collect();
+            keys.push(parts);
+        }
+        for a in &keys {
+            let ka = Key::from_part_slice(a);
+            assert_eq!(&ka.parts(), a, "decodes as built");
+            assert_eq!(ka.len(), a.len());
+            if a.iter().all(|p| matches!(p, KeyPart::Int(_))) {
+                let ints: Vec<i64> = a
+                    .iter()
+                    .map(|p| match p {
+                        KeyPart::Int(i) => *i,
+                        KeyPart::Str(_) => unreachable!(),
+                    })
+                    .collect();
+                assert_eq!(Key::ints(&ints).as_bytes(), ka.as_bytes(), "one encoding");
+            }
+            for b in keys.iter().take(150) {
+                let kb = Key::from_part_slice(b);
+                assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn small_integer_keys_stay_inline() {
+        let key = Key::ints(&[1, 10, 3000, 15]);
+        assert_eq!(
+            key.as_bytes(),
+            [0x19, 1, 0x19, 10, 0x1A, 0x0B, 0xB8, 0x19, 15]
+        );
+        assert!(matches!(key.0, Repr::Inline { .. }));
+        assert!(matches!(
+            Key::ints(&[i64::MAX, i64::MAX, i64::MAX]).0,
+            Repr::Heap(_)
+        ));
     }
 }

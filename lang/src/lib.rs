@@ -26,7 +26,7 @@ pub use app::{panic_message, App, Execution, HandlerKind, Request, Route};
 pub use body::{negative_zeros, BodyError};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
-pub use key::{Key, KeyPart};
+pub use key::{Key, KeyPart, PartRef};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
 pub use tables::{Change, Fields, Tables, WriteSet};

@@ -19,7 +19,8 @@
 use std::sync::Arc;
 
 use pure_lang::{
-    Array, Change, Dynamic, ImmutableString, Key, KeyPart, Map, Schema, TableSchema, Tables,
+    Array, Change, Dynamic, ImmutableString, Key, KeyPart, Map, PartRef, Schema, TableSchema,
+    Tables,
 };
 
 const SCHEMA: u8 = 1;
@@ -60,23 +61,14 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 }
 
 pub fn put_key(out: &mut Vec<u8>, key: &Key) {
-    if let Key::Ints { len, ints } = key {
-        put_varint(out, u64::from(*len));
-        for i in &ints[..*len as usize] {
-            out.push(INT);
-            put_int(out, *i);
-        }
-        return;
-    }
-    let parts = key.parts();
-    put_varint(out, parts.len() as u64);
-    for part in parts {
+    put_varint(out, key.len() as u64);
+    for part in key.part_refs() {
         match part {
-            KeyPart::Int(i) => {
+            PartRef::Int(i) => {
                 out.push(INT);
                 put_int(out, i);
             }
-            KeyPart::Str(s) => {
+            PartRef::Str(s) => {
                 out.push(STR);
                 put_str(out, &s);
             }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use imbl::OrdMap;
-use pure_lang::{App, Array, Dynamic, ImmutableString, Key, KeyPart, Map, Schema, Tables};
+use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables};
 
 use super::{in_parallel, Progress, TableRows, TransferError, PROGRESS_EVERY};
 use crate::runtime::OpenError;
@@ -323,22 +323,19 @@ fn write_table(
 
 /// A key as JSON: its one part as a number or string, more parts as an array.
 fn write_key(out: &mut Vec<u8>, key: &Key) {
-    let part = |out: &mut Vec<u8>, part: &KeyPart| match part {
-        KeyPart::Int(i) => write_int(out, *i),
-        KeyPart::Str(s) => write_str(out, s),
+    let part = |out: &mut Vec<u8>, part: PartRef| match part {
+        PartRef::Int(i) => write_int(out, i),
+        PartRef::Str(s) => write_str(out, &s),
     };
-    if let Key::Ints { len: 1, ints } = key {
-        return write_int(out, ints[0]);
-    }
-    let parts = key.parts();
-    if let [one] = &parts[..] {
-        return part(out, one);
-    }
+    let mut parts = key.part_refs();
+    let first = parts.next().expect("a key has at least one part");
+    let Some(second) = parts.next() else {
+        return part(out, first);
+    };
     out.push(b'[');
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    part(out, first);
+    for p in std::iter::once(second).chain(parts) {
+        out.push(b',');
         part(out, p);
     }
     out.push(b']');
