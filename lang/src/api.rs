@@ -24,16 +24,18 @@ pub struct Table {
     pub id: TableId,
 }
 
-/// A row, as scripts hold it.
+/// A row, as scripts hold it: the stored row it was read as, and the values of the fields the
+/// script changed since (written into a new stored row by `save`).
 #[derive(Clone, Debug)]
 pub struct Row {
     pub table: TableId,
     pub key: Key,
     /// Slots changed since the row was read or last saved.
     pub dirty: u64,
-    pub fields: Fields,
-    /// The stored row this one was read as, kept from the first change on (see `Tables::patch`).
-    base: Option<Fields>,
+    /// The stored row this one was read as (the base `Tables::patch` compares with).
+    stored: Fields,
+    /// The value of every dirty slot, once each.
+    changed: Vec<(usize, Dynamic)>,
 }
 
 impl Row {
@@ -42,20 +44,35 @@ impl Row {
             table,
             key,
             dirty: 0,
-            fields,
-            base: None,
+            stored: fields,
+            changed: Vec::new(),
         }
     }
 
+    /// The value of `slot` as the script sees it: changed, stored, or unit.
+    pub fn get(&self, slot: usize) -> Dynamic {
+        if slot < 64 && self.dirty & (1 << slot) != 0 {
+            let (_, v) = self
+                .changed
+                .iter()
+                .find(|(s, _)| *s == slot)
+                .expect("a dirty slot has its value");
+            return v.clone();
+        }
+        self.stored.value(slot)
+    }
+
     pub(crate) fn set(&mut self, slot: usize, value: Dynamic) {
-        if self.base.is_none() {
-            self.base = Some(self.fields.clone());
+        if self.dirty & (1 << slot) != 0 {
+            let entry = self
+                .changed
+                .iter_mut()
+                .find(|(s, _)| *s == slot)
+                .expect("a dirty slot has its value");
+            entry.1 = value;
+            return;
         }
-        let fields = Arc::make_mut(&mut self.fields);
-        if fields.len() <= slot {
-            fields.resize(slot + 1, Dynamic::UNIT);
-        }
-        fields[slot] = value;
+        self.changed.push((slot, value));
         self.dirty |= 1 << slot;
     }
 
@@ -63,19 +80,20 @@ impl Row {
         if self.dirty == 0 {
             return Ok(());
         }
+        let fields = self.stored.with(&self.changed);
         let new = with_write(|tables, writes| {
             tables.patch(
                 writes,
                 self.table,
                 &self.key,
                 self.dirty,
-                &self.fields,
-                self.base.as_ref(),
+                &fields,
+                Some(&self.stored),
             )
         })?;
-        self.fields = new;
+        self.stored = new;
         self.dirty = 0;
-        self.base = None;
+        self.changed.clear();
         Ok(())
     }
 }
@@ -157,7 +175,7 @@ fn fields_from_map(schema: &Schema, table: TableId, map: Map) -> Result<Fields, 
         check_storable(&value)?;
         fields[slot] = value;
     }
-    Ok(Arc::new(fields))
+    Ok(Fields::from_values(&fields))
 }
 
 /// Fields in declared order (`[a, b]` for fields `a`, `b`): no names to look up.
@@ -179,7 +197,7 @@ fn fields_from_array(
     values.iter().try_for_each(check_storable)?;
     let mut fields = values;
     fields.resize(declared.len(), Dynamic::UNIT);
-    Ok(Arc::new(fields.into_iter().collect()))
+    Ok(Fields::from_values(&fields))
 }
 
 /// The fields of a new row: a map of field names, or an array in declared order.
@@ -425,7 +443,7 @@ fn register_row(engine: &mut Engine, schema: &Arc<Schema>) {
             let slot = s
                 .field_slot(row.table, &name)
                 .ok_or_else(|| no_field(&s, row.table, &name))?;
-            Ok(row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT))
+            Ok(row.get(slot))
         },
     );
     let s = schema.clone();
@@ -456,7 +474,7 @@ fn register_row(engine: &mut Engine, schema: &Arc<Schema>) {
         let get_slots = slots.clone();
         engine.register_get(name, move |row: &mut Row| -> Fallible<Dynamic> {
             match get_slots.get(row.table as usize) {
-                Some(Some(slot)) => Ok(row.fields.get(*slot).cloned().unwrap_or(Dynamic::UNIT)),
+                Some(Some(slot)) => Ok(row.get(*slot)),
                 _ => Err(no_field(&s, row.table, &field)),
             }
         });
@@ -488,11 +506,6 @@ pub(crate) fn row_to_map(schema: &Schema, row: &Row) -> Map {
     declared
         .iter()
         .enumerate()
-        .map(|(slot, name)| {
-            (
-                name.as_str().into(),
-                row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT),
-            )
-        })
+        .map(|(slot, name)| (name.as_str().into(), row.get(slot)))
         .collect()
 }

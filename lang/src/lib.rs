@@ -6,16 +6,20 @@
 //! its transactional operations (undo log and write set), and mapping script errors to
 //! file:line:column.
 //!
-//! It must not know disks (no I/O beyond reading the app directory at load), the record format,
-//! threads, or HTTP: the runtime encodes write sets, commits them and decides where handlers run.
+//! It owns how a value and a row are encoded (`codec`, and the packed rows of `Fields`), which
+//! records and checkpoint images embed. It must not know disks (no I/O beyond reading the app
+//! directory at load), the framing of records and images, threads, or HTTP: the runtime encodes
+//! write sets, commits them and decides where handlers run.
 
 mod api;
 mod app;
 mod body;
+pub mod codec;
 mod compiled;
 mod context;
 mod engine;
 mod error;
+mod fields;
 mod key;
 mod schema;
 mod tables;
@@ -26,8 +30,9 @@ pub use app::{panic_message, App, Execution, HandlerKind, Request, Route};
 pub use body::{negative_zeros, BodyError};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
+pub use fields::{Fields, FieldsBuilder};
 pub use key::{Key, KeyPart, PartRef};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
-pub use tables::{Change, Fields, Tables, WriteSet};
+pub use tables::{Change, Tables, WriteSet};
 pub use value::{to_dynamic, to_json};

@@ -6,17 +6,12 @@
 //! as the transaction's record). A snapshot is a clone of [`Tables`]: O(1) per table.
 
 use std::ops::Bound;
-use std::sync::Arc;
 
 use imbl::OrdMap;
-use rhai::Dynamic;
 
+pub use crate::fields::Fields;
 use crate::key::Key;
 use crate::schema::TableId;
-
-/// A row's field values in slot order. Shared between the map, snapshots and scripts' rows;
-/// copied only when a script first changes a field.
-pub type Fields = Arc<Vec<Dynamic>>;
 
 /// The state of every table.
 #[derive(Clone, Default)]
@@ -180,8 +175,8 @@ impl Tables {
             return Err("update: the row no longer exists".into());
         };
         let new = match base {
-            Some(base) if Arc::ptr_eq(base, slot) => fields.clone(),
-            _ => Arc::new(merge(slot, fields, mask)),
+            Some(base) if base.ptr_eq(slot) => fields.clone(),
+            _ => slot.merge(fields, mask),
         };
         let old = std::mem::replace(slot, new.clone());
         writes.undo.push(Undo {
@@ -241,29 +236,14 @@ impl Tables {
             } => {
                 let map = &mut self.maps[table as usize];
                 let merged = match map.get(&key) {
-                    Some(stored) => merge(stored, &fields, mask),
-                    None => fields.to_vec(),
+                    Some(stored) => stored.merge(&fields, mask),
+                    None => fields,
                 };
-                map.insert(key, Arc::new(merged));
+                map.insert(key, merged);
             }
             Change::Delete { table, key } => {
                 self.maps[table as usize].remove(&key);
             }
         }
     }
-}
-
-/// `stored` with the slots in `mask` taken from `fields` (growing it when the schema grew).
-fn merge(stored: &[Dynamic], fields: &[Dynamic], mask: u64) -> Vec<Dynamic> {
-    let mut merged = stored.to_vec();
-    let mut bits = mask;
-    while bits != 0 {
-        let slot = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        if merged.len() <= slot {
-            merged.resize(slot + 1, Dynamic::UNIT);
-        }
-        merged[slot] = fields.get(slot).cloned().unwrap_or(Dynamic::UNIT);
-    }
-    merged
 }

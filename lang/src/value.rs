@@ -84,10 +84,7 @@ fn row_to_json(row: &Row, schema: &Schema) -> Result<Value, String> {
     let declared = &schema.table(row.table).fields;
     let mut object = serde_json::Map::with_capacity(declared.len());
     for (slot, name) in declared.iter().enumerate() {
-        let value = row
-            .fields
-            .get(slot)
-            .map_or(Ok(Value::Null), |v| to_json(v, schema))?;
+        let value = to_json(&row.get(slot), schema)?;
         object.insert(name.clone(), value);
     }
     Ok(Value::Object(object))

@@ -180,8 +180,9 @@ fn first_difference(a: &Tables, b: &Tables, app: &App) -> Option<String> {
         let mut rows = a.iter().zip(b.iter());
         if let Some(((ka, fa), (kb, fb))) = rows.find(|((ka, fa), (kb, fb))| {
             ka != kb
-                || (!std::sync::Arc::ptr_eq(fa, fb)
-                    && (fa.len() != fb.len() || !fa.iter().zip(fb.iter()).all(|(x, y)| same(x, y))))
+                || (!fa.ptr_eq(fb)
+                    && (fa.len() != fb.len()
+                        || !fa.values().zip(fb.values()).all(|(x, y)| same(&x, &y))))
         }) {
             return Some(format!(
                 "{}: compiled {ka:?} {fa:?}, in Rhai {kb:?} {fb:?}",
@@ -994,7 +995,7 @@ mod tpcc {
                     &mut self.writes,
                     id,
                     Key::from_parts(parts),
-                    fields.into(),
+                    pure_lang::Fields::from_values(&fields),
                     true,
                 )
                 .expect("a new key");

@@ -8,11 +8,11 @@
 //! immutable snapshot, so the owner never waits for it.
 
 use std::io::Write;
-use std::sync::Arc;
 
-use pure_lang::{Schema, Tables};
+use pure_lang::codec::{put_varint, Reader};
+use pure_lang::{FieldsBuilder, Schema, Tables};
 
-use crate::record::{put_key, put_schema, put_value, put_varint, Mapping, Reader};
+use crate::record::{put_key, put_schema, read_key, read_schema, Mapping};
 
 const MAGIC: &[u8; 8] = b"PURESTA1";
 
@@ -30,14 +30,9 @@ pub fn write_image(out: &mut impl Write, schema: &Schema, tables: &Tables) -> st
         put_varint(&mut buffer, map.len() as u64);
         for (key, fields) in map.iter() {
             put_key(&mut buffer, key);
-            let used = fields
-                .iter()
-                .rposition(|v| !v.is_unit())
-                .map_or(0, |i| i + 1);
+            let used = fields.used();
             put_varint(&mut buffer, used as u64);
-            fields[..used]
-                .iter()
-                .for_each(|v| put_value(&mut buffer, v));
+            (0..used).for_each(|slot| fields.put_slot(&mut buffer, slot));
             if buffer.len() >= CHUNK_BYTES {
                 out.write_all(&buffer)?;
                 written += buffer.len() as u64;
@@ -58,7 +53,7 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
     if r.take(MAGIC.len())? != MAGIC {
         return Err("not a Pure state image (bad magic)".into());
     }
-    let logged = r.schema()?;
+    let logged = read_schema(&mut r)?;
     let mapping = Mapping::new(&logged, state);
     let mut tables = Tables::new(state.tables.len());
     let ids: Vec<u32> = logged
@@ -70,14 +65,13 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
         let rows = r.count()?;
         let mut map = imbl::OrdMap::new();
         for _ in 0..rows {
-            let key = r.key()?;
+            let key = read_key(&mut r)?;
             let n = r.count()?;
-            let mut fields = Vec::with_capacity(n);
+            let mut fields = FieldsBuilder::new(n);
             for slot in 0..n {
-                let value = r.value(0)?;
-                mapping.place(index, slot, value, &mut fields)?;
+                mapping.place(index, slot, &mut r, &mut fields)?;
             }
-            map.insert(key, Arc::new(fields));
+            map.insert(key, fields.finish());
         }
         tables.set_map(id, map);
     }

@@ -118,41 +118,26 @@ impl Snapshot {
     }
 }
 
-/// Bytes of one row besides its values: the map entry in a node (key and pointer, nodes about
-/// three quarters full), the `Arc`ed vector's header.
-const ROW_OVERHEAD_BYTES: u64 = 64 + 48;
+/// Bytes of one row besides its packed fields: the map entry in a node (a 24-byte key and a
+/// 16-byte pointer, nodes about three quarters full) and a key's heap bytes when it has them.
+const ROW_OVERHEAD_BYTES: u64 = 56;
 
-/// An estimate of the state's bytes: per table, its row count times the mean size of two sampled
-/// rows (the first and the last), so that it costs O(tables · log rows), once per group.
+/// An estimate of the state's resident bytes: every row's packed fields are measured at the
+/// first and last row of each table (exact for tables of rows alike), plus the map's overhead.
 fn estimate_bytes(tables: &Tables) -> u64 {
     (0..tables.table_count() as u32)
         .map(|table| {
             let map = tables.map(table);
             let row = |entry: Option<&(pure_lang::Key, pure_lang::Fields)>| {
-                entry.map_or(0, |(_, fields)| fields.iter().map(value_bytes).sum::<u64>())
+                entry.map_or(0, |(key, fields)| {
+                    let key_heap = key.as_bytes().len().saturating_sub(22) as u64;
+                    fields.memory_bytes() as u64 + key_heap
+                })
             };
             let sample = (row(map.get_min()) + row(map.get_max())) / 2;
             map.len() as u64 * (ROW_OVERHEAD_BYTES + sample)
         })
         .sum()
-}
-
-/// Bytes of a stored value: its 16-byte slot plus what it points to.
-fn value_bytes(value: &pure_lang::Dynamic) -> u64 {
-    if let Some(s) = value.read_lock::<pure_lang::ImmutableString>() {
-        return 16 + 40 + s.len() as u64;
-    }
-    if let Some(items) = value.read_lock::<pure_lang::Array>() {
-        return 16 + 24 + items.iter().map(value_bytes).sum::<u64>();
-    }
-    if let Some(map) = value.read_lock::<pure_lang::Map>() {
-        return 16
-            + map
-                .iter()
-                .map(|(k, v)| 48 + k.len() as u64 + value_bytes(v))
-                .sum::<u64>();
-    }
-    16
 }
 
 /// What the owner, the syncer and callers share.

@@ -13,7 +13,6 @@
 //! the write set, and copying tree nodes shared with a snapshot taken once per group.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -134,7 +133,7 @@ fn limits() -> anyhow::Result<()> {
                 &mut ws,
                 counters,
                 Key::int(k),
-                Arc::new(vec![int(0), int(0)]),
+                Fields::from_values(&[int(0), int(0)]),
                 true,
             )
             .map_err(anyhow::Error::msg)?;
@@ -393,7 +392,7 @@ fn load(ids: &Ids, tables: &mut Tables) {
     let mut ws = WriteSet::default();
     let mut put = |tables: &mut Tables, table: u32, k: Key, fields: Vec<Dynamic>| {
         tables
-            .put(&mut ws, table, k, Arc::new(fields), false)
+            .put(&mut ws, table, k, Fields::from_values(&fields), false)
             .expect("fresh keys");
         ws.clear();
     };
@@ -476,7 +475,7 @@ fn order_request(o: &Order) -> Request {
 }
 
 fn field(fields: &Fields, slot: usize) -> i64 {
-    fields[slot].as_int().expect("a numeric field")
+    fields.int(slot).expect("a numeric field")
 }
 
 /// The same work as `new_order` in the script, through the same table operations.
@@ -486,17 +485,9 @@ fn native_new_order(ids: &Ids, tables: &mut Tables, ws: &mut WriteSet, o: &Order
     let dk = key(&[w, o.d]);
     let district = tables.get(ids.district, &dk).expect("loaded").clone();
     let next = field(&district, 2);
-    let mut changed = (*district).clone();
-    changed[2] = int(next + 1);
+    let changed = district.with(&[(2, int(next + 1))]);
     tables
-        .patch(
-            ws,
-            ids.district,
-            &dk,
-            1 << 2,
-            &Arc::new(changed),
-            Some(&district),
-        )
+        .patch(ws, ids.district, &dk, 1 << 2, &changed, Some(&district))
         .expect("exists");
     let discount = field(
         tables
@@ -511,7 +502,7 @@ fn native_new_order(ids: &Ids, tables: &mut Tables, ws: &mut WriteSet, o: &Order
             ws,
             ids.orders,
             key(&[w, o.d, next]),
-            Arc::new(order_row),
+            Fields::from_values(&order_row),
             true,
         )
         .expect("new");
@@ -520,7 +511,7 @@ fn native_new_order(ids: &Ids, tables: &mut Tables, ws: &mut WriteSet, o: &Order
             ws,
             ids.new_orders,
             key(&[w, o.d, next]),
-            Arc::new(vec![]),
+            Fields::empty(),
             true,
         )
         .expect("new");
@@ -529,21 +520,22 @@ fn native_new_order(ids: &Ids, tables: &mut Tables, ws: &mut WriteSet, o: &Order
         let price = field(tables.get(ids.item, &key(&[i])).expect("loaded"), 0);
         let sk = key(&[w, i]);
         let stock = tables.get(ids.stock, &sk).expect("loaded").clone();
-        let mut s = (*stock).clone();
         let q = field(&stock, 0);
-        s[0] = int(if q >= qty + 10 { q - qty } else { q - qty + 91 });
-        s[1] = int(field(&stock, 1) + qty);
-        s[2] = int(field(&stock, 2) + 1);
-        let dist_info = s[4].clone();
+        let s = stock.with(&[
+            (0, int(if q >= qty + 10 { q - qty } else { q - qty + 91 })),
+            (1, int(field(&stock, 1) + qty)),
+            (2, int(field(&stock, 2) + 1)),
+        ]);
+        let dist_info = stock.value(4);
         tables
-            .patch(ws, ids.stock, &sk, 0b111, &Arc::new(s), Some(&stock))
+            .patch(ws, ids.stock, &sk, 0b111, &s, Some(&stock))
             .expect("exists");
         let amount = qty * price;
         total += amount;
         let line = vec![int(i), int(w), int(qty), int(amount), dist_info];
         let lk = key(&[w, o.d, next, n as i64 + 1]);
         tables
-            .put(ws, ids.order_lines, lk, Arc::new(line), true)
+            .put(ws, ids.order_lines, lk, Fields::from_values(&line), true)
             .expect("new");
     }
     let tax_d = field(&district, 0);

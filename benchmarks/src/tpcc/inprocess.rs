@@ -33,7 +33,7 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
             .iter()
             .map(|f| pure_lang::to_dynamic(row.get(f).unwrap_or(&Value::Null)))
             .collect();
-        maps[id as usize].insert(Key::from_parts(key), Arc::new(values));
+        maps[id as usize].insert(Key::from_parts(key), Fields::from_values(&values));
         Ok(())
     };
     let mut indexes = Indexes::default();
@@ -145,7 +145,7 @@ pub fn db(app: &App, tables: &Tables) -> Result<super::rows::Db> {
                 .collect();
             let mut row = serde_json::Map::new();
             for (slot, name) in fields.iter().enumerate() {
-                let value = values.get(slot).cloned().unwrap_or(Dynamic::UNIT);
+                let value = values.value(slot);
                 row.insert(
                     name.clone(),
                     pure_lang::to_json(&value, schema).map_err(|e| anyhow!(e))?,

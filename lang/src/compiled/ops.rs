@@ -327,7 +327,7 @@ pub(crate) fn get_index(target: &Dynamic, index: &Dynamic, env: &Env) -> Result<
 /// A row's field as its getter returns it. Rhai checks the result of every registered function
 /// against the size limits, and a row's getters are registered functions.
 fn field(row: &Row, slot: usize, env: &Env) -> Result<Dynamic> {
-    let value = row.fields.get(slot).cloned().unwrap_or(Dynamic::UNIT);
+    let value = row.get(slot);
     fits(&value, env)?;
     Ok(value)
 }

@@ -280,7 +280,7 @@ fn write_table(
             line.push(b':');
             match slot.and_then(|s| fields.get(s)) {
                 Some(value) => {
-                    if !write_value(&mut line, value) {
+                    if !write_value(&mut line, &value) {
                         non_finite[i] += 1;
                     }
                 }

@@ -408,7 +408,10 @@ fn read_file(
         let (key, fields) = parse_line(&line, table, limits)
             .map_err(|message| format!("{}:{number}:{message}", path.display()))?;
         // One walk of the tree: a duplicate is an error, so what it replaced does not matter.
-        if map.insert(key.clone(), Arc::new(fields)).is_some() {
+        if map
+            .insert(key.clone(), Fields::from_values(&fields))
+            .is_some()
+        {
             let first = first_line_with(path, table, limits, &key, number);
             return Err(format!(
                 "{}:{number}: the key {} appears twice in table {}: first at line {first}, \

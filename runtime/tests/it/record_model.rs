@@ -5,11 +5,10 @@
 //! so must the state `Tables::apply` builds from them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use proptest::prelude::*;
 use pure_lang::{
-    Array, Change, Dynamic, ImmutableString, Key, KeyPart, Map, Schema, TableSchema, Tables,
+    Array, Change, Dynamic, Fields, ImmutableString, Key, KeyPart, Map, Schema, TableSchema, Tables,
 };
 use pure_runtime::record::{decode, encode_writes, Decoded, Mapping};
 
@@ -182,7 +181,7 @@ fn trimmed(mut row: Vec<Val>) -> Vec<Val> {
 fn model_apply(model: &mut Model, change: &Change) {
     match change {
         Change::Put { table, key, fields } => {
-            let row = fields.iter().map(from_dynamic).collect();
+            let row = fields.values().map(|v| from_dynamic(&v)).collect();
             model.insert((*table, from_key(key)), trimmed(row));
         }
         Change::Patch {
@@ -198,7 +197,7 @@ fn model_apply(model: &mut Model, change: &Change) {
                 if row.len() <= slot {
                     row.resize(slot + 1, Val::Unit);
                 }
-                row[slot] = fields.get(slot).map_or(Val::Unit, from_dynamic);
+                row[slot] = fields.get(slot).map_or(Val::Unit, |v| from_dynamic(&v));
             }
             *row = trimmed(std::mem::take(row));
         }
@@ -212,7 +211,7 @@ fn tables_as_model(tables: &Tables) -> Model {
     let mut model = Model::new();
     for table in 0..tables.table_count() as u32 {
         for (key, fields) in tables.map(table).iter() {
-            let row = fields.iter().map(from_dynamic).collect();
+            let row = fields.values().map(|v| from_dynamic(&v)).collect();
             model.insert((table, from_key(key)), trimmed(row));
         }
     }
@@ -224,7 +223,9 @@ fn changes_of(ops: &[Op]) -> Vec<Change> {
     let mut live = Model::new();
     let mut changes = Vec::new();
     for op in ops {
-        let fields = |values: &[Val]| Arc::new(values.iter().map(to_dynamic).collect::<Vec<_>>());
+        let fields = |values: &[Val]| {
+            Fields::from_values(&values.iter().map(to_dynamic).collect::<Vec<_>>())
+        };
         let change = match op {
             Op::Put(t, k, f) => Change::Put {
                 table: *t,

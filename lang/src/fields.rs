@@ -1,0 +1,484 @@
+//! A stored row's field values, packed into one shared allocation.
+//!
+//! ```text
+//! fields := n:u16-le tag^n slot^n var
+//! tag    := codec::UNIT | FALSE | TRUE | INT | FLOAT | STR | ARRAY | MAP
+//! slot   := 8 bytes, little-endian: the integer, the float's bits, or for STR, ARRAY and MAP
+//!           the offset (low 32 bits, from the start of var) and length (high 32) of its bytes
+//! var    := the bytes of strings (UTF-8), and of arrays and maps (their codec encoding, tag
+//!           included)
+//! ```
+//!
+//! So reading a field is one tag and one slot at fixed offsets; changing integer fields copies
+//! the bytes and writes the slots; a copy shared with a snapshot is one reference count; and no
+//! field is an allocation of its own (a row as 16-byte values, strings behind their own
+//! pointers, took twice the memory and a reference-count update per string on every copy). A
+//! string read out of a row is a new script string.
+//!
+//! Invariant: the bytes are well formed (every tag valid, every var range inside `var`, string
+//! bytes UTF-8, array and map bytes a valid encoding); only [`FieldsBuilder`] makes them.
+
+use rhai::{Dynamic, ImmutableString};
+use triomphe::ThinArc;
+
+use crate::codec::{self, Reader};
+
+/// A thin pointer (8 bytes in a map node, not 16) to the length-prefixed bytes.
+#[derive(Clone)]
+pub struct Fields(ThinArc<(), u8>);
+
+const HEAD: usize = 2;
+
+fn is_var(tag: u8) -> bool {
+    matches!(tag, codec::STR | codec::ARRAY | codec::MAP)
+}
+
+impl Fields {
+    /// A row of no fields.
+    pub fn empty() -> Fields {
+        FieldsBuilder::new(0).finish()
+    }
+
+    /// The row of `values` in slot order. Every value must be storable (`api::check_storable`).
+    pub fn from_values(values: &[Dynamic]) -> Fields {
+        let mut b = FieldsBuilder::new(values.len());
+        for (slot, v) in values.iter().enumerate() {
+            b.set_value(slot, v);
+        }
+        b.finish()
+    }
+
+    /// Field slots held (trailing units included).
+    pub fn len(&self) -> usize {
+        u16::from_le_bytes([self.bytes()[0], self.bytes()[1]]) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.0.slice
+    }
+
+    fn tag(&self, slot: usize) -> u8 {
+        self.bytes()[HEAD + slot]
+    }
+
+    fn slot_word(&self, slot: usize) -> u64 {
+        let at = HEAD + self.len() + 8 * slot;
+        u64::from_le_bytes(self.bytes()[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn var_start(&self) -> usize {
+        HEAD + 9 * self.len()
+    }
+
+    fn var_bytes(&self, slot: usize) -> &[u8] {
+        let word = self.slot_word(slot);
+        let (off, len) = ((word & 0xFFFF_FFFF) as usize, (word >> 32) as usize);
+        let start = self.var_start() + off;
+        &self.bytes()[start..start + len]
+    }
+
+    /// The value in `slot`, or `None` past the row's end.
+    pub fn get(&self, slot: usize) -> Option<Dynamic> {
+        if slot >= self.len() {
+            return None;
+        }
+        Some(match self.tag(slot) {
+            codec::UNIT => Dynamic::UNIT,
+            codec::FALSE => Dynamic::FALSE,
+            codec::TRUE => Dynamic::TRUE,
+            codec::INT => Dynamic::from_int(self.slot_word(slot) as i64),
+            codec::FLOAT => Dynamic::from_float(f64::from_bits(self.slot_word(slot))),
+            codec::STR => {
+                // SAFETY: string bytes come from a `&str` or a checked decoding (the invariant).
+                let s = unsafe { std::str::from_utf8_unchecked(self.var_bytes(slot)) };
+                Dynamic::from(ImmutableString::from(s))
+            }
+            _ => Reader::new(self.var_bytes(slot))
+                .value(0)
+                .expect("checked when packed"),
+        })
+    }
+
+    /// The value in `slot`, unit past the row's end.
+    pub fn value(&self, slot: usize) -> Dynamic {
+        self.get(slot).unwrap_or(Dynamic::UNIT)
+    }
+
+    /// The integer in `slot`, if it holds one.
+    pub fn int(&self, slot: usize) -> Option<i64> {
+        (slot < self.len() && self.tag(slot) == codec::INT).then(|| self.slot_word(slot) as i64)
+    }
+
+    /// Whether `slot` holds unit (or is past the row's end).
+    pub fn is_unit(&self, slot: usize) -> bool {
+        slot >= self.len() || self.tag(slot) == codec::UNIT
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = Dynamic> + '_ {
+        (0..self.len()).map(|slot| self.value(slot))
+    }
+
+    pub fn to_vec(&self) -> Vec<Dynamic> {
+        self.values().collect()
+    }
+
+    /// Slots up to the last one that is not unit.
+    pub fn used(&self) -> usize {
+        (0..self.len())
+            .rev()
+            .find(|&s| self.tag(s) != codec::UNIT)
+            .map_or(0, |s| s + 1)
+    }
+
+    /// Appends the codec encoding of `slot`'s value (unit past the end).
+    pub fn put_slot(&self, out: &mut Vec<u8>, slot: usize) {
+        if slot >= self.len() {
+            out.push(codec::UNIT);
+            return;
+        }
+        let tag = self.tag(slot);
+        match tag {
+            codec::UNIT | codec::FALSE | codec::TRUE => out.push(tag),
+            codec::INT => {
+                out.push(tag);
+                codec::put_int(out, self.slot_word(slot) as i64);
+            }
+            codec::FLOAT => {
+                out.push(tag);
+                out.extend_from_slice(&self.slot_word(slot).to_le_bytes());
+            }
+            codec::STR => {
+                out.push(tag);
+                let bytes = self.var_bytes(slot);
+                codec::put_varint(out, bytes.len() as u64);
+                out.extend_from_slice(bytes);
+            }
+            _ => out.extend_from_slice(self.var_bytes(slot)),
+        }
+    }
+
+    /// This row with the slots of `changes` set (a slot past the end grows the row). Changes
+    /// that keep fixed-size slots fixed-size (numbers, booleans, unit) copy the bytes and write
+    /// the slots; others repack.
+    pub fn with(&self, changes: &[(usize, Dynamic)]) -> Fields {
+        let n = self.len();
+        let in_place = changes
+            .iter()
+            .all(|(slot, v)| *slot < n && !is_var(self.tag(*slot)) && fixed(v).is_some());
+        if in_place {
+            let mut copy = ThinArc::from_header_and_slice((), self.bytes());
+            copy.with_arc_mut(|arc| {
+                let bytes = triomphe::Arc::get_mut(arc)
+                    .expect("a new copy is unique")
+                    .slice_mut();
+                for (slot, v) in changes {
+                    let (tag, word) = fixed(v).expect("checked");
+                    bytes[HEAD + slot] = tag;
+                    let at = HEAD + n + 8 * slot;
+                    bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+                }
+            });
+            return Fields(copy);
+        }
+        let len = changes.iter().map(|(s, _)| s + 1).max().unwrap_or(0).max(n);
+        let mut b = FieldsBuilder::new(len);
+        for slot in 0..n {
+            if !changes.iter().any(|(s, _)| *s == slot) {
+                b.copy_slot(slot, self, slot);
+            }
+        }
+        for (slot, v) in changes {
+            b.set_value(*slot, v);
+        }
+        b.finish()
+    }
+
+    /// This row with the slots in `mask` taken from `from` (unit where `from` is shorter).
+    pub fn merge(&self, from: &Fields, mask: u64) -> Fields {
+        let top = 64 - mask.leading_zeros() as usize;
+        let mut b = FieldsBuilder::new(self.len().max(top));
+        for slot in 0..self.len() {
+            if slot >= 64 || mask & (1 << slot) == 0 {
+                b.copy_slot(slot, self, slot);
+            }
+        }
+        let mut bits = mask;
+        while bits != 0 {
+            let slot = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            b.copy_slot(slot, from, slot);
+        }
+        b.finish()
+    }
+
+    pub fn ptr_eq(&self, other: &Fields) -> bool {
+        self.0.ptr() == other.0.ptr()
+    }
+
+    /// Bytes this row holds in memory: its allocation, with the reference count and length
+    /// before the bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes().len() + 16
+    }
+}
+
+/// The tag and slot word of a fixed-size value; `None` for strings, arrays and maps.
+fn fixed(v: &Dynamic) -> Option<(u8, u64)> {
+    if v.is_unit() {
+        Some((codec::UNIT, 0))
+    } else if let Ok(b) = v.as_bool() {
+        Some((if b { codec::TRUE } else { codec::FALSE }, 0))
+    } else if let Ok(i) = v.as_int() {
+        Some((codec::INT, i as u64))
+    } else if let Ok(f) = v.as_float() {
+        Some((codec::FLOAT, f.to_bits()))
+    } else {
+        None
+    }
+}
+
+impl PartialEq for Fields {
+    /// Equal values slot for slot (two rows packed in different orders compare equal).
+    fn eq(&self, other: &Fields) -> bool {
+        let n = self.len().max(other.len());
+        (0..n).all(|slot| {
+            let tag = |f: &Fields| {
+                if slot < f.len() {
+                    f.tag(slot)
+                } else {
+                    codec::UNIT
+                }
+            };
+            let (a, b) = (tag(self), tag(other));
+            if a != b {
+                return false;
+            }
+            match a {
+                codec::UNIT | codec::FALSE | codec::TRUE => true,
+                codec::INT | codec::FLOAT => self.slot_word(slot) == other.slot_word(slot),
+                _ => self.var_bytes(slot) == other.var_bytes(slot),
+            }
+        })
+    }
+}
+
+impl std::fmt::Debug for Fields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.values()).finish()
+    }
+}
+
+/// Builds a [`Fields`] in its final layout: slots set in any order (each once: a slot set again
+/// would leave its first bytes unreferenced), unset ones unit.
+pub struct FieldsBuilder {
+    n: usize,
+    bytes: Vec<u8>,
+}
+
+impl FieldsBuilder {
+    pub fn new(len: usize) -> FieldsBuilder {
+        assert!(
+            len < u16::MAX as usize,
+            "a row holds fewer than 65,535 fields"
+        );
+        let mut bytes = Vec::with_capacity(HEAD + 9 * len + 64);
+        bytes.extend_from_slice(&(len as u16).to_le_bytes());
+        bytes.resize(HEAD + 9 * len, 0);
+        FieldsBuilder { n: len, bytes }
+    }
+
+    /// Makes room for `slot` (rare: only a logged row wider than the declared one).
+    fn grow(&mut self, slot: usize) {
+        if slot < self.n {
+            return;
+        }
+        let mut wider = FieldsBuilder::new(slot + 1);
+        let (n, old) = (self.n, &self.bytes);
+        wider.bytes[HEAD..HEAD + n].copy_from_slice(&old[HEAD..HEAD + n]);
+        let words = HEAD + wider.n;
+        wider.bytes[words..words + 8 * n].copy_from_slice(&old[HEAD + n..HEAD + 9 * n]);
+        wider.bytes.extend_from_slice(&old[HEAD + 9 * n..]);
+        *self = wider;
+    }
+
+    fn set_fixed(&mut self, slot: usize, tag: u8, word: u64) {
+        self.grow(slot);
+        self.bytes[HEAD + slot] = tag;
+        let at = HEAD + self.n + 8 * slot;
+        self.bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+    }
+
+    fn set_var(&mut self, slot: usize, tag: u8, bytes: &[u8]) {
+        self.grow(slot);
+        let var_start = HEAD + 9 * self.n;
+        let off = u32::try_from(self.bytes.len() - var_start).expect("a row under 4 GiB");
+        let len = u32::try_from(bytes.len()).expect("a field under 4 GiB");
+        self.bytes.extend_from_slice(bytes);
+        self.set_fixed(slot, tag, u64::from(off) | u64::from(len) << 32);
+    }
+
+    /// Sets `slot` to a storable value.
+    pub fn set_value(&mut self, slot: usize, v: &Dynamic) {
+        if let Some((tag, word)) = fixed(v) {
+            return self.set_fixed(slot, tag, word);
+        }
+        if let Some(s) = v.read_lock::<ImmutableString>() {
+            return self.set_var(slot, codec::STR, s.as_bytes());
+        }
+        let mut bytes = Vec::new();
+        codec::put_value(&mut bytes, v);
+        let tag = bytes[0];
+        self.set_var(slot, tag, &bytes);
+    }
+
+    /// Sets `slot` to the codec-encoded value at the reader's position (records, images),
+    /// without building a script value.
+    pub fn set_encoded(&mut self, slot: usize, r: &mut Reader<'_>) -> Result<(), String> {
+        let start = r.position();
+        match r.byte()? {
+            codec::UNIT => self.set_fixed(slot, codec::UNIT, 0),
+            codec::FALSE => self.set_fixed(slot, codec::FALSE, 0),
+            codec::TRUE => self.set_fixed(slot, codec::TRUE, 0),
+            codec::INT => {
+                let i = r.int()?;
+                self.set_fixed(slot, codec::INT, i as u64);
+            }
+            codec::FLOAT => {
+                let bytes: [u8; 8] = r.take(8)?.try_into().expect("took 8 bytes");
+                self.set_fixed(slot, codec::FLOAT, u64::from_le_bytes(bytes));
+            }
+            codec::STR => {
+                let s = r.str()?;
+                self.set_var(slot, codec::STR, s.as_bytes());
+            }
+            tag @ (codec::ARRAY | codec::MAP) => {
+                // Back to the tag, and check the whole value before keeping its bytes.
+                let mut whole = Reader::new(r.rest_from(start));
+                let bytes = whole.skip_value(0)?;
+                r.take(bytes.len() - 1)?;
+                self.set_var(slot, tag, bytes);
+            }
+            tag => return Err(format!("bad value tag {tag}")),
+        }
+        Ok(())
+    }
+
+    /// Copies slot `from_slot` of `from` into `slot` (unit past `from`'s end).
+    pub fn copy_slot(&mut self, slot: usize, from: &Fields, from_slot: usize) {
+        if from_slot >= from.len() {
+            return self.set_fixed(slot, codec::UNIT, 0);
+        }
+        let tag = from.tag(from_slot);
+        if is_var(tag) {
+            self.set_var(slot, tag, from.var_bytes(from_slot));
+        } else {
+            self.set_fixed(slot, tag, from.slot_word(from_slot));
+        }
+    }
+
+    pub fn finish(self) -> Fields {
+        Fields(ThinArc::from_header_and_slice((), &self.bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Dynamic> {
+        let mut map = rhai::Map::new();
+        map.insert("a".into(), Dynamic::from_int(1));
+        map.insert("b".into(), Dynamic::from(ImmutableString::from("x")));
+        vec![
+            Dynamic::from_int(-7),
+            Dynamic::UNIT,
+            Dynamic::from(ImmutableString::from("héllo")),
+            Dynamic::TRUE,
+            Dynamic::from_float(2.5),
+            Dynamic::from_array(vec![Dynamic::from_int(1), Dynamic::from_array(vec![])]),
+            Dynamic::from_map(map),
+            Dynamic::FALSE,
+            Dynamic::UNIT,
+        ]
+    }
+
+    fn same(a: &Dynamic, b: &Dynamic) -> bool {
+        format!("{a:?}") == format!("{b:?}") && a.type_name() == b.type_name()
+    }
+
+    #[test]
+    fn values_come_back_as_they_went_in() {
+        let values = sample();
+        let f = Fields::from_values(&values);
+        assert_eq!(f.len(), values.len());
+        for (slot, v) in values.iter().enumerate() {
+            assert!(same(&f.value(slot), v), "slot {slot}: {:?}", f.value(slot));
+        }
+        assert!(f.get(values.len()).is_none());
+        assert_eq!(f.int(0), Some(-7));
+        assert_eq!(f.int(2), None);
+        assert_eq!(f.used(), 8);
+    }
+
+    #[test]
+    fn the_codec_encoding_of_a_slot_reads_back_into_the_same_row() {
+        let f = Fields::from_values(&sample());
+        let mut out = Vec::new();
+        for slot in 0..f.len() + 1 {
+            f.put_slot(&mut out, slot);
+        }
+        let mut r = Reader::new(&out);
+        let mut b = FieldsBuilder::new(0);
+        for slot in 0..f.len() + 1 {
+            // Each slot's encoding is also what codec::put_value writes.
+            let mut one = Vec::new();
+            codec::put_value(&mut one, &f.value(slot));
+            let start = r.position();
+            b.set_encoded(slot, &mut r).expect("valid");
+            assert_eq!(&out[start..r.position()], &one[..], "slot {slot}");
+        }
+        assert!(r.is_empty());
+        assert_eq!(b.finish(), f);
+    }
+
+    #[test]
+    fn changes_and_merges_keep_the_other_slots() {
+        let f = Fields::from_values(&sample());
+        let ints = f.with(&[(0, Dynamic::from_int(9)), (3, Dynamic::from_int(4))]);
+        assert_eq!(ints.int(0), Some(9));
+        assert_eq!(ints.int(3), Some(4));
+        assert!(same(&ints.value(2), &f.value(2)));
+        let strs = f.with(&[
+            (0, Dynamic::from(ImmutableString::from("s"))),
+            (11, Dynamic::TRUE),
+        ]);
+        assert_eq!(strs.len(), 12);
+        assert!(same(
+            &strs.value(0),
+            &Dynamic::from(ImmutableString::from("s"))
+        ));
+        assert!(same(&strs.value(11), &Dynamic::TRUE));
+        for slot in 1..f.len() {
+            assert!(same(&strs.value(slot), &f.value(slot)), "slot {slot}");
+        }
+        let merged = f.merge(&strs, 1 << 0 | 1 << 11);
+        assert_eq!(merged, strs);
+        assert!(f.merge(&Fields::empty(), 1 << 2).value(2).is_unit());
+    }
+
+    #[test]
+    fn damaged_encodings_are_refused() {
+        let mut b = FieldsBuilder::new(1);
+        assert!(b
+            .set_encoded(0, &mut Reader::new(&[codec::ARRAY, 2, codec::INT]))
+            .is_err());
+        assert!(b
+            .set_encoded(0, &mut Reader::new(&[codec::STR, 2, 0xFF, 0xFE]))
+            .is_err());
+        assert!(b.set_encoded(0, &mut Reader::new(&[42])).is_err());
+    }
+}
