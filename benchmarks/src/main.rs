@@ -36,6 +36,8 @@ enum Command {
     Log(log::Args),
     /// The scoreboard app over HTTP (pure-serve), optionally side by side with Redis.
     Scoreboard(scoreboard::Args),
+    /// What a scoreboard player costs pure-serve in resident memory, against its state_bytes.
+    ScoreboardMemory(scoreboard::memory::Args),
     /// The owner in-process: write throughput, and a New-Order-like script against native Rust.
     Owner(owner::Args),
     /// TPC-C's population as JSON Lines files for `pure-serve import`.
@@ -55,6 +57,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log(args) => log::run(args),
         Command::Scoreboard(args) => scoreboard::run(args),
+        Command::ScoreboardMemory(args) => scoreboard::memory::run(args),
         Command::Owner(args) => owner::run(args),
         Command::Tpcc(args) => tpcc::timed::run(args),
         Command::TpccMatrix(args) => tpcc::matrix::run(args),

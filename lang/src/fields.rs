@@ -34,9 +34,12 @@ fn is_var(tag: u8) -> bool {
 }
 
 impl Fields {
-    /// A row of no fields.
+    /// A row of no fields: one allocation shared by every such row (an index table's rows are
+    /// all keys).
     pub fn empty() -> Fields {
-        FieldsBuilder::new(0).finish()
+        static EMPTY: std::sync::LazyLock<Fields> =
+            std::sync::LazyLock::new(|| FieldsBuilder::new(0).allocate());
+        EMPTY.clone()
     }
 
     /// The row of `values` in slot order. Every value must be storable (`api::check_storable`).
@@ -381,6 +384,13 @@ impl FieldsBuilder {
     }
 
     pub fn finish(self) -> Fields {
+        if self.n == 0 {
+            return Fields::empty();
+        }
+        self.allocate()
+    }
+
+    fn allocate(self) -> Fields {
         Fields(ThinArc::from_header_and_slice((), &self.bytes))
     }
 }

@@ -6,8 +6,8 @@
 //! `[(w, d), (w, d + 1))`.
 //!
 //! A key is kept as an order-preserving encoding of its parts: comparing two keys is comparing
-//! their bytes, and a key of a few small integers fits inline in the 24 bytes of a `Key`, without
-//! an allocation (the typical TPC-C key, four small integers, takes 9 or 10). The encoding, part by
+//! their bytes, and a key of a few small integers, or a short name and a number, fits inline in
+//! the 24 bytes of a `Key` (23 of them encoding), without an allocation (the typical TPC-C key, four small integers, takes 9 or 10). The encoding, part by
 //! part:
 //!
 //! - an integer: a code byte that orders by sign and by the number of significant bytes `n`
@@ -29,7 +29,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, ImmutableString};
 
 /// Bytes of encoding kept inline; longer keys are shared on the heap.
-const INLINE: usize = 22;
+const INLINE: usize = 23;
 
 const STR: u8 = 0x30;
 const INT_ZERO: u8 = 0x18;
@@ -52,16 +52,75 @@ pub enum PartRef<'a> {
 
 /// A row's key: the order-preserving encoding of its parts (see the module doc).
 ///
-/// Invariant: the bytes are a valid encoding of one or more parts; inline, `len <= INLINE` and
-/// the bytes after `len` are zero (so equal keys have equal representations, and inline keys
-/// compare by their whole arrays).
-#[derive(Clone)]
-pub struct Key(Repr);
+/// Invariant: the bytes are a valid encoding of one or more parts. Inline (`tag <= INLINE`),
+/// `tag` is their length and the bytes after it are zero (so equal keys have equal
+/// representations, and inline keys compare by their whole arrays). On the heap
+/// (`tag == HEAP`), `bytes` holds the pointer and length of an `Arc<[u8]>` this key owns one
+/// count of. Alignment 1 and 24 bytes: a map entry of a key and a row pointer is 32.
+pub struct Key {
+    bytes: [u8; INLINE],
+    tag: u8,
+}
 
-#[derive(Clone)]
-enum Repr {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Arc<[u8]>),
+const HEAP: u8 = 0xFF;
+
+enum Repr<'a> {
+    Inline(&'a [u8; INLINE]),
+    Heap(&'a [u8]),
+}
+
+impl Key {
+    fn inline(bytes: [u8; INLINE], len: usize) -> Key {
+        debug_assert!(len <= INLINE && bytes[len..].iter().all(|&b| b == 0));
+        Key {
+            bytes,
+            tag: len as u8,
+        }
+    }
+
+    fn heap(shared: Arc<[u8]>) -> Key {
+        let raw = Arc::into_raw(shared);
+        let mut bytes = [0u8; INLINE];
+        bytes[..8].copy_from_slice(&(raw as *const u8 as usize as u64).to_ne_bytes());
+        bytes[8..16].copy_from_slice(&(raw.len() as u64).to_ne_bytes());
+        Key { bytes, tag: HEAP }
+    }
+
+    fn heap_raw(&self) -> *const [u8] {
+        let word = |at: usize| u64::from_ne_bytes(self.bytes[at..at + 8].try_into().expect("8"));
+        std::ptr::slice_from_raw_parts(word(0) as usize as *const u8, word(8) as usize)
+    }
+
+    fn repr(&self) -> Repr<'_> {
+        if self.tag == HEAP {
+            // SAFETY: a heap key owns a count of the `Arc<[u8]>` at `heap_raw` (the invariant).
+            Repr::Heap(unsafe { &*self.heap_raw() })
+        } else {
+            Repr::Inline(&self.bytes)
+        }
+    }
+}
+
+impl Clone for Key {
+    fn clone(&self) -> Key {
+        if self.tag == HEAP {
+            // SAFETY: as in `repr`; the new key owns the count added here.
+            unsafe { Arc::increment_strong_count(self.heap_raw()) };
+        }
+        Key {
+            bytes: self.bytes,
+            tag: self.tag,
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if self.tag == HEAP {
+            // SAFETY: as in `repr`; this key's count is given back once.
+            drop(unsafe { Arc::from_raw(self.heap_raw()) });
+        }
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Key>() == 24);
@@ -121,7 +180,7 @@ impl Encoder {
 
     fn finish(self) -> Key {
         if !self.heap.is_empty() {
-            return Key(Repr::Heap(self.heap.into()));
+            return Key::heap(self.heap.into());
         }
         Key::from_encoded(&self.stack[..self.len])
     }
@@ -211,12 +270,9 @@ impl Key {
         if bytes.len() <= INLINE {
             let mut inline = [0u8; INLINE];
             inline[..bytes.len()].copy_from_slice(bytes);
-            return Key(Repr::Inline {
-                len: bytes.len() as u8,
-                bytes: inline,
-            });
+            return Key::inline(inline, bytes.len());
         }
-        Key(Repr::Heap(bytes.into()))
+        Key::heap(bytes.into())
     }
 
     pub fn int(value: i64) -> Key {
@@ -224,10 +280,7 @@ impl Key {
         let n = encode_int(&mut buf, value);
         let mut bytes = [0u8; INLINE];
         bytes[..n].copy_from_slice(&buf[..n]);
-        Key(Repr::Inline {
-            len: n as u8,
-            bytes,
-        })
+        Key::inline(bytes, n)
     }
 
     /// The key of integer parts (at least one).
@@ -248,10 +301,7 @@ impl Key {
         }
         let mut inline = [0u8; INLINE];
         inline.copy_from_slice(&bytes[..INLINE]);
-        Key(Repr::Inline {
-            len: len as u8,
-            bytes: inline,
-        })
+        Key::inline(inline, len)
     }
 
     /// The key of `parts` (at least one).
@@ -268,8 +318,8 @@ impl Key {
 
     /// The order-preserving encoding (see the module doc).
     pub fn as_bytes(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+        match self.repr() {
+            Repr::Inline(bytes) => &bytes[..self.tag as usize],
             Repr::Heap(bytes) => bytes,
         }
     }
@@ -342,8 +392,7 @@ impl std::fmt::Debug for Key {
 impl Ord for Key {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        if let (Repr::Inline { bytes: a, .. }, Repr::Inline { bytes: b, .. }) = (&self.0, &other.0)
-        {
+        if let (Repr::Inline(a), Repr::Inline(b)) = (self.repr(), other.repr()) {
             // Zero padding compares as the shorter key (see the invariant).
             return words(a).cmp(&words(b));
         }
@@ -498,15 +547,36 @@ mod tests {
     }
 
     #[test]
+    fn heap_keys_are_shared_by_clones_and_outlive_the_original() {
+        let long = Key::from_parts(vec![KeyPart::Str(
+            "a name longer than a key's inline bytes".into(),
+        )]);
+        let copies: Vec<Key> = (0..3).map(|_| long.clone()).collect();
+        let bytes = long.as_bytes().to_vec();
+        drop(long);
+        for copy in &copies {
+            assert_eq!(copy.as_bytes(), &bytes[..]);
+            assert_eq!(copy.parts().len(), 1);
+        }
+        // A 23-byte encoding (a name of 17 characters and a small integer) stays inline.
+        let entry = Key::from_parts(vec![
+            KeyPart::Int(-100_000),
+            KeyPart::Str("player-0000000042".into()),
+        ]);
+        assert_eq!(entry.as_bytes().len(), 23);
+        assert!(matches!(entry.repr(), Repr::Inline(_)));
+    }
+
+    #[test]
     fn small_integer_keys_stay_inline() {
         let key = Key::ints(&[1, 10, 3000, 15]);
         assert_eq!(
             key.as_bytes(),
             [0x19, 1, 0x19, 10, 0x1A, 0x0B, 0xB8, 0x19, 15]
         );
-        assert!(matches!(key.0, Repr::Inline { .. }));
+        assert!(matches!(key.repr(), Repr::Inline(_)));
         assert!(matches!(
-            Key::ints(&[i64::MAX, i64::MAX, i64::MAX]).0,
+            Key::ints(&[i64::MAX, i64::MAX, i64::MAX]).repr(),
             Repr::Heap(_)
         ));
     }

@@ -118,24 +118,42 @@ impl Snapshot {
     }
 }
 
-/// Bytes of one row besides its packed fields: the map entry in a node (a 24-byte key and a
-/// 16-byte pointer, nodes about three quarters full) and a key's heap bytes when it has them.
-const ROW_OVERHEAD_BYTES: u64 = 56;
+/// Bytes of one row in the maps: its 32-byte entry (a 24-byte key and an 8-byte row pointer) in
+/// nodes that are about half full once grown by ordered inserts, with the branches above them.
+const ENTRY_BYTES: u64 = 68;
 
-/// An estimate of the state's resident bytes: every row's packed fields are measured at the
-/// first and last row of each table (exact for tables of rows alike), plus the map's overhead.
+/// What the allocator takes for `n` bytes: its size classes are multiples of 8 up to 64, then
+/// four per power of two.
+fn allocated(n: u64) -> u64 {
+    if n <= 64 {
+        return n.div_ceil(8) * 8;
+    }
+    let step = (1u64 << (63 - (n - 1).leading_zeros())) / 4;
+    n.div_ceil(step) * step
+}
+
+/// An estimate of the state's resident bytes: each table's rows are measured at its first and
+/// last row (exact for tables of rows alike), as the allocator holds them, plus the maps.
 fn estimate_bytes(tables: &Tables) -> u64 {
     (0..tables.table_count() as u32)
         .map(|table| {
             let map = tables.map(table);
             let row = |entry: Option<&(pure_lang::Key, pure_lang::Fields)>| {
                 entry.map_or(0, |(key, fields)| {
-                    let key_heap = key.as_bytes().len().saturating_sub(22) as u64;
-                    fields.memory_bytes() as u64 + key_heap
+                    // A key's bytes past its inline 23 are a shared allocation with counts.
+                    let key = key.as_bytes().len() as u64;
+                    let key_heap = if key > 23 { allocated(key + 16) } else { 0 };
+                    // Rows of no fields share one allocation.
+                    let fields = if fields.is_empty() {
+                        0
+                    } else {
+                        allocated(fields.memory_bytes() as u64)
+                    };
+                    fields + key_heap
                 })
             };
             let sample = (row(map.get_min()) + row(map.get_max())) / 2;
-            map.len() as u64 * (ROW_OVERHEAD_BYTES + sample)
+            map.len() as u64 * (ENTRY_BYTES + sample)
         })
         .sum()
 }

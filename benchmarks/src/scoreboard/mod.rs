@@ -14,6 +14,7 @@
 //! writes with durable writes.
 
 mod http;
+pub mod memory;
 mod redis;
 mod wire;
 

@@ -245,6 +245,11 @@ impl Client {
     pub fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
         let (method, path, body) = txn.http(now);
         let body = body.map(|b| b.to_string()).unwrap_or_default();
+        self.send(method, &path, &body)
+    }
+
+    /// Sends one request (a body only with POST) and returns the app's answer.
+    pub fn send(&mut self, method: &str, path: &str, body: &str) -> Result<Answer> {
         self.request.clear();
         write!(
             self.request,
