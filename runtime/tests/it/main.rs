@@ -1,5 +1,6 @@
 //! pure-runtime through scripts: the ledger test app (tests/apps/ledger), driven like a client.
 
+mod compat;
 mod crash;
 mod durability;
 mod record_model;
