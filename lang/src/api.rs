@@ -143,17 +143,33 @@ pub(crate) fn delete(table: Table, key: Key) -> Fallible<bool> {
 }
 
 /// Checks that a value can be stored (and logged): unit, bool, integer, float, string, or arrays
-/// and maps of those.
+/// and maps of those, nested at most [`crate::codec::NESTING_MAX`] deep (what the decoder of
+/// records, images and packed rows follows: a deeper value could be stored but never read back
+/// or recovered).
 pub(crate) fn check_storable(value: &Dynamic) -> Result<(), String> {
+    check_storable_at(value, 0)
+}
+
+fn check_storable_at(value: &Dynamic, depth: usize) -> Result<(), String> {
     if value.is_unit() || value.is_bool() || value.is_int() || value.is_float() || value.is_string()
     {
         return Ok(());
     }
+    if depth >= crate::codec::NESTING_MAX {
+        return Err(format!(
+            "a stored value may nest arrays and maps at most {} deep",
+            crate::codec::NESTING_MAX
+        ));
+    }
     if let Some(array) = value.read_lock::<rhai::Array>() {
-        return array.iter().try_for_each(check_storable);
+        return array
+            .iter()
+            .try_for_each(|v| check_storable_at(v, depth + 1));
     }
     if let Some(map) = value.read_lock::<Map>() {
-        return map.values().try_for_each(check_storable);
+        return map
+            .values()
+            .try_for_each(|v| check_storable_at(v, depth + 1));
     }
     Err(format!(
         "a field cannot hold a value of type {}",

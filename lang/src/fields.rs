@@ -29,6 +29,10 @@ pub struct Fields(ThinArc<(), u8>);
 
 const HEAD: usize = 2;
 
+/// Most field slots a packed row holds (its count is a `u16`). Decoders check against it and
+/// refuse wider rows as damage.
+pub const SLOTS_MAX: usize = u16::MAX as usize - 1;
+
 fn is_var(tag: u8) -> bool {
     matches!(tag, codec::STR | codec::ARRAY | codec::MAP)
 }

@@ -30,7 +30,7 @@ pub use app::{panic_message, App, Execution, HandlerKind, Request, Route};
 pub use body::{negative_zeros, BodyError};
 pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
-pub use fields::{Fields, FieldsBuilder};
+pub use fields::{Fields, FieldsBuilder, SLOTS_MAX};
 pub use key::{Key, KeyPart, PartRef};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};

@@ -67,6 +67,12 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
         for _ in 0..rows {
             let key = read_key(&mut r)?;
             let n = r.count()?;
+            if n > pure_lang::SLOTS_MAX {
+                return Err(format!(
+                    "a row of {n} fields (at most {})",
+                    pure_lang::SLOTS_MAX
+                ));
+            }
             let mut fields = FieldsBuilder::new(n);
             for slot in 0..n {
                 mapping.place(index, slot, &mut r, &mut fields)?;
@@ -82,4 +88,32 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
         ));
     }
     Ok((tables, mapping))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pure_lang::{Key, TableSchema};
+
+    /// A damaged field count is an error, not a panic (found by review: it reached an assert).
+    #[test]
+    fn a_row_wider_than_a_packed_row_is_damage() {
+        let schema = Schema {
+            tables: vec![TableSchema {
+                name: "t".into(),
+                fields: vec!["a".into()],
+            }],
+        };
+        let mut image = Vec::new();
+        image.extend_from_slice(MAGIC);
+        put_schema(&mut image, &schema);
+        put_varint(&mut image, 1);
+        put_key(&mut image, &Key::int(1));
+        put_varint(&mut image, 70_000);
+        image.extend(std::iter::repeat_n(0u8, 70_000));
+        let error = read_image(&image, &mut schema.clone())
+            .err()
+            .expect("refused");
+        assert!(error.contains("70000 fields"), "{error}");
+    }
 }

@@ -183,7 +183,13 @@ fn decode_change(
     match head & 3 {
         OP_PUT => {
             let n = r.count()?;
-            let mut fields = FieldsBuilder::new(0);
+            if n > pure_lang::SLOTS_MAX {
+                return Err(format!(
+                    "a row of {n} fields (at most {})",
+                    pure_lang::SLOTS_MAX
+                ));
+            }
+            let mut fields = FieldsBuilder::new(n);
             for slot in 0..n {
                 mapping.place(table.0, slot, r, &mut fields)?;
             }
@@ -313,7 +319,42 @@ impl Mapping {
             .ok_or(format!("unknown field slot {slot}"))?;
         // Slots past FIELDS_MAX are fine in a row: they hold fields of earlier versions of the
         // app (kept, invisible to scripts); only a patch's mask cannot name them.
+        if target >= pure_lang::SLOTS_MAX {
+            return Err(format!(
+                "field slot {target} is past a row's {} slots",
+                pure_lang::SLOTS_MAX
+            ));
+        }
         fields.set_encoded(target, r)?;
         Ok(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pure_lang::codec::UNIT;
+
+    /// A logged slot past what a packed row holds is an error, not a panic (found by review).
+    #[test]
+    fn a_slot_past_a_packed_row_is_damage() {
+        let logged = Schema {
+            tables: vec![TableSchema {
+                name: "t".into(),
+                fields: (0..70_000).map(|i| format!("f{i}")).collect(),
+            }],
+        };
+        let mut state = Schema { tables: vec![] };
+        let mapping = Mapping::new(&logged, &mut state);
+        let mut record = vec![WRITES];
+        put_varint(&mut record, OP_PUT);
+        put_key(&mut record, &Key::int(1));
+        put_varint(&mut record, 66_000);
+        record.extend(std::iter::repeat_n(UNIT, 65_999));
+        record.push(INT);
+        put_int(&mut record, 5);
+        let mut tables = Tables::new(state.tables.len());
+        let error = apply_record(&record, &mapping, &mut tables).expect_err("refused");
+        assert!(error.contains("fields"), "{error}");
     }
 }
