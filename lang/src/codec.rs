@@ -104,9 +104,9 @@ impl<'a> Reader<'a> {
         self.at
     }
 
-    /// The bytes from `start` (a position already passed) to the end.
-    pub fn rest_from(&self, start: usize) -> &'a [u8] {
-        &self.bytes[start..]
+    /// The next byte, not consumed.
+    pub fn peek(&self) -> Result<u8, String> {
+        Ok(*self.bytes.get(self.at).ok_or("unexpected end")?)
     }
 
     pub fn byte(&mut self) -> Result<u8, String> {

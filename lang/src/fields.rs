@@ -345,7 +345,13 @@ impl FieldsBuilder {
     /// Sets `slot` to the codec-encoded value at the reader's position (records, images),
     /// without building a script value.
     pub fn set_encoded(&mut self, slot: usize, r: &mut Reader<'_>) -> Result<(), String> {
-        let start = r.position();
+        let tag = r.peek()?;
+        if matches!(tag, codec::ARRAY | codec::MAP) {
+            // Checked whole (tag included) before its bytes are kept.
+            let bytes = r.skip_value(0)?;
+            self.set_var(slot, tag, bytes);
+            return Ok(());
+        }
         match r.byte()? {
             codec::UNIT => self.set_fixed(slot, codec::UNIT, 0),
             codec::FALSE => self.set_fixed(slot, codec::FALSE, 0),
@@ -361,13 +367,6 @@ impl FieldsBuilder {
             codec::STR => {
                 let s = r.str()?;
                 self.set_var(slot, codec::STR, s.as_bytes());
-            }
-            tag @ (codec::ARRAY | codec::MAP) => {
-                // Back to the tag, and check the whole value before keeping its bytes.
-                let mut whole = Reader::new(r.rest_from(start));
-                let bytes = whole.skip_value(0)?;
-                r.take(bytes.len() - 1)?;
-                self.set_var(slot, tag, bytes);
             }
             tag => return Err(format!("bad value tag {tag}")),
         }

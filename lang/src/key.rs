@@ -324,6 +324,15 @@ impl Key {
         }
     }
 
+    /// Bytes of the key's own allocation: none inline, else its shared bytes with the counts
+    /// before them.
+    pub fn heap_bytes(&self) -> usize {
+        match self.repr() {
+            Repr::Inline(_) => 0,
+            Repr::Heap(bytes) => bytes.len() + 16,
+        }
+    }
+
     /// The parts in order, decoded as they are read.
     pub fn part_refs(&self) -> impl Iterator<Item = PartRef<'_>> {
         let mut rest = self.as_bytes();

@@ -29,8 +29,13 @@ const OP_PATCH: u64 = 1;
 const OP_DELETE: u64 = 2;
 
 pub fn put_key(out: &mut Vec<u8>, key: &Key) {
-    put_varint(out, key.len() as u64);
+    // One pass over the parts: the count is written before them once known (one byte below 128
+    // parts, as every key has in practice; a longer count is spliced in).
+    let at = out.len();
+    out.push(0);
+    let mut count = 0u64;
     for part in key.part_refs() {
+        count += 1;
         match part {
             PartRef::Int(i) => {
                 out.push(INT);
@@ -41,6 +46,13 @@ pub fn put_key(out: &mut Vec<u8>, key: &Key) {
                 put_str(out, &s);
             }
         }
+    }
+    if count < 0x80 {
+        out[at] = count as u8;
+    } else {
+        let mut varint = Vec::new();
+        put_varint(&mut varint, count);
+        out.splice(at..at + 1, varint);
     }
 }
 
@@ -334,6 +346,25 @@ impl Mapping {
 mod tests {
     use super::*;
     use pure_lang::codec::UNIT;
+
+    /// Keys of one part and of more than 127 (whose count takes two bytes) read back.
+    #[test]
+    fn keys_of_any_part_count_read_back() {
+        for n in [1, 127, 128, 300] {
+            let parts: Vec<KeyPart> = (0..n)
+                .map(|i| match i % 2 {
+                    0 => KeyPart::Int(i as i64 - 100),
+                    _ => KeyPart::Str(format!("p{i}").into()),
+                })
+                .collect();
+            let key = Key::from_parts(parts.clone());
+            let mut out = vec![0xAA];
+            put_key(&mut out, &key);
+            let mut r = Reader::new(&out[1..]);
+            assert_eq!(read_key(&mut r).expect("reads back").parts(), parts);
+            assert!(r.is_empty(), "{n} parts: nothing left over");
+        }
+    }
 
     /// A logged slot past what a packed row holds is an error, not a panic (found by review).
     #[test]

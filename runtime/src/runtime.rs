@@ -140,9 +140,10 @@ fn estimate_bytes(tables: &Tables) -> u64 {
             let map = tables.map(table);
             let row = |entry: Option<&(pure_lang::Key, pure_lang::Fields)>| {
                 entry.map_or(0, |(key, fields)| {
-                    // A key's bytes past its inline 23 are a shared allocation with counts.
-                    let key = key.as_bytes().len() as u64;
-                    let key_heap = if key > 23 { allocated(key + 16) } else { 0 };
+                    let key_heap = match key.heap_bytes() {
+                        0 => 0,
+                        bytes => allocated(bytes as u64),
+                    };
                     // Rows of no fields share one allocation.
                     let fields = if fields.is_empty() {
                         0
