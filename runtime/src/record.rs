@@ -388,4 +388,23 @@ mod tests {
         let error = apply_record(&record, &mapping, &mut tables).expect_err("refused");
         assert!(error.contains("fields"), "{error}");
     }
+
+    /// The example of docs/store-format.md, byte for byte: a patch of slot 0 of key (1, 42) in
+    /// table 6 to 17.
+    #[test]
+    fn the_documented_patch_record() {
+        let stored = pure_lang::Fields::from_values(&[pure_lang::Dynamic::from_int(9)]);
+        let change = Change::Patch {
+            table: 6,
+            key: Key::ints(&[1, 42]),
+            mask: 1,
+            fields: stored.with(&[(0, pure_lang::Dynamic::from_int(17))]),
+        };
+        let mut out = Vec::new();
+        encode_writes(&mut out, &[change]);
+        assert_eq!(
+            out,
+            [0x02, 0x19, 0x02, 0x03, 0x02, 0x03, 0x54, 0x01, 0x03, 0x22]
+        );
+    }
 }
