@@ -175,9 +175,12 @@ struct Compiler<'a> {
     nodes: u64,
 }
 
-/// The start of a chain: a local (borrowed in place) or any other value.
+/// The start of a chain: a local (borrowed in place), a table whose method the chain calls first
+/// (called directly: a table as a `Dynamic` is a boxed custom type, two allocations a clone), or
+/// any other value.
 enum Root {
     Local { slot: usize, constant: bool },
+    Table(Table),
     Value(Code),
 }
 
@@ -765,7 +768,10 @@ impl Compiler<'_> {
         let root = match root {
             Expr::Variable(variable, ..) => match self.local(&variable.1) {
                 Some((slot, constant)) => Root::Local { slot, constant },
-                None => Root::Value(self.expr(root)?),
+                None => match (self.schema.table_id(&variable.1), steps.first()) {
+                    (Some(id), Some(Step::Method(..))) => Root::Table(Table { id }),
+                    _ => Root::Value(self.expr(root)?),
+                },
             },
             other => Root::Value(self.expr(other)?),
         };
@@ -777,8 +783,20 @@ impl Compiler<'_> {
             for arg in &args {
                 values.push(arg(f)?);
             }
-            let mut values = values.into_iter();
             let env = f.env;
+            if let Root::Table(table) = &root {
+                let Some((Step::Method(method, count), rest)) = steps.split_first() else {
+                    unreachable!("a table root starts with a method");
+                };
+                let later = values.split_off(*count);
+                let mut result = ops::table_method(*method, *table, values, env)?;
+                return if rest.is_empty() {
+                    Ok(result)
+                } else {
+                    walk(&mut result, rest, &mut later.into_iter(), false, env)
+                };
+            }
+            let mut values = values.into_iter();
             match &root {
                 Root::Local { slot, constant } => {
                     let value = walk(f.local(*slot), &steps, &mut values, *constant, env)?;
@@ -789,6 +807,7 @@ impl Compiler<'_> {
                     Ok(value)
                 }
                 Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
+                Root::Table(_) => unreachable!("called above"),
             }
         }))
     }

@@ -601,7 +601,7 @@ fn byte_len(text: &str, chars: usize) -> usize {
         .map_or(text.len(), |(at, _)| at)
 }
 
-fn table_method(
+pub(crate) fn table_method(
     method: Method,
     table: Table,
     mut args: Vec<Dynamic>,
