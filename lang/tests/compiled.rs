@@ -389,11 +389,21 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
     }
     // Values that outgrow the size limits as a whole (nested arrays, strings inside an array, a
     // nested push, many keys) while each part stays small: Rhai's limits count the whole value.
-    for kind in ["nested", "text", "map", "keys", "literal"] {
+    for kind in ["nested", "text", "map", "keys", "literal", "grow-item"] {
         for n in [10, 60] {
             let answer = pair.call("grow", json!({"kind": kind, "n": n}));
             assert_eq!(answer.is_ok(), n == 10, "{kind} {n}: {answer:?}");
         }
+    }
+    // Entries and items replaced by smaller ones: what they held no longer counts (the
+    // compiled path keeps a local's sizes as it changes rather than walking it each time).
+    // Counted too high, they would send the call to Rhai, which answers the same: the compiled
+    // call must run to the end.
+    for kind in ["swap", "swap-property", "swap-item"] {
+        let fallbacks = pair.compiled.fallbacks();
+        let answer = pair.call("grow", json!({"kind": kind, "n": 60}));
+        assert!(answer.is_ok(), "{kind}: {answer:?}");
+        assert_eq!(pair.compiled.fallbacks(), fallbacks, "{kind} ran compiled");
     }
     // A runaway loop: stopped by the operation limit in both (the compiled call falls back).
     let answer = pair.call("runaway", json!({"n": 10_000_000}));

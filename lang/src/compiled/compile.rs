@@ -538,14 +538,17 @@ impl Compiler<'_> {
                 Box::new(move |f| {
                     let value = value(f)?;
                     let env = f.env;
-                    let target = f.local(slot);
+                    let (target, mut sizes) = f.local_sized(slot);
                     let value = match op {
                         None => value,
                         Some(op) => {
                             ops::binary(op, ops::get_property(target, &property, env)?, value, env)?
                         }
                     };
-                    ops::set_property(target, &property, value, env)?;
+                    ops::set_property(target, &property, value, &mut sizes, env)?;
+                    if let Some(sizes) = sizes {
+                        f.keep_sizes(slot, sizes);
+                    }
                     Ok(Dynamic::UNIT)
                 })
             }
@@ -556,14 +559,17 @@ impl Compiler<'_> {
                     let value = value(f)?;
                     let index = index(f)?;
                     let env = f.env;
-                    let target = f.local(slot);
+                    let (target, mut sizes) = f.local_sized(slot);
                     let value = match op {
                         None => value,
                         Some(op) => {
                             ops::binary(op, ops::get_index(target, &index, env)?, value, env)?
                         }
                     };
-                    ops::set_index(target, &index, value, env)?;
+                    ops::set_index(target, &index, value, &mut sizes, env)?;
+                    if let Some(sizes) = sizes {
+                        f.keep_sizes(slot, sizes);
+                    }
                     Ok(Dynamic::UNIT)
                 })
             }
@@ -650,7 +656,7 @@ impl Compiler<'_> {
             Expr::Variable(variable, ..) => {
                 let name = &variable.1;
                 if let Some((slot, _)) = self.local(name) {
-                    Box::new(move |f| Ok(f.local(slot).clone()))
+                    Box::new(move |f| Ok(f.local_ref(slot).clone()))
                 } else if let Some(id) = self.schema.table_id(name) {
                     let table = Dynamic::from(Table { id });
                     Box::new(move |_| Ok(table.clone()))
@@ -775,9 +781,13 @@ impl Compiler<'_> {
             },
             other => Root::Value(self.expr(other)?),
         };
+        // Of the methods the compiled path calls, only `push` changes what a value holds as the
+        // size limits count it (`save` changes a row, which counts as nothing).
         let grows = steps
             .iter()
             .any(|s| matches!(s, Step::Method(Method::Push, _)));
+        // `local.push(x)`: the local's sizes after are its sizes before and x's.
+        let pushes_on_root = matches!(steps.as_slice(), [Step::Method(Method::Push, 1)]);
         Ok(Box::new(move |f| {
             let mut values = Vec::with_capacity(args.len());
             for arg in &args {
@@ -790,23 +800,46 @@ impl Compiler<'_> {
                 };
                 let later = values.split_off(*count);
                 let mut result = ops::table_method(*method, *table, values, env)?;
-                return if rest.is_empty() {
-                    Ok(result)
-                } else {
-                    walk(&mut result, rest, &mut later.into_iter(), false, env)
-                };
+                if rest.is_empty() {
+                    return Ok(result);
+                }
+                let value = walk(&mut result, rest, &mut later.into_iter(), false, env)?;
+                if grows {
+                    ops::fits(&result, env)?;
+                }
+                return Ok(value);
             }
             let mut values = values.into_iter();
             match &root {
+                Root::Local { slot, constant } if !grows => walk(
+                    f.local_same_sizes(*slot),
+                    &steps,
+                    &mut values,
+                    *constant,
+                    env,
+                ),
                 Root::Local { slot, constant } => {
-                    let value = walk(f.local(*slot), &steps, &mut values, *constant, env)?;
+                    let (target, before) = f.local_sized(*slot);
+                    let known = match (before, pushes_on_root) {
+                        (Some(before), true) => Some(before.pushed(ops::Sizes::of(
+                            values.as_slice().first().expect("one argument"),
+                        ))),
+                        _ => None,
+                    };
+                    let value = walk(target, &steps, &mut values, *constant, env)?;
                     // A push inside the local grew the local as a whole.
+                    let sizes = ops::fits_known(target, known, env)?;
+                    f.keep_sizes(*slot, sizes);
+                    Ok(value)
+                }
+                Root::Value(code) => {
+                    let mut root = code(f)?;
+                    let value = walk(&mut root, &steps, &mut values, false, env)?;
                     if grows {
-                        ops::fits(f.local(*slot), env)?;
+                        ops::fits(&root, env)?;
                     }
                     Ok(value)
                 }
-                Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
                 Root::Table(_) => unreachable!("called above"),
             }
         }))
@@ -945,10 +978,17 @@ fn walk(
             let values: Vec<Dynamic> = args.by_ref().take(*count).collect();
             let mut result = ops::call_method(*method, target, values, is_copy, env)?;
             if rest.is_empty() {
-                Ok(result)
-            } else {
-                walk(&mut result, rest, args, false, env)
+                return Ok(result);
             }
+            let value = walk(&mut result, rest, args, false, env)?;
+            // A push into the result grew a value that no local holds (see `Compiler::chain`).
+            if rest
+                .iter()
+                .any(|s| matches!(s, Step::Method(Method::Push, _)))
+            {
+                ops::fits(&result, env)?;
+            }
+            Ok(value)
         }
     }
 }

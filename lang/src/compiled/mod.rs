@@ -78,6 +78,11 @@ pub(crate) struct Frame<'a> {
     operations: u64,
     /// Script function calls in progress, the handler's included.
     depth: usize,
+    /// The sizes (as the size limits count them) of one local, by its index in `stack`: what
+    /// that local holds exactly, when known. A map or array built in a loop is checked against
+    /// the limits after every step; knowing its sizes makes each check cost the step, not the
+    /// whole value. Every mutable access to a local through [`Frame::local`] forgets them.
+    sized: Option<(usize, ops::Sizes)>,
 }
 
 /// Operations between two wall-clock checks (as in the Rhai engine's `on_progress`).
@@ -101,9 +106,53 @@ impl Frame<'_> {
         Ok(())
     }
 
+    /// A local, to change as the caller likes: its sizes are forgotten.
     #[inline]
     fn local(&mut self, slot: usize) -> &mut Dynamic {
+        let at = self.base + slot;
+        if matches!(self.sized, Some((i, _)) if i == at) {
+            self.sized = None;
+        }
+        &mut self.stack[at]
+    }
+
+    #[inline]
+    fn local_ref(&self, slot: usize) -> &Dynamic {
+        &self.stack[self.base + slot]
+    }
+
+    /// A local for code that cannot change its sizes (a chain that reads, or calls a method
+    /// that changes neither arrays, maps nor strings): its sizes stay known.
+    #[inline]
+    fn local_same_sizes(&mut self, slot: usize) -> &mut Dynamic {
         &mut self.stack[self.base + slot]
+    }
+
+    /// A local with its sizes if they are known (they are forgotten until
+    /// [`Frame::keep_sizes`] gives them back).
+    #[inline]
+    fn local_sized(&mut self, slot: usize) -> (&mut Dynamic, Option<ops::Sizes>) {
+        let at = self.base + slot;
+        let sizes = match self.sized {
+            Some((i, sizes)) if i == at => {
+                self.sized = None;
+                Some(sizes)
+            }
+            _ => None,
+        };
+        (&mut self.stack[at], sizes)
+    }
+
+    /// Records what a local holds now; it must be exact (see `sized`).
+    #[inline]
+    fn keep_sizes(&mut self, slot: usize, sizes: ops::Sizes) {
+        let at = self.base + slot;
+        debug_assert_eq!(
+            sizes,
+            ops::Sizes::of(&self.stack[at]),
+            "the sizes kept are exact"
+        );
+        self.sized = Some((at, sizes));
     }
 
     fn call(&mut self, function: usize, args: Vec<Dynamic>) -> Outcome {
@@ -122,6 +171,10 @@ impl Frame<'_> {
         self.stack.resize(self.base + callee.slots, Dynamic::UNIT);
         let result = (callee.body)(self);
         self.stack.truncate(self.base);
+        // The callee's locals are gone, and their places will hold other values.
+        if matches!(self.sized, Some((i, _)) if i >= self.base) {
+            self.sized = None;
+        }
         self.base = base;
         self.depth = depth;
         match result {
@@ -162,6 +215,7 @@ impl Program {
             base: 0,
             operations: 0,
             depth: 0,
+            sized: None,
         };
         frame.call(function, vec![argument])
     }

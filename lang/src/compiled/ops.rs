@@ -204,39 +204,93 @@ pub(crate) fn append_text(text: &mut String, value: &Dynamic) -> Result<()> {
     Ok(())
 }
 
-/// Items of every nested array, entries of every nested map and bytes of every string inside
-/// `value`, counted as Rhai counts them for its size limits.
-fn data_sizes(value: &Dynamic) -> (usize, usize, usize) {
-    if let Ok(array) = value.as_array_ref() {
-        return array.iter().fold((array.len(), 0, 0), |(a, m, t), item| {
-            let (ia, im, it) = data_sizes(item);
-            (a + ia, m + im, t + it)
-        });
+/// Items of every nested array, entries of every nested map and bytes of every string inside a
+/// value, counted as Rhai counts them for its size limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    arrays: usize,
+    maps: usize,
+    text: usize,
+}
+
+impl Sizes {
+    /// What `value` holds, walked in full.
+    pub(crate) fn of(value: &Dynamic) -> Sizes {
+        if let Ok(array) = value.as_array_ref() {
+            let mut sizes = Sizes {
+                arrays: array.len(),
+                ..Sizes::default()
+            };
+            for item in array.iter() {
+                sizes = sizes.plus(Sizes::of(item));
+            }
+            return sizes;
+        }
+        if let Ok(map) = value.as_map_ref() {
+            let mut sizes = Sizes {
+                maps: map.len(),
+                ..Sizes::default()
+            };
+            for item in map.values() {
+                sizes = sizes.plus(Sizes::of(item));
+            }
+            return sizes;
+        }
+        if let Ok(text) = value.as_immutable_string_ref() {
+            return Sizes {
+                text: text.len(),
+                ..Sizes::default()
+            };
+        }
+        Sizes::default()
     }
-    if let Ok(map) = value.as_map_ref() {
-        return map.values().fold((0, map.len(), 0), |(a, m, t), item| {
-            let (ia, im, it) = data_sizes(item);
-            (a + ia, m + im, t + it)
-        });
+
+    fn plus(self, other: Sizes) -> Sizes {
+        Sizes {
+            arrays: self.arrays + other.arrays,
+            maps: self.maps + other.maps,
+            text: self.text + other.text,
+        }
     }
-    if let Ok(text) = value.as_immutable_string_ref() {
-        return (0, 0, text.len());
+
+    /// Without a part that these sizes include.
+    fn minus(self, part: Sizes) -> Sizes {
+        Sizes {
+            arrays: self.arrays - part.arrays,
+            maps: self.maps - part.maps,
+            text: self.text - part.text,
+        }
     }
-    (0, 0, 0)
+
+    /// What a value of these sizes holds after one more array item, itself of sizes `item`.
+    pub(crate) fn pushed(self, item: Sizes) -> Sizes {
+        self.plus(item).plus(Sizes {
+            arrays: 1,
+            ..Sizes::default()
+        })
+    }
+
+    fn within(self, limits: &crate::Limits) -> Result<Sizes> {
+        if self.arrays > limits.array_items_max
+            || self.maps > limits.map_items_max
+            || self.text > limits.string_bytes_max
+        {
+            return Err(Stop::Fallback);
+        }
+        Ok(self)
+    }
 }
 
 /// Checks a value that just grew against the size limits, as Rhai checks values after calls and
 /// assignments: past a limit the handler goes to Rhai, which stops it with its own error.
 pub(crate) fn fits(value: &Dynamic, env: &Env) -> Result<()> {
-    let (arrays, maps, text) = data_sizes(value);
-    let limits = env.limits;
-    if arrays > limits.array_items_max
-        || maps > limits.map_items_max
-        || text > limits.string_bytes_max
-    {
-        return Err(Stop::Fallback);
-    }
-    Ok(())
+    Sizes::of(value).within(env.limits).map(|_| ())
+}
+
+/// [`fits`] for a local whose sizes may be known (see `Frame::sized`): `known` is what the
+/// value holds now if the caller could tell it without a walk. Returns what it holds.
+pub(crate) fn fits_known(value: &Dynamic, known: Option<Sizes>, env: &Env) -> Result<Sizes> {
+    known.unwrap_or_else(|| Sizes::of(value)).within(env.limits)
 }
 
 /// A property name with its field slot in each table, resolved at compile time.
@@ -273,22 +327,31 @@ pub(crate) fn get_property(target: &Dynamic, property: &Property, env: &Env) -> 
 }
 
 /// `target.name = value`.
+///
+/// `sizes` are the target's before (when known) and after: an entry's change needs no walk of
+/// the rest, so a map built one entry at a time costs its entries, not their square.
 pub(crate) fn set_property(
     target: &mut Dynamic,
     property: &Property,
     value: Dynamic,
+    sizes: &mut Option<Sizes>,
     env: &Env,
 ) -> Result<()> {
+    let before = sizes.take();
     if target.is_map() {
-        if let Ok(mut map) = target.as_map_mut() {
-            put_entry(&mut map, property.name.as_str(), value);
-        }
-        return fits(target, env);
+        let known = {
+            let mut map = target.as_map_mut().map_err(|_| Stop::Fallback)?;
+            put_entry(&mut map, property.name.as_str(), value, before)
+        };
+        *sizes = Some(fits_known(target, known, env)?);
+        return Ok(());
     }
     if let Some(mut row) = target.write_lock::<Row>() {
         let slot = row_slot(property, row.table)?;
         api::check_storable(&value).map_err(|_| Stop::Fallback)?;
         row.set(slot, value);
+        // A row holds no sizes of its own (a custom type counts as nothing).
+        *sizes = before;
         return Ok(());
     }
     Err(Stop::Fallback)
@@ -342,45 +405,67 @@ fn named_slot(index: &Dynamic, table: TableId, env: &Env) -> Result<usize> {
         .ok_or(Stop::Fallback)
 }
 
-/// Sets a map entry, allocating the key only when it is new.
-fn put_entry(map: &mut Map, name: &str, value: Dynamic) {
+/// Sets a map entry, allocating the key only when it is new. Given the map's sizes before,
+/// returns them after.
+fn put_entry(map: &mut Map, name: &str, value: Dynamic, before: Option<Sizes>) -> Option<Sizes> {
+    let added = before.map(|_| Sizes::of(&value));
     match map.get_mut(name) {
-        Some(slot) => *slot = value,
+        Some(slot) => {
+            let after = before
+                .zip(added)
+                .map(|(b, a)| b.minus(Sizes::of(slot)).plus(a));
+            *slot = value;
+            after
+        }
         None => {
             map.insert(name.into(), value);
+            before.zip(added).map(|(b, a)| {
+                b.plus(a).plus(Sizes {
+                    maps: 1,
+                    ..Sizes::default()
+                })
+            })
         }
     }
 }
 
-/// `target[index] = value`.
+/// `target[index] = value`, with the target's `sizes` as for [`set_property`].
 pub(crate) fn set_index(
     target: &mut Dynamic,
     index: &Dynamic,
     value: Dynamic,
+    sizes: &mut Option<Sizes>,
     env: &Env,
 ) -> Result<()> {
+    let before = sizes.take();
     if target.is_array() {
-        {
+        let known = {
             let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
             let at = array_position(&array, index)?;
+            let after = before.map(|b| b.minus(Sizes::of(&array[at])).plus(Sizes::of(&value)));
             array[at] = value;
-        }
-        return fits(target, env);
+            after
+        };
+        *sizes = Some(fits_known(target, known, env)?);
+        return Ok(());
     }
     if target.is_map() {
-        {
+        let known = {
             let mut map = target.as_map_mut().map_err(|_| Stop::Fallback)?;
             let name = index
                 .as_immutable_string_ref()
                 .map_err(|_| Stop::Fallback)?;
-            put_entry(&mut map, name.as_str(), value);
-        }
-        return fits(target, env);
+            put_entry(&mut map, name.as_str(), value, before)
+        };
+        *sizes = Some(fits_known(target, known, env)?);
+        return Ok(());
     }
     if let Some(mut row) = target.write_lock::<Row>() {
         let slot = named_slot(index, row.table, env)?;
         api::check_storable(&value).map_err(|_| Stop::Fallback)?;
         row.set(slot, value);
+        // A row holds no sizes of its own (a custom type counts as nothing).
+        *sizes = before;
         return Ok(());
     }
     Err(Stop::Fallback)
@@ -495,8 +580,8 @@ pub(crate) fn call_method(
         Method::Push if target.is_array() && args.len() == 1 && !target_is_copy => {
             let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
             array.push(args.pop().expect("one argument"));
-            drop(array);
-            fits(target, env)?;
+            // The caller checks the value that holds this array, which holds at least as much
+            // (`Compiler::chain`).
             Ok(Dynamic::UNIT)
         }
         Method::Len if args.is_empty() => {
@@ -678,7 +763,7 @@ pub(crate) fn parse_int(value: &Dynamic) -> Result<Dynamic> {
 /// Builds a map literal from its template (every key, unit values) and the evaluated values.
 pub(crate) fn fill_map(mut map: Map, keys: &[ImmutableString], values: Vec<Dynamic>) -> Dynamic {
     for (key, value) in keys.iter().zip(values) {
-        put_entry(&mut map, key.as_str(), value);
+        put_entry(&mut map, key.as_str(), value, None);
     }
     Dynamic::from_map(map)
 }
