@@ -288,14 +288,25 @@ pub struct FieldsBuilder {
 
 impl FieldsBuilder {
     pub fn new(len: usize) -> FieldsBuilder {
+        let mut builder = FieldsBuilder {
+            n: 0,
+            bytes: Vec::with_capacity(HEAD + 9 * len + 64),
+        };
+        builder.reset(len);
+        builder
+    }
+
+    /// Starts a new row of `len` slots in the same buffer: a reader of many rows (an image, a
+    /// record) allocates once for all of them rather than once or twice a row.
+    pub fn reset(&mut self, len: usize) {
         assert!(
             len < u16::MAX as usize,
             "a row holds fewer than 65,535 fields"
         );
-        let mut bytes = Vec::with_capacity(HEAD + 9 * len + 64);
-        bytes.extend_from_slice(&(len as u16).to_le_bytes());
-        bytes.resize(HEAD + 9 * len, 0);
-        FieldsBuilder { n: len, bytes }
+        self.n = len;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(&(len as u16).to_le_bytes());
+        self.bytes.resize(HEAD + 9 * len, 0);
     }
 
     /// Makes room for `slot` (rare: only a logged row wider than the declared one).
@@ -387,13 +398,18 @@ impl FieldsBuilder {
     }
 
     pub fn finish(self) -> Fields {
+        self.build()
+    }
+
+    /// The row as built so far; the builder keeps its buffer for [`FieldsBuilder::reset`].
+    pub fn build(&self) -> Fields {
         if self.n == 0 {
             return Fields::empty();
         }
         self.allocate()
     }
 
-    fn allocate(self) -> Fields {
+    fn allocate(&self) -> Fields {
         Fields(ThinArc::from_header_and_slice((), &self.bytes))
     }
 }
@@ -456,6 +472,24 @@ mod tests {
         }
         assert!(r.is_empty());
         assert_eq!(b.finish(), f);
+    }
+
+    /// One builder for many rows (as an image is read): a row built after a reset holds
+    /// nothing of the row before it.
+    #[test]
+    fn a_reset_builder_builds_each_row_as_a_fresh_one_would() {
+        let wide = Fields::from_values(&sample());
+        let narrow = Fields::from_values(&[Dynamic::from_int(3)]);
+        let mut b = FieldsBuilder::new(0);
+        for row in [&wide, &narrow, &Fields::empty(), &wide, &narrow] {
+            b.reset(row.len());
+            for slot in 0..row.len() {
+                let mut one = Vec::new();
+                codec::put_value(&mut one, &row.value(slot));
+                b.set_encoded(slot, &mut Reader::new(&one)).expect("valid");
+            }
+            assert_eq!(&b.build(), row);
+        }
     }
 
     #[test]

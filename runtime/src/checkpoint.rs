@@ -61,6 +61,7 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
         .iter()
         .map(|t| state.table_id(&t.name).expect("mapped"))
         .collect();
+    let mut fields = FieldsBuilder::new(0);
     for (index, id) in ids.into_iter().enumerate() {
         let rows = r.count()?;
         let mut map = imbl::OrdMap::new();
@@ -73,11 +74,11 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
                     pure_lang::SLOTS_MAX
                 ));
             }
-            let mut fields = FieldsBuilder::new(n);
+            fields.reset(n);
             for slot in 0..n {
                 mapping.place(index, slot, &mut r, &mut fields)?;
             }
-            map.insert(key, fields.finish());
+            map.insert(key, fields.build());
         }
         tables.set_map(id, map);
     }

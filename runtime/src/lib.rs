@@ -31,7 +31,7 @@ mod transfer;
 pub use metrics::{Health, Metrics};
 pub use pure_lang::{App, BodyError, Execution, HandlerError, HandlerKind, Request, Route};
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
-pub use recovery::Undecodable;
+pub use recovery::{Recovery, Undecodable};
 pub use runtime::{CommitGate, OpenError, Runtime, RuntimeOptions, WriteReply};
 pub use salvage::{inspect, inspect_with, salvage, salvage_with, Inspection, Salvaged};
 pub use transfer::{

@@ -313,7 +313,7 @@ impl Mapping {
         let entry = self
             .tables
             .get(logged as usize)
-            .ok_or(format!("unknown table id {logged}"))?;
+            .ok_or_else(|| format!("unknown table id {logged}"))?;
         Ok((entry.0, entry.1))
     }
 
@@ -328,7 +328,7 @@ impl Mapping {
         let target = *self.tables[table]
             .2
             .get(slot)
-            .ok_or(format!("unknown field slot {slot}"))?;
+            .ok_or_else(|| format!("unknown field slot {slot}"))?;
         // Slots past FIELDS_MAX are fine in a row: they hold fields of earlier versions of the
         // app (kept, invisible to scripts); only a patch's mask cannot name them.
         if target >= pure_lang::SLOTS_MAX {

@@ -1,6 +1,8 @@
 //! Rebuilding the state at open: the checkpoint image, then every record after it, in order.
 //! No script runs: the log holds effects, so a redeployed app starts on the same state.
 
+use std::time::Instant;
+
 use pure_lang::{App, Schema, Tables};
 use pure_store::{CheckpointImage, Lsn, Record, Recovered};
 
@@ -13,6 +15,53 @@ pub(crate) struct State {
     /// The app's schema, extended with tables and fields only the data has.
     pub schema: Schema,
     pub lsn: Lsn,
+    pub report: Recovery,
+}
+
+/// What rebuilding the state at open read, and how long it took: the checkpoint image decoded
+/// into tables, then the records after it applied. The store's own checks (the image's and the
+/// log's checksums, read before this) are not included.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Recovery {
+    /// The LSN the state stands at.
+    pub lsn: u64,
+    /// Bytes of the checkpoint image (0 without one).
+    pub image_bytes: u64,
+    pub image_seconds: f64,
+    /// Records applied after the image, and their bytes.
+    pub records: u64,
+    pub record_bytes: u64,
+    pub records_seconds: f64,
+}
+
+impl Recovery {
+    /// Image bytes decoded per second, in MB (10^6 bytes); None without an image.
+    pub fn image_mb_per_s(&self) -> Option<f64> {
+        (self.image_bytes > 0 && self.image_seconds > 0.0)
+            .then(|| self.image_bytes as f64 / self.image_seconds / 1e6)
+    }
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the state at LSN {}: ", self.lsn)?;
+        match self.image_mb_per_s() {
+            Some(rate) => write!(
+                f,
+                "a checkpoint image of {:.1} MB decoded in {:.2} s ({rate:.0} MB/s)",
+                self.image_bytes as f64 / 1e6,
+                self.image_seconds
+            )?,
+            None => write!(f, "no checkpoint image")?,
+        }
+        write!(
+            f,
+            ", then {} records ({:.1} MB) applied in {:.2} s",
+            self.records,
+            self.record_bytes as f64 / 1e6,
+            self.records_seconds
+        )
+    }
 }
 
 pub(crate) fn recover(app: &App, recovered: &Recovered) -> Result<State, OpenError> {
@@ -42,10 +91,14 @@ pub(crate) fn rebuild(
     records: &[Record],
 ) -> (State, Option<Undecodable>) {
     let mut lsn = Lsn(0);
+    let mut report = Recovery::default();
+    let started = Instant::now();
     let (mut tables, mut mapping) = match image {
         Some(image) => match read_image(image.bytes(), &mut schema) {
             Ok(read) => {
                 lsn = image.lsn();
+                report.image_bytes = image.bytes().len() as u64;
+                report.image_seconds = started.elapsed().as_secs_f64();
                 read
             }
             Err(reason) => {
@@ -54,6 +107,7 @@ pub(crate) fn rebuild(
                     tables,
                     schema,
                     lsn,
+                    report,
                 };
                 let lsn = image.lsn().0;
                 return (state, Some(Undecodable::Image { lsn, reason }));
@@ -62,6 +116,7 @@ pub(crate) fn rebuild(
         None => (Tables::new(schema.tables.len()), Mapping::identity(&schema)),
     };
     let mut failure = None;
+    let started = Instant::now();
     for record in records {
         tables.ensure_tables(schema.tables.len());
         // O(tables): a record that fails halfway leaves nothing of it behind.
@@ -77,13 +132,18 @@ pub(crate) fn rebuild(
             }
         }
         lsn = record.lsn;
+        report.records += 1;
+        report.record_bytes += record.bytes.len() as u64;
     }
+    report.records_seconds = started.elapsed().as_secs_f64();
+    report.lsn = lsn.0;
     tables.ensure_tables(schema.tables.len());
     (
         State {
             tables,
             schema,
             lsn,
+            report,
         },
         failure,
     )

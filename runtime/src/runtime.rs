@@ -16,7 +16,7 @@ use crate::building::Building;
 use crate::inbox::{Inbox, Refused};
 use crate::metrics::{Health, Metrics, MetricsCell};
 use crate::owner::{Job, Owner};
-use crate::recovery::recover;
+use crate::recovery::{recover, Recovery};
 use crate::syncer::Syncer;
 
 #[derive(Clone, Debug)]
@@ -241,6 +241,7 @@ struct Inner {
     /// it, or a caller would wait forever for an answer that cannot come.
     owner: Weak<Owner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    recovery: Recovery,
 }
 
 /// Handle to a running app: `Clone + Send + Sync`.
@@ -277,6 +278,7 @@ impl Runtime {
             );
         }
         let state = recover(&app, &recovered)?;
+        let recovery = state.report;
         let store = recovered.store;
         if options.sync == SyncMode::None {
             eprintln!(
@@ -341,6 +343,7 @@ impl Runtime {
             inbox,
             owner: owner_role,
             threads: Mutex::new(vec![owner_handle, syncer]),
+            recovery,
         };
         Ok(Runtime {
             inner: Arc::new(inner),
@@ -349,6 +352,11 @@ impl Runtime {
 
     pub fn app(&self) -> &App {
         &self.inner.shared.app
+    }
+
+    /// What opening read to rebuild the state, and how long it took.
+    pub fn recovery(&self) -> Recovery {
+        self.inner.recovery
     }
 
     /// Queues a write handler call and, when the owner's role is free, runs the queued writes

@@ -81,6 +81,7 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
     let address = listener.local_addr().map_err(exit::Failure::internal)?;
     let accepting = tokio::spawn(server.clone().accept_loop(listener));
     report_interpreted(runtime.app());
+    eprintln!("pure-serve: recovered {}", runtime.recovery());
     println!(
         "pure-serve: {} listening on http://{address}",
         runtime.app().name()

@@ -311,6 +311,43 @@ fn random_write_sets_match_a_model_live_and_after_every_reopen() {
     rt.shutdown();
 }
 
+/// Opening reports what it rebuilt the state from: the newest checkpoint image, then every
+/// record after it, up to the last durable LSN.
+#[test]
+fn opening_reports_the_image_and_the_records_it_rebuilt_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(app("review"), dir.path(), small_log()).unwrap();
+    let fresh = rt.recovery();
+    assert_eq!((fresh.lsn, fresh.image_bytes, fresh.records), (0, 0, 0));
+    let deadline = Instant::now() + PATIENT;
+    let mut i = 0;
+    while rt.metrics().checkpoints_total == 0 || i < 300 {
+        assert!(Instant::now() < deadline, "no checkpoint was written");
+        call(&rt, "apply", json!({"ops": put(i), "fail": false})).expect("the put commits");
+        i += 1;
+    }
+    rt.shutdown();
+    let before = rt.metrics();
+    let rt = Runtime::open(app("review"), dir.path(), small_log()).unwrap();
+    let report = rt.recovery();
+    assert_eq!(report.lsn, before.durable_lsn, "{report}");
+    assert!(report.image_bytes > 0, "{report}");
+    assert!(report.image_mb_per_s().is_some(), "{report}");
+    // One record per LSN: the records after the newest image are the LSNs it does not cover.
+    assert_eq!(
+        report.records,
+        before.durable_lsn - before.last_checkpoint_lsn,
+        "{report}"
+    );
+    assert_eq!(report.records > 0, report.record_bytes > 0, "{report}");
+    let text = report.to_string();
+    assert!(
+        text.contains("checkpoint image") && text.contains("MB/s"),
+        "{text}"
+    );
+    rt.shutdown();
+}
+
 /// A small log, checkpointed often: a full disk fills it within a few dozen writes.
 fn full_disk_options(write_timeout: Duration) -> RuntimeOptions {
     RuntimeOptions {
