@@ -119,13 +119,11 @@ pub(crate) fn rebuild(
     let started = Instant::now();
     for record in records {
         tables.ensure_tables(schema.tables.len());
-        // O(tables): a record that fails halfway leaves nothing of it behind.
-        let before = tables.clone();
+        // A record that fails leaves nothing of it behind (`apply_record`).
         match apply_record(&record.bytes, &mapping, &mut tables) {
             Ok(Some(logged)) => mapping = Mapping::new(&logged, &mut schema),
             Ok(None) => {}
             Err(reason) => {
-                tables = before;
                 let lsn = record.lsn.0;
                 failure = Some(Undecodable::Record { lsn, reason });
                 break;
