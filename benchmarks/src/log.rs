@@ -312,7 +312,7 @@ fn print_header(args: &Args, counter: Option<&DeviceCounter>) {
 }
 
 fn row(label: &str, m: &Measured, ring: Option<(u64, f64)>) {
-    let bytes = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
+    let bytes = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0}"));
     let (device, device_mean) = (
         bytes(m.device_bytes_per_record()),
         bytes(m.device_bytes_per_record_mean()),

@@ -128,7 +128,7 @@ pub fn salvage_with(io: Arc<dyn Io>, from: &Path, into: &Path) -> Result<Salvage
         log_capacity_bytes: inspected
             .store
             .log_capacity_bytes()
-            .unwrap_or(crate::RuntimeOptions::default().log_capacity_bytes),
+            .unwrap_or_else(|| crate::RuntimeOptions::default().log_capacity_bytes),
     };
     let State { tables, schema, .. } = &inspected.state;
     pure_store::seed(io.clone(), into, options, saved, |writer| {

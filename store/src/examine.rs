@@ -97,7 +97,7 @@ impl Examination {
         self.records
             .last()
             .map(|r| r.lsn)
-            .or(self.base.as_ref().map(|b| b.lsn()))
+            .or_else(|| self.base.as_ref().map(|b| b.lsn()))
             .unwrap_or(Lsn(0))
     }
 

@@ -351,7 +351,7 @@ impl Io for SimDisk {
             s.names
                 .get(path)
                 .copied()
-                .ok_or(io::ErrorKind::NotFound.into())
+                .ok_or_else(|| io::ErrorKind::NotFound.into())
         })?;
         Ok(Box::new(SimFile {
             state: self.state.clone(),
@@ -363,7 +363,7 @@ impl Io for SimDisk {
             let id = s
                 .names
                 .get(path)
-                .ok_or(io::Error::from(io::ErrorKind::NotFound))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             Ok(Box::new(s.inodes[id].cache.clone()) as Mapping)
         })
     }
@@ -372,7 +372,7 @@ impl Io for SimDisk {
             let id = s
                 .names
                 .remove(from)
-                .ok_or(io::Error::from(io::ErrorKind::NotFound))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             s.names.insert(to.to_path_buf(), id);
             s.dir_ops
                 .push(DirOp::Rename(from.to_path_buf(), to.to_path_buf(), id));
@@ -383,7 +383,7 @@ impl Io for SimDisk {
         self.step(|s| {
             s.names
                 .remove(path)
-                .ok_or(io::Error::from(io::ErrorKind::NotFound))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             s.dir_ops.push(DirOp::Unlink(path.to_path_buf()));
             Ok(())
         })
@@ -437,7 +437,7 @@ impl IoFile for SimFile {
             let inode = s
                 .inodes
                 .get_mut(&self.id)
-                .ok_or(io::Error::from(io::ErrorKind::NotFound))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             write_into(&mut inode.cache, offset, bytes);
             inode.pending.push((offset, bytes.to_vec()));
             Ok(())
@@ -448,12 +448,12 @@ impl IoFile for SimFile {
             let inode = s
                 .inodes
                 .get(&self.id)
-                .ok_or(io::Error::from(io::ErrorKind::NotFound))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             let range = offset as usize..offset as usize + bytes.len();
             let source = inode
                 .cache
                 .get(range)
-                .ok_or(io::Error::from(io::ErrorKind::UnexpectedEof))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
             bytes.copy_from_slice(source);
             Ok(())
         })
@@ -466,7 +466,7 @@ impl IoFile for SimFile {
             let inode = s
                 .inodes
                 .get_mut(&self.id)
-                .ok_or(io::Error::from(io::ErrorKind::NotFound))?;
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             if fail {
                 // Part of the writes may have reached the disk before the error; the rest are
                 // marked clean: dropped from the sync queue, still visible in the cache.

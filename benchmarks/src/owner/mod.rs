@@ -148,7 +148,9 @@ fn limits() -> anyhow::Result<()> {
     let error = counted.run_write("spin", &Request::default(), &mut tables, &mut ws);
     println!(
         "| spin, operation limit only | {} | {:.1} |",
-        error.err().map_or("nothing".into(), |e| e.to_string()),
+        error
+            .err()
+            .map_or_else(|| "nothing".into(), |e| e.to_string()),
         started.elapsed().as_secs_f64() * 1e3
     );
     for handler in ["spin", "recurse", "grow", "big_array", "slow_native"] {

@@ -236,13 +236,13 @@ fn print_row(name: &str, connections: usize, figures: &RunFigures) {
     let ops = (posts.len() + figures.reads.len()).max(1) as f64;
     let cpu = figures
         .server_cpu_seconds
-        .map_or("-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
+        .map_or_else(|| "-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
     let device = figures
         .device_bytes
-        .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / ops));
+        .map_or_else(|| "-".to_string(), |b| format!("{:.0}", b as f64 / ops));
     let client = figures
         .client_cpu_seconds
-        .map_or("-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
+        .map_or_else(|| "-".to_string(), |s| format!("{:.1}", s * 1e6 / ops));
     println!(
         "{:<11} {:>5} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9.0} {:>7} {:>9} {:>8} {:>9}",
         name,

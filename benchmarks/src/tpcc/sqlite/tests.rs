@@ -373,7 +373,7 @@ fn answers_follow_the_script() {
     let mut lines = Vec::new();
     let mut sum = 0;
     for (i, q) in [(500, 9), (77, 4), (500, 9)] {
-        let q0 = *on_hand.entry(i).or_insert(stock(i).s_quantity);
+        let q0 = *on_hand.entry(i).or_insert_with(|| stock(i).s_quantity);
         let left = if q0 >= q + 10 { q0 - q } else { q0 - q + 91 };
         on_hand.insert(i, left);
         let brand = item(i).i_data.contains("ORIGINAL") && stock(i).s_data.contains("ORIGINAL");
