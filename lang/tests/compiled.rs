@@ -1604,3 +1604,205 @@ fn tpcc_runs_compiled_exactly_as_in_rhai() {
     assert!(t.count("payment", true, 404) > 0, "a payment named nobody");
     assert_eq!(t.paths.len(), 10, "paths taken: {:?}", t.paths);
 }
+
+/// The compiled path keeps the size-limit counts of the local it is building: every way a local
+/// can change while they are kept, against Rhai, under small limits.
+#[test]
+fn kept_sizes_follow_every_way_a_local_changes() {
+    let script = r#"
+fn g(x) { let b = []; b.push(1); b.push(2); b.push(3); 0 }
+fn g2(x) { x.push(1); x.push(2); x }
+fn rec(n) { let a = []; a.push(n); if n > 0 { rec(n - 1); } a.push(n); a.len() }
+fn call_between(req) { let a = []; a.push(1); g(0); for i in 0..req.body.n { a.push(i); } a.len() }
+fn call_param(req) { let a = []; a.push(1); let c = g2(a); for i in 0..req.body.n { a.push(i); } a.len() }
+fn recursion(req) { let a = []; a.push(1); rec(3); for i in 0..req.body.n { a.push(i); } a.len() }
+fn nested(req) { let a = [[]]; a.push(0); for i in 0..req.body.n { a[0].push(i); } a.len() }
+fn nested_neg(req) { let a = [[]]; a.push(0); for i in 0..req.body.n { a[-2].push(i); } a.len() }
+fn prop(req) { let m = #{ l: [] }; m.x = 1; for i in 0..req.body.n { m.l.push(i); } m.len() }
+fn self_push(req) { let a = [1]; for i in 0..req.body.n { a.push(a); } a.len() }
+fn self_set(req) { let a = [1, 2]; for i in 0..req.body.n { a[0] = a; } a.len() }
+fn self_prop(req) { let m = #{ x: 1 }; for i in 0..req.body.n { m.y = m; } m.len() }
+fn loop_var(req) { let a = []; a.push(1); for a in [[1,2,3,4,5,6,7,8,9]] { a.push(1); a.push(2); } a.len() }
+fn loop_var2(req) { for x in [[1], [1,2,3,4,5,6,7,8,9]] { x.push(1); x.push(2); } 0 }
+fn shadow(req) { let a = []; a.push(1); { let a = [1,2,3,4,5,6,7,8]; a.push(1); a.push(2); a.push(3); } a.push(2); 0 }
+fn block_slot(req) { { let a = []; a.push(1); } { let b = [1,2,3,4,5,6,7,8,9]; b.push(1); b.push(2); } 0 }
+fn let_block(req) { let a = { let t = []; t.push(1); [1,2,3,4,5,6,7,8,9] }; a.push(1); a.push(2); 0 }
+fn compound_text(req) { let m = #{ s: "" }; m.x = 1; for i in 0..req.body.n { m.s += "abcde"; } m.len() }
+fn compound_item(req) { let a = [""]; a.push(1); for i in 0..req.body.n { a[0] += "abcde"; } a.len() }
+fn assign_whole(req) { let a = []; a.push(1); a = [1,2,3,4,5,6,7,8,9]; a.push(1); a.push(2); 0 }
+fn compound_whole(req) { let s = ["x"]; s.push(1); let t = "abc"; t += "abcdefghijabcdefghij"; s[0] = t; s[0] = t + "abcdefghij"; 0 }
+fn if_expr(req) { let a = []; a.push(1); let b = if true { a } else { [] }; b.push(1); for i in 0..req.body.n { a.push(i); } a.len() }
+fn two_locals(req) { let a = []; let b = []; a.push(1); b.push(1); for i in 0..req.body.n { a.push(i); b.push(i); } a.len() }
+fn arg_mutates(req) { let a = []; a.push(1); for i in 0..req.body.n { a.push({ a.push(i); i }); } a.len() }
+fn index_mutates(req) { let a = [0]; a.push(1); for i in 0..req.body.n { a[{ a.push(i); 0 }] = i; } a.len() }
+fn value_mutates(req) { let a = [0]; a.push(1); for i in 0..req.body.n { a[0] = { a.push(i); i }; } a.len() }
+fn map_keys(req) { let m = #{}; for i in 0..req.body.n { m[`k${i}`] = [i]; m[`k${i}`] = i; m[`j${i}`] = ""; } m.len() }
+fn row_in(req) { t.put(1, #{ n: 1, s: "a" }); let r = t.get(1); let a = [r]; a.push(1); let r2 = a[0]; r2.save(); for i in 0..req.body.n { a.push(i); } a.len() }
+fn row_local(req) { t.put(1, #{ n: 1, s: "a" }); let r = t.get(1); r.s = "x"; r.n = [1,2,3]; r["n"] = 5; let a = []; a.push(r); for i in 0..req.body.n { a.push(i); } a.len() }
+fn temp_root(req) { let big = [1,2,3,4,5,6,7]; [big, []][1].push(1); 0 }
+fn temp_method(req) { t.put(1, #{ n: [1,2,3,4,5,6,7], s: [] }); t.get(1).to_map().s.push(1); 0 }
+fn table_local(req) { let x = t; x.put(1, #{ n: 1, s: "a" }); x.scan(0, 10, 5).push(1); 0 }
+"#;
+    let small = Limits {
+        array_items_max: 10,
+        map_items_max: 10,
+        string_bytes_max: 40,
+        ..limits()
+    };
+    let mut pair = pair_of(script, small);
+    let handlers = [
+        "call_between",
+        "call_param",
+        "recursion",
+        "nested",
+        "nested_neg",
+        "prop",
+        "self_push",
+        "self_set",
+        "self_prop",
+        "loop_var",
+        "loop_var2",
+        "shadow",
+        "block_slot",
+        "let_block",
+        "compound_text",
+        "compound_item",
+        "assign_whole",
+        "compound_whole",
+        "if_expr",
+        "two_locals",
+        "arg_mutates",
+        "index_mutates",
+        "value_mutates",
+        "map_keys",
+        "row_in",
+        "row_local",
+        "temp_root",
+        "temp_method",
+        "table_local",
+    ];
+    for handler in handlers {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        for n in [0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 20] {
+            let before = pair.compiled.fallbacks();
+            let answer = pair.call(handler, json!({ "n": n }));
+            eprintln!(
+                "{handler} {n}: {answer:?} fallback={}",
+                pair.compiled.fallbacks() - before
+            );
+        }
+    }
+}
+
+/// A push into part of a temporary is checked as Rhai checks it, on the array pushed into, not
+/// on the whole temporary (which would send such calls to Rhai needlessly; found by review).
+#[test]
+fn a_push_into_part_of_a_temporary_is_checked_as_rhai_checks_it() {
+    let script = r#"
+fn temp_root(req) { let big = [1, 2, 3, 4, 5, 6, 7, 8]; [big, []][1].push(1); 0 }
+fn temp_method(req) { t.put(1, #{ n: [1, 2, 3, 4, 5, 6, 7, 8, 9], s: [0] }); t.get(1).to_map().s.push(1); 0 }
+"#;
+    let small = Limits {
+        array_items_max: 10,
+        ..limits()
+    };
+    let mut pair = pair_of(script, small);
+    let mut fell_back = Vec::new();
+    for handler in ["temp_root", "temp_method"] {
+        assert_eq!(pair.compiled.execution(handler), Some(Execution::Compiled));
+        let before = pair.compiled.fallbacks();
+        assert_eq!(pair.call(handler, json!({})), Ok(json!(0)), "{handler}");
+        if pair.compiled.fallbacks() != before {
+            fell_back.push(handler);
+        }
+    }
+    assert_eq!(
+        fell_back,
+        Vec::<&str>::new(),
+        "these fell back to Rhai needlessly"
+    );
+}
+
+/// Random sequences of changes to locals, compiled against Rhai (in a build with debug
+/// assertions, `Frame::keep_sizes` also checks every count it keeps).
+#[test]
+fn random_changes_to_locals_agree_with_rhai() {
+    let (seed, scale) = seed_and_scale("random_changes_to_locals");
+    let mut rng = Rng(seed);
+    let exprs = [
+        "1",
+        "\"abcdefgh\"",
+        "[1, 2]",
+        "[]",
+        "#{ x: [1] }",
+        "a",
+        "m",
+        "\"xy\" + \"zw\"",
+        "h(2)",
+        "a[0]",
+        "m.k1",
+        "a[-1]",
+    ];
+    let small = Limits {
+        array_items_max: 12,
+        map_items_max: 8,
+        string_bytes_max: 30,
+        ..limits()
+    };
+    let mut compared = 0;
+    let mut fell = 0;
+    for _ in 0..300 * scale {
+        let mut body = String::new();
+        for _ in 0..rng.below(8) + 1 {
+            let e = rng.pick(&exprs);
+            let e2 = rng.pick(&exprs);
+            let i = rng.below(5) as i64 - 2;
+            let k = rng.below(3);
+            let arr = rng.pick(&["[1, 2]", "[]", "[[]]", "[\"ab\"]", "[a]"]);
+            let stmt = match rng.below(18) {
+                0 | 1 => format!("a.push({e});"),
+                2 => format!("a[{i}] = {e};"),
+                3 => format!("if type_of(a[{i}]) == \"array\" {{ a[{i}].push({e}); }}"),
+                4 => format!("m.k{k} = {e};"),
+                5 => format!("m[\"k{k}\"] = {e};"),
+                6 => format!("if type_of(m.k{k}) == \"array\" {{ m.k{k}.push({e}); }}"),
+                7 => format!("if type_of(m.k{k}) == \"string\" {{ m.k{k} += \"abc\"; }}"),
+                8 => format!("a = {arr};"),
+                9 => format!("{{ let a = {arr}; a.push({e2}); a.push(1); }}"),
+                10 => format!("let x = h({e});"),
+                11 => "for v in a { if type_of(v) == \"array\" { v.push(1); v.push(2); } }"
+                    .to_string(),
+                12 => "a.push(a);".to_string(),
+                13 => format!("m.k{k} = m;"),
+                14 => format!("if type_of(a[{i}]) == \"string\" {{ a[{i}] += \"ab\"; }}"),
+                15 => format!("let b = {arr}; b.push({e2}); a = b;"),
+                16 => format!("m = #{{ k{k}: {e} }};"),
+                _ => format!("if a.len() > 2 {{ a[{i}] = {e}; }} else {{ a.push({e2}); }}"),
+            };
+            let stmt = format!("if a.len() < 3 {{ a.push(\"s\"); a.push(1); a.push(1); }} {stmt}");
+            body.push_str(&stmt);
+            body.push(' ');
+        }
+        let script = format!(
+            "fn h(x) {{ let z = []; z.push(x); z.push(z); z.len() }}\n\
+             fn run(req) {{ let a = []; let m = #{{}}; for i in 0..req.body.n {{ {body} }} [type_of(a), type_of(m)] }}\n"
+        );
+        let mut pair = pair_of(&script, small.clone());
+        assert_eq!(
+            pair.compiled.execution("run"),
+            Some(Execution::Compiled),
+            "{script}"
+        );
+        for n in [1, 2, 3, 5] {
+            let before = pair.compiled.fallbacks();
+            let _ = pair.call("run", json!({ "n": n }));
+            compared += 1;
+            fell += pair.compiled.fallbacks() - before;
+        }
+    }
+    eprintln!("{compared} calls, {fell} fell back");
+}

@@ -786,7 +786,8 @@ impl Compiler<'_> {
         let grows = steps
             .iter()
             .any(|s| matches!(s, Step::Method(Method::Push, _)));
-        // `local.push(x)`: the local's sizes after are its sizes before and x's.
+        // `local.push(x)`: the local's sizes after are its sizes before and x's, and the check
+        // of the local is the check of the array pushed into.
         let pushes_on_root = matches!(steps.as_slice(), [Step::Method(Method::Push, 1)]);
         Ok(Box::new(move |f| {
             let mut values = Vec::with_capacity(args.len());
@@ -800,14 +801,11 @@ impl Compiler<'_> {
                 };
                 let later = values.split_off(*count);
                 let mut result = ops::table_method(*method, *table, values, env)?;
-                if rest.is_empty() {
-                    return Ok(result);
-                }
-                let value = walk(&mut result, rest, &mut later.into_iter(), false, env)?;
-                if grows {
-                    ops::fits(&result, env)?;
-                }
-                return Ok(value);
+                return if rest.is_empty() {
+                    Ok(result)
+                } else {
+                    walk(&mut result, rest, &mut later.into_iter(), false, env)
+                };
             }
             let mut values = values.into_iter();
             match &root {
@@ -818,28 +816,22 @@ impl Compiler<'_> {
                     *constant,
                     env,
                 ),
-                Root::Local { slot, constant } => {
+                Root::Local { slot, constant } if pushes_on_root => {
                     let (target, before) = f.local_sized(*slot);
-                    let known = match (before, pushes_on_root) {
-                        (Some(before), true) => Some(before.pushed(ops::Sizes::of(
-                            values.as_slice().first().expect("one argument"),
-                        ))),
-                        _ => None,
-                    };
-                    let value = walk(target, &steps, &mut values, *constant, env)?;
-                    // A push inside the local grew the local as a whole.
+                    let item = values.next().expect("one argument");
+                    let known = before.map(|before| before.pushed(ops::Sizes::of(&item)));
+                    ops::push(target, item, *constant)?;
                     let sizes = ops::fits_known(target, known, env)?;
                     f.keep_sizes(*slot, sizes);
+                    Ok(Dynamic::UNIT)
+                }
+                Root::Local { slot, constant } => {
+                    let value = walk(f.local(*slot), &steps, &mut values, *constant, env)?;
+                    // A push inside the local grew the local as a whole.
+                    ops::fits(f.local(*slot), env)?;
                     Ok(value)
                 }
-                Root::Value(code) => {
-                    let mut root = code(f)?;
-                    let value = walk(&mut root, &steps, &mut values, false, env)?;
-                    if grows {
-                        ops::fits(&root, env)?;
-                    }
-                    Ok(value)
-                }
+                Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
                 Root::Table(_) => unreachable!("called above"),
             }
         }))
@@ -978,17 +970,10 @@ fn walk(
             let values: Vec<Dynamic> = args.by_ref().take(*count).collect();
             let mut result = ops::call_method(*method, target, values, is_copy, env)?;
             if rest.is_empty() {
-                return Ok(result);
+                Ok(result)
+            } else {
+                walk(&mut result, rest, args, false, env)
             }
-            let value = walk(&mut result, rest, args, false, env)?;
-            // A push into the result grew a value that no local holds (see `Compiler::chain`).
-            if rest
-                .iter()
-                .any(|s| matches!(s, Step::Method(Method::Push, _)))
-            {
-                ops::fits(&result, env)?;
-            }
-            Ok(value)
         }
     }
 }

@@ -578,10 +578,9 @@ pub(crate) fn call_method(
             Ok(Dynamic::UNIT)
         }
         Method::Push if target.is_array() && args.len() == 1 && !target_is_copy => {
-            let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
-            array.push(args.pop().expect("one argument"));
-            // The caller checks the value that holds this array, which holds at least as much
-            // (`Compiler::chain`).
+            push(target, args.pop().expect("one argument"), target_is_copy)?;
+            // Rhai checks the array pushed into (not what holds it) against the size limits.
+            fits(target, env)?;
             Ok(Dynamic::UNIT)
         }
         Method::Len if args.is_empty() => {
@@ -609,6 +608,16 @@ pub(crate) fn call_method(
         }
         _ => Err(Stop::Fallback),
     }
+}
+
+/// `target.push(item)` on an array, unchecked: the caller checks the sizes after.
+pub(crate) fn push(target: &mut Dynamic, item: Dynamic, target_is_copy: bool) -> Result<()> {
+    if target_is_copy {
+        return Err(Stop::Fallback);
+    }
+    let mut array = target.as_array_mut().map_err(|_| Stop::Fallback)?;
+    array.push(item);
+    Ok(())
 }
 
 /// The receiver of a string method. Rhai checks the receiver of a method called on a variable
