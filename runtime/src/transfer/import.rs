@@ -311,9 +311,14 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        self.lock.take();
-        if !self.keep && !self.existed {
-            let _ = std::fs::remove_dir(&self.dir);
+        // Only the import that locked the directory removes it: one refused because another
+        // holds the lock would otherwise remove the directory (empty until the store is moved
+        // in) from under the import that holds it.
+        if let Some(lock) = self.lock.take() {
+            if !self.keep && !self.existed {
+                let _ = std::fs::remove_dir(&self.dir);
+            }
+            drop(lock);
         }
     }
 }
@@ -461,4 +466,26 @@ fn first_line_with(
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two imports claim one new directory: the one refused leaves it to the one that holds it
+    /// (found by running the two-imports test beside busy loops: the winner's move into the
+    /// directory failed with "No such file or directory").
+    #[test]
+    fn a_refused_claim_leaves_the_directory_to_its_holder() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("data");
+        let holder = Claim::take(&dir, false).expect("the first claim locks");
+        let refused = Claim::take(&dir, false)
+            .err()
+            .expect("the second is refused");
+        assert!(refused.to_string().contains("in use"), "{refused}");
+        assert!(dir.is_dir(), "the holder's directory is still there");
+        drop(holder);
+        assert!(!dir.exists(), "the holder removes the directory it created");
+    }
 }
