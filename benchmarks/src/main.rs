@@ -15,9 +15,9 @@ mod tpcc;
 
 use clap::{Parser, Subcommand};
 
-// The runtime under test uses mimalloc; the harness does too so that allocation costs compare.
+// The runtime's allocator (mimalloc), as in pure-serve, so that allocation costs compare.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: pure_runtime::Allocator = pure_runtime::Allocator;
 
 #[derive(Parser)]
 #[command(

@@ -16,6 +16,7 @@
 //! It must not know HTTP (that is `serve`) nor the bytes of frames and files (that is `store`);
 //! the script API and the transaction mechanics are `lang`'s.
 
+mod allocator;
 mod building;
 mod checkpoint;
 mod inbox;
@@ -28,6 +29,7 @@ mod salvage;
 mod syncer;
 mod transfer;
 
+pub use allocator::Allocator;
 pub use metrics::{Health, Metrics};
 pub use pure_lang::{App, BodyError, Execution, HandlerError, HandlerKind, Request, Route};
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};

@@ -26,9 +26,9 @@ use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode};
 
 use crate::cli::{Command, Options, Sync};
 
-// Rhai allocates for nearly every value; mimalloc made handlers about a quarter faster (RHAI.md).
+// Rhai allocates for nearly every value; mimalloc made handlers about a quarter faster.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: pure_runtime::Allocator = pure_runtime::Allocator;
 
 /// The process exit statuses, as `--help` documents them.
 mod exit {
