@@ -171,29 +171,21 @@ pub fn apply_record(
     mapping: &Mapping,
     tables: &mut Tables,
 ) -> Result<Option<Schema>, String> {
-    let mut r = Reader::new(bytes);
-    match r.byte()? {
-        SCHEMA => Ok(Some(read_schema(&mut r)?)),
-        WRITES => {
-            // Decoded whole before any change is applied, rather than applied on a copy of the
-            // tables kept for undoing: while a copy shares the maps' nodes, every change copies
-            // the nodes it touches (a New-Order record then cost about 85 µs to replay).
-            let mut changes = Vec::new();
-            while !r.is_empty() {
-                match decode_change(&mut r, mapping, None) {
-                    Ok(change) => changes.push(change),
-                    Err(reason) if reason == NEEDS_STATE => {
-                        return apply_in_order(bytes, mapping, tables).map(|()| None)
-                    }
-                    Err(reason) => return Err(reason),
-                }
-            }
+    // Decoded whole before any change is applied, rather than applied on a copy of the tables
+    // kept for undoing: while a copy shares the maps' nodes, every change copies the nodes it
+    // touches (a New-Order record then cost about 85 µs to replay).
+    match decode(bytes, mapping) {
+        Ok(Decoded::Schema(schema)) => Ok(Some(schema)),
+        Ok(Decoded::Writes(changes)) => {
             for change in changes {
                 tables.apply(change);
             }
             Ok(None)
         }
-        tag => Err(format!("bad record tag {tag}")),
+        Err(reason) if reason == NEEDS_STATE => {
+            apply_in_order(bytes, mapping, tables).map(|()| None)
+        }
+        Err(reason) => Err(reason),
     }
 }
 
