@@ -35,6 +35,9 @@ struct Branch<K> {
 pub struct GenTree<K, V> {
     root: *mut Header,
     len: usize,
+    /// Round 3: a full node that an insert would enter at its right end is split there (the
+    /// left keeps everything), so keys appended in order fill their nodes.
+    pub append_split: bool,
     _marker: std::marker::PhantomData<(K, V)>,
 }
 
@@ -61,6 +64,7 @@ impl<K: Copy + Ord + Default, V: Copy + Default> GenTree<K, V> {
         GenTree {
             root: Self::new_leaf(gen),
             len: 0,
+            append_split: false,
             _marker: std::marker::PhantomData,
         }
     }
@@ -154,24 +158,33 @@ impl<K: Copy + Ord + Default, V: Copy + Default> GenTree<K, V> {
     }
 
     /// Splits the full child `i` of the writable branch `parent`.
-    unsafe fn split_child(parent: *mut Header, i: usize, gen: u64) {
+    unsafe fn split_child(parent: *mut Header, i: usize, gen: u64, k: &K, append_split: bool) {
         let p = &mut *(parent as *mut Branch<K>);
         let child = p.kids[i];
         let (sep, right) = if (*child).leaf {
             let l = &mut *(child as *mut Leaf<K, V>);
             let right = Self::new_leaf(gen);
             let r = &mut *(right as *mut Leaf<K, V>);
+            if append_split && l.keys[B - 1] < *k {
+                // Appending: the left stays full, the new key starts the right.
+                (*k, right)
+            } else {
             let half = B / 2;
             r.keys[..B - half].copy_from_slice(&l.keys[half..]);
             r.vals[..B - half].copy_from_slice(&l.vals[half..]);
             r.h.len = (B - half) as u32;
             l.h.len = half as u32;
             (r.keys[0], right)
+            }
         } else {
             let l = &mut *(child as *mut Branch<K>);
             let right = Self::new_branch(gen);
             let r = &mut *(right as *mut Branch<K>);
-            let half = B / 2; // children kept on the left
+            let half = if append_split && l.keys[B - 2] <= *k {
+                B - 1
+            } else {
+                B / 2
+            }; // children kept on the left
             let sep = l.keys[half - 1];
             r.kids[..B - half].copy_from_slice(&l.kids[half..]);
             r.keys[..B - half - 1].copy_from_slice(&l.keys[half..B - 1]);
@@ -200,7 +213,7 @@ impl<K: Copy + Ord + Default, V: Copy + Default> GenTree<K, V> {
                 let b = &mut *(root as *mut Branch<K>);
                 b.kids[0] = self.root;
                 b.h.len = 1;
-                Self::split_child(root, 0, gen);
+                Self::split_child(root, 0, gen, &k, self.append_split);
                 self.root = root;
             }
             let mut node = self.root;
@@ -226,7 +239,7 @@ impl<K: Copy + Ord + Default, V: Copy + Default> GenTree<K, V> {
                 let mut i = Self::upper_bound(&b.keys[..n - 1], &k);
                 b.kids[i] = Self::writable(b.kids[i], gen, retired);
                 if Self::full(b.kids[i]) {
-                    Self::split_child(node, i, gen);
+                    Self::split_child(node, i, gen, &k, self.append_split);
                     if k >= b.keys[i] {
                         i += 1;
                     }

@@ -476,6 +476,107 @@ impl<K: KeyRep + Copy + Default, R: RowRep + Copy + Default> MapSet<K, R> for Ge
     }
 }
 
+/// Round 3: the tree as it would ship, on counted rows. The tree holds one count per entry for
+/// all its versions: a copied leaf copies the row pointers bitwise and touches no row; a row
+/// replaced in the live tree goes on the retired list (the caller's undo takes a clone of its
+/// own), and the retired counts are dropped when the snapshot that could reach them is gone.
+struct GenCounted<K, R, const APPEND: bool> {
+    trees: Vec<GenTree<K, Slot>>,
+    gen: u64,
+    retired: RetiredNodes,
+    retired_rows: Vec<R>,
+}
+
+/// A pointer-sized row, held bitwise by the tree.
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+struct Slot(usize);
+
+fn to_slot<R>(r: R) -> Slot {
+    assert_eq!(std::mem::size_of::<R>(), std::mem::size_of::<usize>());
+    let r = std::mem::ManuallyDrop::new(r);
+    // SAFETY (probe): R is one pointer; the slot owns its count until `from_slot`.
+    Slot(unsafe { std::mem::transmute_copy::<R, usize>(&r) })
+}
+
+fn from_slot<R>(s: Slot) -> R {
+    // SAFETY: `s` came from `to_slot::<R>`, and its count is taken over once.
+    unsafe { std::mem::transmute_copy::<usize, R>(&s.0) }
+}
+
+impl<K: KeyRep + Copy + Default, R: RowRep, const APPEND: bool> MapSet<K, R>
+    for GenCounted<K, R, APPEND>
+{
+    const NAME: &'static str = if APPEND {
+        "generational B+tree, rows counted once, append splits"
+    } else {
+        "generational B+tree, rows counted once"
+    };
+    fn new(tables: usize) -> Self {
+        GenCounted {
+            trees: (0..tables)
+                .map(|_| {
+                    let mut t = GenTree::new(0);
+                    t.append_split = APPEND;
+                    t
+                })
+                .collect(),
+            gen: 0,
+            retired: RetiredNodes::default(),
+            retired_rows: Vec::new(),
+        }
+    }
+    fn get(&self, t: usize, k: &K) -> Option<&R> {
+        // SAFETY: a slot has the layout of the one pointer R is.
+        self.trees[t]
+            .get(k)
+            .map(|s| unsafe { &*(s as *const Slot as *const R) })
+    }
+    fn insert(&mut self, t: usize, k: K, r: R) -> Option<R> {
+        let old = self.trees[t].insert(k, to_slot(r), self.gen, &mut self.retired)?;
+        let old: R = from_slot(old);
+        if self.gen > 0 {
+            // A snapshot may reach it; without one, the undo's clone is the last count.
+            self.retired_rows.push(old.clone());
+        }
+        Some(old)
+    }
+    fn snapshot(&mut self) {
+        // SAFETY: the previous snapshot is gone; nothing else reaches the retired nodes.
+        unsafe { self.retired.free() };
+        self.retired_rows.clear();
+        self.gen += 1;
+    }
+    fn len(&self, t: usize) -> usize {
+        self.trees[t].len()
+    }
+}
+
+/// Round 3: the product's row, a packed row behind triomphe's thin counted pointer (8 bytes).
+#[derive(Clone)]
+struct ThinRow(triomphe::ThinArc<(), u8>);
+
+impl RowRep for ThinRow {
+    const NAME: &'static str = "ThinArc packed (as Pure)";
+    fn build(fields: &[Field]) -> Self {
+        ThinRow(triomphe::ThinArc::from_header_and_slice((), &pack(fields)))
+    }
+    fn int(&self, slot: usize) -> i64 {
+        packed_int(&self.0.slice, slot)
+    }
+    fn with_ints(&self, changes: &[(usize, i64)]) -> Self {
+        ThinRow(triomphe::ThinArc::from_header_and_slice(
+            (),
+            &packed_with_ints(&self.0.slice, changes),
+        ))
+    }
+    fn line(ints: [i64; 4], from: &Self, slot: usize) -> Self {
+        ThinRow(triomphe::ThinArc::from_header_and_slice(
+            (),
+            &packed_line(ints, &from.0.slice, slot),
+        ))
+    }
+}
+
 struct State<K: KeyRep, R: RowRep, M: MapSet<K, R>> {
     maps: M,
     undo: Vec<(usize, K, Option<R>)>,
@@ -882,7 +983,9 @@ fn checks_and_memory() {
 
     // The generational tree against std's map, across generations.
     {
+      for append_split in [false, true] {
         let mut tree: GenTree<BytesKey, u64> = GenTree::new(0);
+        tree.append_split = append_split;
         let mut model = BTreeMap::new();
         let mut retired = RetiredNodes::default();
         let mut gen = 0;
@@ -891,7 +994,8 @@ fn checks_and_memory() {
                 unsafe { retired.free() };
                 gen += 1;
             }
-            let k = rng.below(50_000);
+            // Half the steps append in order, as orders and order lines are.
+            let k = if step % 2 == 0 { rng.below(50_000) } else { 50_000 + step as i64 };
             let key = BytesKey::of(&[k]);
             assert_eq!(tree.insert(key, step, gen, &mut retired), model.insert(k, step));
             let q = rng.below(50_000);
@@ -901,6 +1005,7 @@ fn checks_and_memory() {
         for (k, v) in &model {
             assert_eq!(tree.get(&BytesKey::of(&[*k])), Some(v));
         }
+      }
     }
 
     println!("live bytes per stock row (100,000 rows, key and map included):");
@@ -941,6 +1046,13 @@ fn main() {
         || imbl::<EnumKey, RawRow>(true),
         || variant::<BytesKey, RawRow, GenMaps<BytesKey, RawRow>>(false),
         || variant::<BytesKey, RawRow, GenMaps<BytesKey, RawRow>>(true),
+        // Round 3 (12-17): both on the product's row.
+        || imbl::<BytesKey, ThinRow>(false),
+        || imbl::<BytesKey, ThinRow>(true),
+        || variant::<BytesKey, ThinRow, GenCounted<BytesKey, ThinRow, false>>(false),
+        || variant::<BytesKey, ThinRow, GenCounted<BytesKey, ThinRow, false>>(true),
+        || variant::<BytesKey, ThinRow, GenCounted<BytesKey, ThinRow, true>>(false),
+        || variant::<BytesKey, ThinRow, GenCounted<BytesKey, ThinRow, true>>(true),
     ];
     // A second argument picks variants by index (to profile one alone): "1,3".
     let keep: Vec<usize> = match std::env::args().nth(2) {
