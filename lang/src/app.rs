@@ -14,7 +14,8 @@ use crate::body::BodyError;
 use crate::compiled::{Env, Program, Stop};
 use crate::context::{self, Context};
 use crate::engine::{self, Limits};
-use crate::error::{from_eval, HandlerError, LoadError, SourceMap};
+use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
+use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
 use crate::tables::{Tables, WriteSet};
 use crate::value;
@@ -36,7 +37,8 @@ pub struct Route {
     pub kind: HandlerKind,
 }
 
-/// What a handler receives, as the Rhai map `#{params, query, body}`.
+/// What a handler receives, as the Rhai map `#{params, query, body, method, path, headers,
+/// peer, id}`.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
     /// Path parameters, already percent-decoded.
@@ -46,6 +48,26 @@ pub struct Request {
     /// The body as script values, unit when there is none: from `App::request`, which
     /// checked it against the handlers' limits.
     pub body: Dynamic,
+    /// What the HTTP layer knows of the request besides its route and body; empty strings and
+    /// no headers for a request that did not come over HTTP.
+    pub head: Head,
+}
+
+/// The request line, the headers, the peer and the request's id.
+#[derive(Clone, Debug, Default)]
+pub struct Head {
+    /// Upper case, as sent: "GET", "POST", ...
+    pub method: String,
+    /// The path as sent, without the query string (still percent-encoded).
+    pub path: String,
+    /// Names in lower case, each once; a repeated header's values joined in the order sent
+    /// with ", " (a cookie's with "; "), as HTTP lets a recipient combine them.
+    pub headers: Vec<(String, String)>,
+    /// The peer's IP address.
+    pub peer: String,
+    /// The request's id: the client's `x-request-id` when it sent a usable one, else one the
+    /// server made. Sent back as `x-request-id`.
+    pub id: String,
 }
 
 /// A loaded, compiled app. `Send + Sync`: one engine and one AST serve every thread.
@@ -235,13 +257,15 @@ impl App {
         &self,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
+        head: Head,
         body: &[u8],
     ) -> Result<Request, BodyError> {
-        let body = crate::body::parse(body, &params, &query, &self.limits)?;
+        let body = crate::body::parse(body, &params, &query, &head, &self.limits)?;
         Ok(Request {
             params,
             query,
             body,
+            head,
         })
     }
 
@@ -258,7 +282,7 @@ impl App {
         request: &Request,
         tables: &mut Tables,
         writes: &mut WriteSet,
-    ) -> Result<Value, HandlerError> {
+    ) -> Result<Answer, HandlerError> {
         debug_assert!(
             writes.is_empty(),
             "a write set is encoded and cleared before the next call"
@@ -290,7 +314,7 @@ impl App {
         handler: &str,
         request: &Request,
         tables: Arc<Tables>,
-    ) -> Result<Value, HandlerError> {
+    ) -> Result<Answer, HandlerError> {
         self.call(handler, request, Context::Read { tables }, |_| {})
     }
 
@@ -303,7 +327,7 @@ impl App {
         request: &Request,
         context: Context,
         restore: impl FnOnce(Context),
-    ) -> Result<Value, HandlerError> {
+    ) -> Result<Answer, HandlerError> {
         let needed = self.limits.stack_bytes();
         stacker::maybe_grow(needed, needed.saturating_mul(2), || {
             self.call_here(handler, request, context, restore)
@@ -316,7 +340,7 @@ impl App {
         request: &Request,
         context: Context,
         restore: impl FnOnce(Context),
-    ) -> Result<Value, HandlerError> {
+    ) -> Result<Answer, HandlerError> {
         let Some(definition) = self.handlers.get(handler) else {
             restore(context);
             return Err(HandlerError::NoSuchHandler {
@@ -351,7 +375,7 @@ impl App {
         request: &Request,
         context: Context,
         definition: &Position,
-    ) -> (Option<Result<Value, HandlerError>>, Context) {
+    ) -> (Option<Result<Answer, HandlerError>>, Context) {
         context::install(
             context,
             self.limits.wall_clock_max,
@@ -372,8 +396,11 @@ impl App {
         let context = context::take();
         let error = match result {
             Ok(Ok(value)) => return (Some(self.answer(handler, value)), context),
-            // As Rhai reports a `throw`: the value, without a position.
-            Ok(Err(Stop::Throw(value))) => rhai::EvalAltResult::ErrorRuntime(value, Position::NONE),
+            // As Rhai reports a `throw`: the value, without a position. A bad status is a
+            // script error that Rhai reports at the `throw`.
+            Ok(Err(Stop::Throw(value))) if is_refusal(&value, &self.schema) => {
+                rhai::EvalAltResult::ErrorRuntime(value, Position::NONE)
+            }
             Ok(Err(Stop::OutOfTime)) => time_limit(),
             Ok(Err(Stop::Fallback)) if out_of_time => time_limit(),
             Ok(Err(_)) => return (None, context),
@@ -396,7 +423,7 @@ impl App {
         definition: &Position,
         context: Context,
         restore: impl FnOnce(Context),
-    ) -> Result<Value, HandlerError> {
+    ) -> Result<Answer, HandlerError> {
         context::install(
             context,
             self.limits.wall_clock_max,
@@ -425,8 +452,12 @@ impl App {
         self.answer(handler, value)
     }
 
-    fn answer(&self, handler: &str, value: Dynamic) -> Result<Value, HandlerError> {
-        value::to_json(&value, &self.schema).map_err(|message| HandlerError::Script {
+    fn answer(&self, handler: &str, value: Dynamic) -> Result<Answer, HandlerError> {
+        let answer = match value.read_lock::<Response>() {
+            Some(response) => response.answer(&self.schema),
+            None => value::to_json(&value, &self.schema).map(Answer::ok),
+        };
+        answer.map_err(|message| HandlerError::Script {
             handler: handler.to_string(),
             file: String::new(),
             line: 0,

@@ -106,10 +106,14 @@ impl Budget<'_> {
 
 /// Parses a request body into the value a handler sees as `request.body` (unit for an empty
 /// or blank body), counting it together with the request's `params` and `query` pairs.
+/// The entries of the request map itself: params, query, body, method, path, headers, peer, id.
+const REQUEST_ENTRIES: usize = 8;
+
 pub(crate) fn parse(
     bytes: &[u8],
     params: &[(String, String)],
     query: &[(String, String)],
+    head: &crate::app::Head,
     limits: &Limits,
 ) -> Result<Dynamic, BodyError> {
     let mut budget = Budget {
@@ -121,10 +125,11 @@ pub(crate) fn parse(
         text: bytes,
         negative_zeros: None,
     };
-    // The request map's own three entries, and each pair of its two maps.
-    let pairs = params.iter().chain(query);
-    let pair_bytes = pairs.clone().map(|(_, value)| value.len()).sum();
-    if !budget.add(0, 3 + pairs.count(), pair_bytes) {
+    // The request map's own entries, each pair of its three maps, and its strings.
+    let pairs = params.iter().chain(query).chain(&head.headers);
+    let pair_bytes: usize = pairs.clone().map(|(_, value)| value.len()).sum();
+    let head_bytes = head.method.len() + head.path.len() + head.peer.len() + head.id.len();
+    if !budget.add(0, REQUEST_ENTRIES + pairs.count(), pair_bytes + head_bytes) {
         return Err(budget.exceeded.expect("set when add fails"));
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -299,13 +304,14 @@ mod tests {
         Limits {
             string_bytes_max: 10,
             array_items_max: 4,
-            map_items_max: 6,
+            // The request map's own 8 entries and 3 more.
+            map_items_max: 11,
             ..Limits::default()
         }
     }
 
     fn parse_body(text: &str) -> Result<Dynamic, BodyError> {
-        parse(text.as_bytes(), &[], &[], &limits())
+        parse(text.as_bytes(), &[], &[], &Default::default(), &limits())
     }
 
     fn too_large(limit: &'static str, max: usize) -> Option<BodyError> {
@@ -315,7 +321,14 @@ mod tests {
     #[test]
     fn converts_every_kind_of_value() {
         let text = r#"{"a": [1, -0, 2.5, true, null], "b": "xy"}"#;
-        let value = parse(text.as_bytes(), &[], &[], &Limits::default()).expect("parses");
+        let value = parse(
+            text.as_bytes(),
+            &[],
+            &[],
+            &Default::default(),
+            &Limits::default(),
+        )
+        .expect("parses");
         let map = value.cast::<Map>();
         let items = map["a"].clone().cast::<Array>();
         assert_eq!(items[0].as_int(), Ok(1));
@@ -332,9 +345,15 @@ mod tests {
     #[test]
     fn minus_zero_is_an_integer_as_written_and_a_float_otherwise() {
         let text = r#"["-0.0", -0.0, -0, -1e-400, {"k\"-0": -0e3}, -0, -0.5, 0.0]"#;
-        let items = parse(text.as_bytes(), &[], &[], &Limits::default())
-            .expect("parses")
-            .cast::<Array>();
+        let items = parse(
+            text.as_bytes(),
+            &[],
+            &[],
+            &Default::default(),
+            &Limits::default(),
+        )
+        .expect("parses")
+        .cast::<Array>();
         assert!(items[0].is_string());
         assert!(items[1]
             .as_float()
@@ -356,11 +375,11 @@ mod tests {
 
     #[test]
     fn counts_as_rhai_does_over_every_level() {
-        // The request map itself holds 3 entries: 3 more fit the limit of 6.
+        // The request map itself holds 8 entries: 3 more fit the limit of 11.
         assert!(parse_body(r#"{"a": 1, "b": {"c": 2}}"#).is_ok());
         assert_eq!(
             parse_body(r#"{"a": 1, "b": {"c": 2, "d": 3}}"#).err(),
-            too_large("map_items_max", 6)
+            too_large("map_items_max", 11)
         );
         assert!(parse_body("[1, [2, 3]]").is_ok(), "4 items in all");
         assert_eq!(
@@ -374,11 +393,30 @@ mod tests {
         );
         // Keys are not string bytes, to Rhai.
         assert!(parse_body(r#"{"a_long_key_name": 1}"#).is_ok());
-        // Path parameters and query pairs count too.
+        // Path parameters and query pairs count too, and so does the head: its headers are a
+        // map's entries, and its strings and header values are string bytes.
         let params = [("p".to_string(), "123456".to_string())];
         assert_eq!(
-            parse(br#""12345""#, &params, &[], &limits()).err(),
+            parse(br#""12345""#, &params, &[], &Default::default(), &limits()).err(),
             too_large("string_bytes_max", 10)
+        );
+        let head = crate::app::Head {
+            headers: vec![("accept".into(), "*/*".into())],
+            method: "POST".into(),
+            ..Default::default()
+        };
+        assert!(parse(br#""123""#, &[], &[], &head, &limits()).is_ok());
+        assert_eq!(
+            parse(br#""1234""#, &[], &[], &head, &limits()).err(),
+            too_large("string_bytes_max", 10)
+        );
+        let head = crate::app::Head {
+            headers: (0..4).map(|i| (format!("h{i}"), String::new())).collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            parse(b"{}", &[], &[], &head, &limits()).err(),
+            too_large("map_items_max", 11)
         );
     }
 

@@ -81,8 +81,8 @@ impl std::error::Error for LoadError {}
 /// Why a handler produced no value.
 #[derive(Debug, Clone)]
 pub enum HandlerError {
-    /// `throw` in the script: a thrown map with a `status` field chooses status and body, any
-    /// other value is a 400 with `{"error": text}`.
+    /// `throw` in the script: a thrown map with a `status` field (400 to 599) chooses status
+    /// and body, any other value is a 400 with `{"error": text}`.
     Thrown { status: u16, body: Value },
     /// A bug in the script: a runtime error, a write in a read handler, a bad return value.
     Script {
@@ -236,7 +236,16 @@ pub(crate) fn from_eval(
                     message: api.0.clone(),
                 };
             }
-            thrown(value, schema)
+            match thrown(value, schema) {
+                Ok(thrown) => thrown,
+                Err(message) => HandlerError::Script {
+                    handler,
+                    file,
+                    line,
+                    column,
+                    message,
+                },
+            }
         }
         EvalAltResult::ErrorTooManyOperations(_) => limit("operations"),
         EvalAltResult::ErrorStackOverflow(_) => limit("call depth"),
@@ -265,11 +274,35 @@ pub(crate) fn from_eval(
     }
 }
 
-/// A thrown value: a map with an integer `status` in 200..=599 chooses status and body.
-fn thrown(value: &rhai::Dynamic, schema: &Schema) -> HandlerError {
+/// Whether `throw value` refuses the request as the script meant (rather than being the
+/// script's mistake, which Rhai reports at the `throw`'s position).
+pub(crate) fn is_refusal(value: &rhai::Dynamic, schema: &Schema) -> bool {
+    thrown(value, schema).is_ok()
+}
+
+/// A thrown value: a map with an integer `status` in 400..=599 chooses status and body; any
+/// other `status` is the script's mistake (answering with a success is `respond`'s job).
+fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String> {
     if let Some(map) = value.read_lock::<rhai::Map>() {
+        if let Some(status) = map.get("status") {
+            match status.as_int() {
+                Ok(s) if (400..=599).contains(&s) => {}
+                Ok(s) => {
+                    return Err(format!(
+                        "a thrown status must be 400 to 599, not {s} (to answer with another \
+                         status and keep the writes, return respond({s}, body))"
+                    ))
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "a thrown status must be an integer from 400 to 599, not {}",
+                        status.type_name()
+                    ))
+                }
+            }
+        }
         let status = map.get("status").and_then(|s| s.as_int().ok());
-        if let Some(status) = status.filter(|s| (200..=599).contains(s)) {
+        if let Some(status) = status {
             let mut body = match crate::value::to_json(value, schema) {
                 Ok(Value::Object(object)) => object,
                 _ => serde_json::Map::new(),
@@ -281,18 +314,18 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> HandlerError {
                 };
                 body.insert("error".into(), Value::String(text));
             }
-            return HandlerError::Thrown {
+            return Ok(HandlerError::Thrown {
                 status: status as u16,
                 body: Value::Object(body),
-            };
+            });
         }
     }
     let text = match value.read_lock::<rhai::ImmutableString>() {
         Some(s) => s.to_string(),
         None => value.to_string(),
     };
-    HandlerError::Thrown {
+    Ok(HandlerError::Thrown {
         status: 400,
         body: json!({ "error": text }),
-    }
+    })
 }

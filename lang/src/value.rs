@@ -90,7 +90,7 @@ fn row_to_json(row: &Row, schema: &Schema) -> Result<Value, String> {
     Ok(Value::Object(object))
 }
 
-/// A request as the map `#{params, query, body}`.
+/// A request as the map `#{params, query, body, method, path, headers, peer, id}`.
 pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
     let pairs = |pairs: &[(String, String)]| {
         Dynamic::from_map(
@@ -109,5 +109,12 @@ pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
     map.insert("params".into(), pairs(&request.params));
     map.insert("query".into(), pairs(&request.query));
     map.insert("body".into(), request.body.clone());
+    let head = &request.head;
+    let text = |s: &str| Dynamic::from(ImmutableString::from(s));
+    map.insert("method".into(), text(&head.method));
+    map.insert("path".into(), text(&head.path));
+    map.insert("headers".into(), pairs(&head.headers));
+    map.insert("peer".into(), text(&head.peer));
+    map.insert("id".into(), text(&head.id));
     Dynamic::from_map(map)
 }

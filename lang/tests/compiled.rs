@@ -96,6 +96,7 @@ impl Pair {
         request: &Request,
         mut context: String,
     ) -> Result<Value, Value> {
+        // Answers are compared whole (status and headers too); the body is returned.
         self.calls += 1;
         let kind = self.kind(handler);
         let mut answers = Vec::new();
@@ -135,7 +136,10 @@ impl Pair {
                 panic!("tables differ after {context}: {difference}");
             }
         }
-        answers.pop().expect("two answers")
+        answers
+            .pop()
+            .expect("two answers")
+            .map(|answer| answer.body)
     }
 }
 
@@ -376,10 +380,36 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
                 let n = rng.pick(&[json!(0), json!(3), json!(31), json!(40), json!("x")]);
                 pair.call("recurse", json!({ "n": n }))
             }
-            9 => {
+            9 if rng.below(2) == 0 => {
                 let kind = rng.pick(&["map", "text", "unit", "api", "field", "none"]);
-                let status = rng.pick(&[json!(404), json!(409), json!(99), json!("400")]);
+                let status =
+                    rng.pick(&[json!(404), json!(409), json!(99), json!(200), json!("400")]);
                 pair.call("thrower", json!({"kind": kind, "status": status}))
+            }
+            9 => {
+                let status = rng.pick(&[
+                    json!(200),
+                    json!(201),
+                    json!(204),
+                    json!(304),
+                    json!(404),
+                    json!(99),
+                    json!(600),
+                    json!("201"),
+                ]);
+                let body = rng.pick(&[Value::Null, json!({"a": 1}), json!("x"), a]);
+                let headers = rng.pick(&[
+                    Value::Null,
+                    json!({"location": "/items/77", "X-Count": 3}),
+                    json!({"content-type": "text/plain"}),
+                    json!({"bad name": "v"}),
+                    json!({"x": "a\nb"}),
+                    json!({"x": [1]}),
+                ]);
+                pair.call(
+                    "responder",
+                    json!({"status": status, "body": body, "headers": headers}),
+                )
             }
             _ => {
                 let handler = rng.pick(&["scopes", "types", "interpreted"]);
@@ -1805,4 +1835,80 @@ fn random_changes_to_locals_agree_with_rhai() {
         }
     }
     eprintln!("{compared} calls, {fell} fell back");
+}
+
+/// `respond` in both engines: a 201 with headers commits the handler's write; a 204 has no
+/// body; a status, body or header that cannot be sent is a script error naming the mistake,
+/// and the write is rolled back; a thrown status outside 400–599 is a script error too.
+#[test]
+fn respond_answers_with_status_and_headers_and_commits() {
+    for interpreted in [false, true] {
+        let mut app = coverage();
+        app.set_interpreted(interpreted);
+        let mut tables = Tables::new(app.schema().tables.len());
+        let mut writes = WriteSet::default();
+        let mut call = |handler: &str, body: Value| {
+            let request = Request {
+                body: pure_lang::to_dynamic(&body),
+                ..Request::default()
+            };
+            let answer = app.run_write(handler, &request, &mut tables, &mut writes);
+            let committed = !writes.is_empty();
+            writes.clear();
+            (answer, committed)
+        };
+        let (answer, committed) = call(
+            "responder",
+            json!({"status": 201, "body": {"id": 77}, "headers": {"Location": "/items/77", "x-n": 3}}),
+        );
+        let answer = answer.expect("answered");
+        assert_eq!(answer.status, 201);
+        assert_eq!(
+            answer.headers,
+            vec![
+                ("location".to_string(), "/items/77".to_string()),
+                ("x-n".to_string(), "3".to_string())
+            ]
+        );
+        assert_eq!(answer.body, json!({"id": 77}));
+        assert!(committed, "a 201 commits");
+
+        let (answer, committed) = call("responder", json!({"status": 204, "body": null}));
+        assert_eq!(answer.expect("answered").status, 204);
+        assert!(committed);
+
+        for (body, mistake) in [
+            (json!({"status": 204, "body": 1}), "has no body"),
+            (json!({"status": 99, "body": 1}), "200 to 599"),
+            (
+                json!({"status": 200, "body": 1, "headers": {"content-length": "9"}}),
+                "itself",
+            ),
+            (
+                json!({"status": 200, "body": 1, "headers": {"a b": "9"}}),
+                "not a header name",
+            ),
+            (
+                json!({"status": 200, "body": 1, "headers": {"x": "a\nb"}}),
+                "printable ASCII",
+            ),
+            (
+                json!({"status": 200, "body": 1, "headers": {"x": [1]}}),
+                "string or an integer",
+            ),
+        ] {
+            let (answer, committed) = call("responder", body.clone());
+            let error = answer.expect_err("a script error");
+            assert_eq!(error.status(), 500, "{body}");
+            assert!(error.to_string().contains(mistake), "{body}: {error}");
+            assert!(!committed, "{body}: rolled back");
+        }
+
+        let (answer, _) = call("thrower", json!({"kind": "map", "status": 200}));
+        let error = answer.expect_err("a script error");
+        assert_eq!(error.status(), 500);
+        assert!(error.to_string().contains("400 to 599"), "{error}");
+        let (answer, _) = call("thrower", json!({"kind": "map", "status": 409}));
+        assert_eq!(answer.expect_err("thrown").status(), 409);
+    }
 }

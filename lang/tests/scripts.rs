@@ -118,7 +118,7 @@ impl Harness {
         };
         let result = app.run_write(handler, &request, tables, writes);
         writes.clear();
-        result
+        result.map(|answer| answer.body)
     }
 
     fn read(&self, handler: &str, body: Value) -> Result<Value, HandlerError> {
@@ -136,6 +136,7 @@ impl Harness {
             ..Request::default()
         };
         app.run_read(handler, &request, Arc::new(tables.clone()))
+            .map(|answer| answer.body)
     }
 
     /// Runs `(handler, body, expected answer)` steps (with the set-up app); a `Err(status)`

@@ -31,7 +31,9 @@ mod transfer;
 
 pub use allocator::Allocator;
 pub use metrics::{Health, Metrics};
-pub use pure_lang::{App, BodyError, Execution, HandlerError, HandlerKind, Request, Route};
+pub use pure_lang::{
+    Answer, App, BodyError, Execution, HandlerError, HandlerKind, Head, Request, Route,
+};
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
 pub use recovery::{Recovery, Undecodable};
 pub use runtime::{CommitGate, OpenError, Runtime, RuntimeOptions, WriteReply};

@@ -28,8 +28,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use pure_lang::{panic_message, HandlerError, Request, Schema, Tables, WriteSet};
-use serde_json::Value;
+use pure_lang::{panic_message, Answer, HandlerError, Request, Schema, Tables, WriteSet};
 use tokio::sync::oneshot;
 
 use crate::building::{Building, State};
@@ -37,7 +36,7 @@ use crate::inbox::{Inbox, Wait};
 use crate::record;
 use crate::runtime::Shared;
 
-pub(crate) type Reply = oneshot::Sender<Result<Value, HandlerError>>;
+pub(crate) type Reply = oneshot::Sender<Result<Answer, HandlerError>>;
 
 /// A queued write call.
 pub(crate) struct Job {
@@ -52,7 +51,7 @@ pub(crate) struct Group {
     /// The group's records back to back; `ends[i]` is where record `i` ends.
     pub bytes: Vec<u8>,
     pub ends: Vec<usize>,
-    pub replies: Vec<(Reply, Result<Value, HandlerError>)>,
+    pub replies: Vec<(Reply, Result<Answer, HandlerError>)>,
     /// The state after the group, to publish once it is durable.
     pub snapshot: Arc<Tables>,
 }
@@ -264,7 +263,7 @@ impl Owner {
         state: &mut State,
         writes: &mut WriteSet,
         record: &mut Vec<u8>,
-    ) -> Result<Value, HandlerError> {
+    ) -> Result<Answer, HandlerError> {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(HandlerError::Unavailable { reason });
         }

@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use pure_lang::{App, HandlerError, Request, Tables};
+use pure_lang::{Answer, App, HandlerError, Request, Tables};
 use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::building::Building;
@@ -96,7 +95,7 @@ impl fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-pub type WriteReply = oneshot::Receiver<Result<Value, HandlerError>>;
+pub type WriteReply = oneshot::Receiver<Result<Answer, HandlerError>>;
 
 /// A published state: durable, immutable, shared by every reader.
 pub(crate) struct Snapshot {
@@ -402,7 +401,7 @@ impl Runtime {
 
     /// Runs a read handler on the calling thread against the latest published (durable)
     /// snapshot.
-    pub fn read(&self, handler: &str, request: Request) -> Result<Value, HandlerError> {
+    pub fn read(&self, handler: &str, request: Request) -> Result<Answer, HandlerError> {
         let snapshot = self.inner.shared.published();
         self.inner
             .shared

@@ -23,16 +23,19 @@
 //! reply, which arrives only once the write's group is durable.
 
 use std::convert::Infallible;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::header::{
-    HeaderMap, HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, RETRY_AFTER,
+    HeaderMap, HeaderName, HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE,
+    HOST, RETRY_AFTER,
 };
 use hyper::{Method, Response, StatusCode, Version};
-use pure_runtime::{BodyError, HandlerError, HandlerKind, Request, Route, Runtime};
+use pure_runtime::{Answer, BodyError, HandlerError, HandlerKind, Head, Request, Route, Runtime};
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -54,6 +57,10 @@ const DISCARD_BYTES_MAX: usize = 64 << 10;
 /// clients sending 1 MiB bodies: when every byte counted, 56% of one client's small posts were
 /// refused with 503 (research note 011).
 const BUDGET_FREE_BYTES: usize = 64 << 10;
+/// Every answer carries its request's id under this name.
+const REQUEST_ID: &str = "x-request-id";
+/// A client's own request id is taken up to this length, of `[A-Za-z0-9._:-]`.
+const CLIENT_ID_BYTES_MAX: usize = 128;
 /// What a 503 for want of capacity tells the client to wait, in seconds.
 const RETRY_AFTER_SECONDS: &str = "1";
 
@@ -80,6 +87,37 @@ pub struct Dispatch {
     router: Router,
     pub metrics: ServerMetrics,
     limits: RequestLimits,
+    ids: RequestIds,
+}
+
+/// Request ids made by this process: a random prefix drawn at start and a counter, so that ids
+/// stay distinct across restarts and cost one atomic increment.
+struct RequestIds {
+    prefix: u32,
+    next: AtomicU64,
+}
+
+impl RequestIds {
+    fn new() -> RequestIds {
+        RequestIds {
+            prefix: RandomState::new().hash_one(std::process::id()) as u32,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// The client's `x-request-id` when it is usable as one, else a new id.
+    fn for_request(&self, headers: &HeaderMap) -> String {
+        let client = headers.get(REQUEST_ID).map(HeaderValue::as_bytes);
+        if let Some(id) = client.filter(|id| {
+            (1..=CLIENT_ID_BYTES_MAX).contains(&id.len())
+                && id
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(b))
+        }) {
+            return String::from_utf8_lossy(id).into_owned();
+        }
+        format!("{:08x}-{}", self.prefix, self.next.fetch_add(1, Relaxed))
+    }
 }
 
 /// A body as read: its bytes and its share of the body budget, held until the request is
@@ -97,23 +135,37 @@ impl Dispatch {
             metrics: ServerMetrics::new(&routes),
             routes,
             runtime,
+            ids: RequestIds::new(),
             limits,
         }
     }
 
-    /// hyper's service entry point: never fails, every outcome is a JSON response.
+    /// hyper's service entry point: never fails, every outcome is a JSON response (but a
+    /// handler's 204 or 304) carrying the request's id. `peer` is the client's IP address.
     pub async fn handle(
         self: Arc<Self>,
         request: hyper::Request<Incoming>,
+        peer: Arc<str>,
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
-        let (label, reply) = self.route(request).await;
+        let id = self.ids.for_request(request.headers());
+        let (label, mut reply) = self.route(request, &peer, &id).await;
         self.metrics
             .record(label, reply.status().as_u16(), started.elapsed());
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            reply
+                .headers_mut()
+                .insert(HeaderName::from_static(REQUEST_ID), value);
+        }
         Ok(reply)
     }
 
-    async fn route(&self, request: hyper::Request<Incoming>) -> (Label, Reply) {
+    async fn route(
+        &self,
+        request: hyper::Request<Incoming>,
+        peer: &str,
+        id: &str,
+    ) -> (Label, Reply) {
         if let Some(refusal) = check_head(&request) {
             return (Label::Unmatched, self.answer_unread(request, refusal).await);
         }
@@ -136,7 +188,17 @@ impl Dispatch {
         };
         let (label, reply) = match self.router.find(lookup, &path) {
             RouteMatch::Found { index, params } => {
-                return (Label::Route(index), self.call(index, params, request).await)
+                let head = Head {
+                    method: method.as_str().to_string(),
+                    path,
+                    headers: header_pairs(request.headers()),
+                    peer: peer.to_string(),
+                    id: id.to_string(),
+                };
+                return (
+                    Label::Route(index),
+                    self.call(index, params, head, request).await,
+                );
             }
             RouteMatch::MethodNotAllowed { allow } if method == Method::OPTIONS => {
                 (Label::Unmatched, options(&allow))
@@ -187,6 +249,7 @@ impl Dispatch {
         &self,
         index: usize,
         params: Vec<(String, String)>,
+        head: Head,
         request: hyper::Request<Incoming>,
     ) -> Reply {
         let Some(query) = parse_query(request.uri().query()) else {
@@ -201,12 +264,12 @@ impl Dispatch {
         };
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
-        let request = match self.parse(params, query, bytes).await {
+        let request = match self.parse(params, query, head, bytes).await {
             Ok(request) => request,
             Err(error) => return body_error_reply(&error),
         };
         let reply = match self.run(&self.routes[index], request).await {
-            Ok(value) => json_reply(StatusCode::OK, &value),
+            Ok(answer) => answer_reply(&answer),
             Err(error) => handler_error_reply(&error),
         };
         drop(share);
@@ -219,10 +282,11 @@ impl Dispatch {
         &self,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
+        head: Head,
         bytes: Bytes,
     ) -> Result<Request, BodyError> {
         if bytes.len() <= PARSE_INLINE_BYTES_MAX {
-            return self.runtime.app().request(params, query, &bytes);
+            return self.runtime.app().request(params, query, head, &bytes);
         }
         let runtime = self.runtime.clone();
         let _parser = self
@@ -231,14 +295,14 @@ impl Dispatch {
             .acquire()
             .await
             .expect("the parser semaphore is never closed");
-        tokio::task::spawn_blocking(move || runtime.app().request(params, query, &bytes))
+        tokio::task::spawn_blocking(move || runtime.app().request(params, query, head, &bytes))
             .await
             .unwrap_or_else(|panicked| {
                 std::panic::resume_unwind(panicked.into_panic());
             })
     }
 
-    async fn run(&self, route: &Route, request: Request) -> Result<Value, HandlerError> {
+    async fn run(&self, route: &Route, request: Request) -> Result<Answer, HandlerError> {
         match route.kind {
             HandlerKind::Read if self.limits.offload_reads => {
                 tokio::task::block_in_place(|| self.runtime.read(&route.handler, request))
@@ -487,6 +551,44 @@ fn too_large(max: usize) -> Reply {
         StatusCode::PAYLOAD_TOO_LARGE,
         &json!({ "error": message, "limit_bytes": max }),
     ))
+}
+
+/// A handler's answer: its status and headers (checked by `respond` when it was called), and
+/// its body in JSON, or none for 204 and 304.
+fn answer_reply(answer: &Answer) -> Reply {
+    let status = StatusCode::from_u16(answer.status).expect("respond checks the status");
+    let mut reply = if matches!(answer.status, 204 | 304) {
+        let mut reply = Response::new(Full::new(Bytes::new()));
+        *reply.status_mut() = status;
+        reply
+    } else {
+        json_reply(status, &answer.body)
+    };
+    for (name, value) in &answer.headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).expect("respond checks header names");
+        let value = HeaderValue::from_str(value).expect("respond checks header values");
+        reply.headers_mut().append(name, value);
+    }
+    reply
+}
+
+/// The request's headers as a handler sees them: names in lower case (as hyper keeps them),
+/// each once, repeated values joined in the order sent with ", " (a cookie's with "; ").
+/// A value that is not UTF-8 is passed with its invalid bytes replaced.
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = Vec::with_capacity(headers.keys_len());
+    for name in headers.keys() {
+        let separator = if name == COOKIE { "; " } else { ", " };
+        let mut joined = String::new();
+        for (i, value) in headers.get_all(name).iter().enumerate() {
+            if i > 0 {
+                joined.push_str(separator);
+            }
+            joined.push_str(&String::from_utf8_lossy(value.as_bytes()));
+        }
+        pairs.push((name.as_str().to_string(), joined));
+    }
+    pairs
 }
 
 fn error_reply(status: StatusCode, message: String) -> Reply {

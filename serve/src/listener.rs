@@ -157,17 +157,22 @@ impl Listener {
     async fn serve_connection(&self, stream: TcpStream, ticket: &Ticket) {
         // Small JSON answers: waiting to coalesce them (Nagle) would only add latency.
         let _ = stream.set_nodelay(true);
+        let peer: Arc<str> = match stream.peer_addr() {
+            Ok(address) => address.ip().to_string().into(),
+            Err(_) => "".into(),
+        };
         let socket = Socket::new(stream);
         let dispatch = self.dispatch.clone();
         let slot = ticket.slot.clone();
         let service = service_fn(move |request| {
             let dispatch = dispatch.clone();
+            let peer = peer.clone();
             // Busy from the moment a whole head arrived (hyper calls this then) until the
             // answer is built: a connection is never dropped with a request in it.
             let busy = slot.busy();
             async move {
                 let _busy = busy;
-                dispatch.handle(request).await
+                dispatch.handle(request, peer).await
             }
         });
         let mut builder = http1::Builder::new();

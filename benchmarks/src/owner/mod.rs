@@ -315,7 +315,9 @@ fn answer(
     let result = reply
         .blocking_recv()
         .context("the runtime dropped a write")?;
-    result.map_err(|e| anyhow::anyhow!("write failed: {e}"))
+    result
+        .map(|answer| answer.body)
+        .map_err(|e| anyhow::anyhow!("write failed: {e}"))
 }
 
 fn body(value: serde_json::Value) -> Request {

@@ -91,7 +91,7 @@ pub fn request(app: &App, txn: &Txn, now: i64) -> Result<(&'static str, Request)
         .unwrap_or_default();
     let body = body.map(|b| b.to_string()).unwrap_or_default();
     let request = app
-        .request(Vec::new(), query, body.as_bytes())
+        .request(Vec::new(), query, Default::default(), body.as_bytes())
         .map_err(|e| anyhow!("{e:?}"))?;
     Ok((handler, request))
 }
@@ -115,7 +115,10 @@ pub fn execute(
         app.run_write(handler, request, tables, writes)
     };
     match result {
-        Ok(body) => Answer { status: 200, body },
+        Ok(answer) => Answer {
+            status: answer.status,
+            body: answer.body,
+        },
         Err(e) => Answer {
             status: e.status(),
             body: e.to_json(),

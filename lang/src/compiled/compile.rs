@@ -751,6 +751,24 @@ impl Compiler<'_> {
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| ops::parse_int(&x(f)?)))
             }
+            ("respond", 2) => {
+                let body = args.pop().expect("two arguments");
+                let status = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let status = status(f)?;
+                    ops::respond(&status, body(f)?, None)
+                }))
+            }
+            ("respond", 3) => {
+                let headers = args.pop().expect("three arguments");
+                let body = args.pop().expect("three arguments");
+                let status = args.pop().expect("three arguments");
+                Ok(Box::new(move |f| {
+                    let status = status(f)?;
+                    let body = body(f)?;
+                    ops::respond(&status, body, Some(&headers(f)?))
+                }))
+            }
             _ => Err(format!("the function {name}()")),
         }
     }

@@ -769,6 +769,22 @@ pub(crate) fn parse_int(value: &Dynamic) -> Result<Dynamic> {
         .map_err(|_| Stop::Fallback)
 }
 
+/// `respond(status, body[, headers])`: an error is Rhai's to report, at the call's position.
+pub(crate) fn respond(
+    status: &Dynamic,
+    body: Dynamic,
+    headers: Option<&Dynamic>,
+) -> Result<Dynamic> {
+    let status = status.as_int().map_err(|_| Stop::Fallback)?;
+    let headers = match headers {
+        Some(h) => Some(h.read_lock::<Map>().ok_or(Stop::Fallback)?),
+        None => None,
+    };
+    crate::respond::respond(status, body, headers.as_deref())
+        .map(Dynamic::from)
+        .map_err(|_| Stop::Fallback)
+}
+
 /// Builds a map literal from its template (every key, unit values) and the evaluated values.
 pub(crate) fn fill_map(mut map: Map, keys: &[ImmutableString], values: Vec<Dynamic>) -> Dynamic {
     for (key, value) in keys.iter().zip(values) {

@@ -22,6 +22,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn dump(rt: &Runtime) -> Value {
     rt.read("dump", Request::default())
         .expect("the dump handler works")
+        .body
 }
 
 #[test]

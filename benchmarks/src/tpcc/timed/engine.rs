@@ -239,7 +239,10 @@ impl Connection for InprocessConnection<'_> {
             }
         };
         Ok(match result {
-            Ok(body) => Answer { status: 200, body },
+            Ok(answer) => Answer {
+                status: answer.status,
+                body: answer.body,
+            },
             Err(e) => Answer {
                 status: e.status(),
                 body: e.to_json(),

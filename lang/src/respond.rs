@@ -1,0 +1,160 @@
+//! What a handler answers: a value (status 200), or with `respond(status, body[, headers])` a
+//! status, a body and headers of its choosing.
+//!
+//! A `respond` answer is an answer, not an error: a write handler that returns one commits,
+//! whatever its status. Refusing a request and rolling it back stays `throw`'s job.
+//!
+//! The checks are made when `respond` is called, so that a bad status or header is a script
+//! error at the call's line (a write then rolls back), never a response the HTTP layer cannot
+//! send.
+
+use rhai::{Dynamic, EvalAltResult, Map, Position};
+use serde_json::Value;
+
+use crate::schema::Schema;
+use crate::value;
+
+/// A handler's answer as the HTTP layer sends it.
+///
+/// Invariants: `status` is in 200..=599; each header name is a lower-case HTTP token, none is
+/// one the server owns ([`RESERVED_HEADERS`]), and each value is visible ASCII, spaces and
+/// tabs; a 204 or 304 answer has a `Null` body (and is sent without one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Answer {
+    /// A plain answer: status 200, no headers of the handler's.
+    pub fn ok(body: Value) -> Answer {
+        Answer {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+    }
+}
+
+/// An answer equals a JSON value when it is that value as a plain 200 answer (what a handler
+/// that does not call `respond` returns).
+impl PartialEq<Value> for Answer {
+    fn eq(&self, other: &Value) -> bool {
+        self.status == 200 && self.headers.is_empty() && self.body == *other
+    }
+}
+
+/// Headers the server writes itself: a handler may not set them.
+pub const RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "content-length",
+    "content-type",
+    "date",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "x-request-id",
+];
+
+/// What `respond` returns to the script: kept as script values until the handler returns it.
+#[derive(Clone, Debug)]
+pub struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Dynamic,
+}
+
+impl Response {
+    pub(crate) fn answer(&self, schema: &Schema) -> Result<Answer, String> {
+        Ok(Answer {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: value::to_json(&self.body, schema)?,
+        })
+    }
+}
+
+/// `respond(status, body, headers)`: the checks of every argument, in one place for Rhai and
+/// the compiled path.
+pub(crate) fn respond(
+    status: i64,
+    body: Dynamic,
+    headers: Option<&Map>,
+) -> Result<Response, String> {
+    if !(200..=599).contains(&status) {
+        return Err(format!(
+            "respond: the status must be 200 to 599, not {status} (throw a map with a status of \
+             400 to 599 to refuse a request and roll its writes back)"
+        ));
+    }
+    if (status == 204 || status == 304) && !body.is_unit() {
+        return Err(format!(
+            "respond: a {status} answer has no body: pass () as the body"
+        ));
+    }
+    let mut checked = Vec::new();
+    for (name, value) in headers.into_iter().flatten() {
+        let name = name.to_ascii_lowercase();
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(format!(
+                "respond: {name:?} is not a header name (letters, digits and !#$%&'*+-.^_`|~)"
+            ));
+        }
+        if RESERVED_HEADERS.contains(&name.as_str()) {
+            return Err(format!("respond: the server sets the {name} header itself"));
+        }
+        let text = if let Ok(i) = value.as_int() {
+            i.to_string()
+        } else if let Some(s) = value.read_lock::<rhai::ImmutableString>() {
+            s.to_string()
+        } else {
+            return Err(format!(
+                "respond: the value of header {name} must be a string or an integer, not {}",
+                value.type_name()
+            ));
+        };
+        if !text
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+        {
+            return Err(format!(
+                "respond: the value of header {name} must be printable ASCII on one line"
+            ));
+        }
+        checked.push((name, text));
+    }
+    Ok(Response {
+        status: status as u16,
+        headers: checked,
+        body,
+    })
+}
+
+/// RFC 9110's `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// As the table API reports a misuse: a script error at the call, not a `throw`.
+fn script_error(message: String) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(crate::api::ApiError(message)), Position::NONE).into()
+}
+
+pub(crate) fn register(engine: &mut rhai::Engine) {
+    engine.register_type_with_name::<Response>("Response");
+    engine.register_fn(
+        "respond",
+        |status: i64, body: Dynamic| -> Result<Response, Box<EvalAltResult>> {
+            respond(status, body, None).map_err(script_error)
+        },
+    );
+    engine.register_fn(
+        "respond",
+        |status: i64, body: Dynamic, headers: Map| -> Result<Response, Box<EvalAltResult>> {
+            respond(status, body, Some(&headers)).map_err(script_error)
+        },
+    );
+}
