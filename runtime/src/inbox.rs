@@ -60,6 +60,9 @@ impl Inbox {
     }
 
     /// Queues a write without blocking.
+    // A refused job goes back to its caller whole, on the rare path; boxing it would cost every
+    // write an allocation.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn push(&self, job: Job) -> Result<(), (Job, Refused)> {
         let mut state = self.lock();
         if state.closed {
