@@ -19,6 +19,7 @@ use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
 use crate::tables::{Tables, WriteSet};
 use crate::value;
+use crate::world::{self, World};
 
 /// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +90,8 @@ pub struct App {
     use_compiled: bool,
     /// Compiled calls that were handed to Rhai (an error, a limit, an uncovered case).
     fallbacks: AtomicU64,
+    /// Where `now()`, `uuid()` and `random()` take their values.
+    world: World,
 }
 
 /// How a handler runs.
@@ -203,7 +206,18 @@ impl App {
             program,
             use_compiled: true,
             fallbacks: AtomicU64::new(0),
+            world: World::live(),
         })
+    }
+
+    /// Where `now()`, `uuid()` and `random()` take their values: live by default, fixed for
+    /// tests ([`World::fixed`]).
+    pub fn set_world(&mut self, world: World) {
+        self.world = world;
+    }
+
+    pub fn world(&self) -> &World {
+        &self.world
     }
 
     /// Runs every handler in Rhai's evaluator (on) or compiled where possible (off, the default).
@@ -347,6 +361,21 @@ impl App {
                 handler: handler.to_string(),
             });
         };
+        // One `now()` for the whole call, a fallback to Rhai included.
+        world::begin_call(&self.world);
+        let answer = self.call_in_world(handler, definition, request, context, restore);
+        world::end_call();
+        answer
+    }
+
+    fn call_in_world(
+        &self,
+        handler: &str,
+        definition: &Position,
+        request: &Request,
+        context: Context,
+        restore: impl FnOnce(Context),
+    ) -> Result<Answer, HandlerError> {
         let mut context = context;
         if let Some(compiled) = self.program.handler(handler).filter(|_| self.use_compiled) {
             let (decided, back) =

@@ -25,6 +25,7 @@ mod respond;
 mod schema;
 mod tables;
 mod value;
+mod world;
 
 pub use api::{Row, SCAN_ROWS_MAX};
 pub use app::{panic_message, App, Execution, HandlerKind, Head, Request, Route};
@@ -38,3 +39,4 @@ pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
 pub use tables::{Change, Tables, WriteSet};
 pub use value::{to_dynamic, to_json};
+pub use world::World;

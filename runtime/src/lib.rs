@@ -32,7 +32,7 @@ mod transfer;
 pub use allocator::Allocator;
 pub use metrics::{Health, Metrics};
 pub use pure_lang::{
-    Answer, App, BodyError, Execution, HandlerError, HandlerKind, Head, Request, Route,
+    Answer, App, BodyError, Execution, HandlerError, HandlerKind, Head, Request, Route, World,
 };
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
 pub use recovery::{Recovery, Undecodable};

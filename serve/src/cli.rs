@@ -129,6 +129,18 @@ pub struct Options {
     /// On SIGTERM/SIGINT: the longest wait for open connections to finish their requests.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
+
+    /// For tests: handlers' now() answers this (milliseconds since the epoch) instead of the
+    /// wall clock. uuid() takes its time from it too.
+    #[arg(long, value_name = "MS")]
+    pub fixed_now: Option<i64>,
+
+    /// For tests: random() and uuid() draw from a generator seeded with this, shared by every
+    /// call in the order calls draw, instead of a secure generator per thread. The same
+    /// requests in the same order then get the same answers. Never in production: the values
+    /// can be guessed.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 }
 
 #[derive(Subcommand, Debug, Clone)]

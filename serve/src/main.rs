@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode};
+use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode, World};
 
 use crate::cli::{Command, Options, Sync};
 
@@ -85,9 +85,21 @@ fn main() -> ExitCode {
 }
 
 fn start(options: &Options) -> Result<u8, exit::Failure> {
-    let app = App::load(options.app_dir())
+    let mut app = App::load(options.app_dir())
         .with_context(|| format!("loading the app in {}", options.app_dir().display()))
         .map_err(|error| exit::Failure::new(exit::APP, error))?;
+    if options.fixed_now.is_some() || options.seed.is_some() {
+        app.set_world(World::fixed(options.fixed_now, options.seed));
+        eprintln!(
+            "pure-serve: for tests: now() is {}, random() and uuid() are {}",
+            options
+                .fixed_now
+                .map_or("the wall clock".to_string(), |ms| format!("fixed at {ms}")),
+            options.seed.map_or("secure".to_string(), |s| format!(
+                "seeded with {s}, and guessable"
+            ))
+        );
+    }
     if options.sync == Sync::None {
         eprintln!(
             "pure-serve: WARNING: --sync none: writes are answered WITHOUT being synced to disk; \

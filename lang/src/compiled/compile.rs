@@ -751,6 +751,27 @@ impl Compiler<'_> {
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| ops::parse_int(&x(f)?)))
             }
+            ("now", 0) => Ok(Box::new(|_| {
+                crate::world::now()
+                    .map(Dynamic::from_int)
+                    .map_err(|_| Stop::Fallback)
+            })),
+            ("uuid", 0) => Ok(Box::new(|_| {
+                crate::world::uuid()
+                    .map(|id| Dynamic::from(ImmutableString::from(id)))
+                    .map_err(|_| Stop::Fallback)
+            })),
+            ("random", 2) => {
+                let hi = args.pop().expect("two arguments");
+                let lo = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let lo = lo(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    let hi = hi(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    crate::world::random(lo, hi)
+                        .map(Dynamic::from_int)
+                        .map_err(|_| Stop::Fallback)
+                }))
+            }
             ("respond", 2) => {
                 let body = args.pop().expect("two arguments");
                 let status = args.pop().expect("two arguments");

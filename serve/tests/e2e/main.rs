@@ -16,3 +16,4 @@ mod runaway;
 mod scoreboard;
 mod transcripts;
 mod transfer;
+mod world;
