@@ -19,7 +19,7 @@ use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
 use crate::tables::{Tables, WriteSet};
 use crate::value;
-use crate::world::{self, World};
+use crate::world::{self, LogSink, World};
 
 /// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +92,8 @@ pub struct App {
     fallbacks: AtomicU64,
     /// Where `now()`, `uuid()` and `random()` take their values.
     world: World,
+    /// Where handlers' log lines go; nowhere without one.
+    log: Option<Arc<dyn LogSink>>,
 }
 
 /// How a handler runs.
@@ -207,6 +209,7 @@ impl App {
             use_compiled: true,
             fallbacks: AtomicU64::new(0),
             world: World::live(),
+            log: None,
         })
     }
 
@@ -218,6 +221,12 @@ impl App {
 
     pub fn world(&self) -> &World {
         &self.world
+    }
+
+    /// Where handlers' `print`, `debug`, `warn` and `error` lines go, each call's lines once it
+    /// ends.
+    pub fn set_log(&mut self, sink: Arc<dyn LogSink>) {
+        self.log = Some(sink);
     }
 
     /// Runs every handler in Rhai's evaluator (on) or compiled where possible (off, the default).
@@ -362,7 +371,7 @@ impl App {
             });
         };
         // One `now()` for the whole call, a fallback to Rhai included.
-        world::begin_call(&self.world);
+        world::begin_call(&self.world, self.log.as_ref(), handler, &request.head.id);
         let answer = self.call_in_world(handler, definition, request, context, restore);
         world::end_call();
         answer
@@ -385,8 +394,9 @@ impl App {
                 restore(context);
                 return result;
             }
-            // Not decided there: undo what the call wrote and run it in Rhai.
+            // Not decided there: undo what the call wrote and logged, and run it in Rhai.
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            world::discard_log();
             if let Context::Write { tables, writes } = &mut context {
                 tables.roll_back(writes);
             }

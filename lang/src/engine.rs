@@ -2,7 +2,7 @@
 //!
 //! `Engine::new()` gives scripts no file, network or process access; this module keeps it that way
 //! (no modules: rhai is built with `no_module`, so `import` does not even parse, and the default
-//! resolver, which would read files, does not exist; no `eval`; `print` and `debug` discarded) and bounds what one handler call may consume, so that a runaway handler stops with an
+//! resolver, which would read files, does not exist; no `eval`; `print`, `debug`, `warn` and `error` go to the app's log sink, if any) and bounds what one handler call may consume, so that a runaway handler stops with an
 //! error for its own request and the owner goes on.
 
 use std::sync::Arc;
@@ -94,8 +94,6 @@ const CLOCK_CHECK_OPERATIONS: u64 = 256;
 pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
     let mut engine = Engine::new();
     engine.disable_symbol("eval");
-    engine.on_print(|_| {});
-    engine.on_debug(|_, _, _| {});
     // `Simple` does not evaluate registered functions at compile time (RHAI.md pitfall).
     engine.set_optimization_level(OptimizationLevel::Simple);
     // Rhai's string interner is one locked cache shared by every thread; with more distinct

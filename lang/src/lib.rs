@@ -39,4 +39,4 @@ pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
 pub use tables::{Change, Tables, WriteSet};
 pub use value::{to_dynamic, to_json};
-pub use world::World;
+pub use world::{Level, LogLine, LogSink, World, LOG_LINES_PER_CALL_MAX, LOG_LINE_BYTES_MAX};

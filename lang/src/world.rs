@@ -1,5 +1,11 @@
 //! What a handler may ask of the world outside its tables: the time (`now()`), fresh ids
-//! (`uuid()`) and random numbers (`random(lo, hi)`).
+//! (`uuid()`), random numbers (`random(lo, hi)`), and a log (`print`, `debug`, `warn`, `error`).
+//!
+//! A call's log lines are kept until the call ends and then handed to the app's [`LogSink`]
+//! (the embedder's: lang does no I/O). So a compiled call that falls back to Rhai logs nothing
+//! twice: its lines are dropped with the rest of its attempt. A call keeps at most
+//! [`LOG_LINES_PER_CALL_MAX`] lines of at most [`LOG_LINE_BYTES_MAX`] bytes; past that it says
+//! how many it dropped.
 //!
 //! None of them can make recovery diverge: recovery applies the logged effects of a write and
 //! never runs its script again, so a value drawn once is the value kept.
@@ -9,8 +15,8 @@
 //! the time and seed the numbers ([`World::fixed`]): then every run of the same requests, in the
 //! same order, answers the same.
 
-use std::cell::Cell;
-use std::sync::Mutex;
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
@@ -60,22 +66,141 @@ impl World {
     }
 }
 
+/// A log line's level: `debug(...)`, `print(...)` (info), `warn(...)`, `error(...)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// One line a handler logged, with the call it came from.
+#[derive(Debug)]
+pub struct LogLine<'a> {
+    pub level: Level,
+    pub handler: &'a str,
+    pub request_id: &'a str,
+    pub message: &'a str,
+}
+
+/// Where handlers' log lines go. Called on the thread that ran the handler (for a write, the
+/// owner's role): it must not block.
+pub trait LogSink: Send + Sync {
+    fn log(&self, line: &LogLine<'_>);
+}
+
+/// Lines one call may log; more are counted and reported as dropped.
+pub const LOG_LINES_PER_CALL_MAX: usize = 64;
+/// Bytes of one log line's message; a longer one is cut (at a character boundary).
+pub const LOG_LINE_BYTES_MAX: usize = 4096;
+
+/// The running call: where its lines go and what they are tagged with. The pointers are to
+/// the caller's data, alive until `end_call`.
+struct Call {
+    sink: Option<Arc<dyn LogSink>>,
+    handler: *const str,
+    request_id: *const str,
+    lines: Vec<(Level, String)>,
+    dropped: usize,
+}
+
 thread_local! {
     /// The running call's `now()`, read on first use: one value for the whole call.
     static NOW: Cell<Option<i64>> = const { Cell::new(None) };
     /// The running call's world (set by `context::install`); null outside a call.
     static WORLD: Cell<*const World> = const { Cell::new(std::ptr::null()) };
+    static CALL: RefCell<Option<Call>> = const { RefCell::new(None) };
 }
 
-/// Starts a call in `world`, which must outlive it ([`end_call`] before it goes).
-pub(crate) fn begin_call(world: &World) {
+/// Starts a call of `handler` for request `request_id` in `world`, all of which must outlive
+/// it ([`end_call`] before they go); its log lines go to `sink`.
+pub(crate) fn begin_call(
+    world: &World,
+    sink: Option<&Arc<dyn LogSink>>,
+    handler: &str,
+    request_id: &str,
+) {
     NOW.with(|n| n.set(None));
     WORLD.with(|w| w.set(world));
+    CALL.with(|c| {
+        *c.borrow_mut() = Some(Call {
+            sink: sink.cloned(),
+            handler,
+            request_id,
+            lines: Vec::new(),
+            dropped: 0,
+        })
+    });
 }
 
+/// Ends the call: its log lines go to the sink.
 pub(crate) fn end_call() {
     WORLD.with(|w| w.set(std::ptr::null()));
     NOW.with(|n| n.set(None));
+    let Some(call) = CALL.with(|c| c.borrow_mut().take()) else {
+        return;
+    };
+    let Some(sink) = &call.sink else {
+        return;
+    };
+    // SAFETY: see `Call`: `begin_call`'s caller keeps them alive until now.
+    let (handler, request_id) = unsafe { (&*call.handler, &*call.request_id) };
+    let dropped = (call.dropped > 0).then(|| {
+        format!(
+            "{} more log lines of this call were dropped (at most {LOG_LINES_PER_CALL_MAX} a call)",
+            call.dropped
+        )
+    });
+    let dropped = dropped.iter().map(|m| (Level::Warn, m));
+    for (level, message) in call.lines.iter().map(|(l, m)| (*l, m)).chain(dropped) {
+        sink.log(&LogLine {
+            level,
+            handler,
+            request_id,
+            message,
+        });
+    }
+}
+
+/// Forgets the lines logged so far in this call (a compiled attempt that Rhai runs again).
+pub(crate) fn discard_log() {
+    CALL.with(|c| {
+        if let Some(call) = c.borrow_mut().as_mut() {
+            call.lines.clear();
+            call.dropped = 0;
+        }
+    });
+}
+
+/// Keeps a line for the running call; outside a call (or without a sink) it goes nowhere.
+pub(crate) fn log(level: Level, message: &str) {
+    CALL.with(|c| {
+        let mut call = c.borrow_mut();
+        let Some(call) = call.as_mut().filter(|call| call.sink.is_some()) else {
+            return;
+        };
+        if call.lines.len() >= LOG_LINES_PER_CALL_MAX {
+            call.dropped += 1;
+            return;
+        }
+        let mut end = message.len().min(LOG_LINE_BYTES_MAX);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        call.lines.push((level, message[..end].to_string()));
+    });
 }
 
 fn with_world<R>(f: impl FnOnce(&World) -> R) -> Result<R, String> {
@@ -98,6 +223,12 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
         )
         .into()
     }
+    engine.on_print(|text| log(Level::Info, text));
+    engine.on_debug(|text, _, _| log(Level::Debug, text));
+    engine.register_fn("warn", |x: rhai::Dynamic| log(Level::Warn, &x.to_string()));
+    engine.register_fn("error", |x: rhai::Dynamic| {
+        log(Level::Error, &x.to_string())
+    });
     engine.register_fn("now", || now().map_err(fail));
     engine.register_fn("uuid", || uuid().map_err(fail));
     engine.register_fn("random", |lo: i64, hi: i64| random(lo, hi).map_err(fail));
@@ -152,7 +283,7 @@ mod tests {
     fn a_fixed_world_answers_the_same_and_a_uuid_has_its_shape() {
         let draw = || {
             let world = World::fixed(Some(1_700_000_000_123), Some(7));
-            begin_call(&world);
+            begin_call(&world, None, "h", "id");
             let values = (now(), uuid(), uuid(), random(1, 6), random(-3, -3));
             end_call();
             values
@@ -173,13 +304,13 @@ mod tests {
     #[test]
     fn now_is_one_value_for_a_call_and_nothing_outside_one() {
         let world = World::live();
-        begin_call(&world);
+        begin_call(&world, None, "h", "id");
         let first = now().expect("in a call");
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert_eq!(now(), Ok(first));
         end_call();
         assert!(now().is_err(), "outside a call");
-        begin_call(&world);
+        begin_call(&world, None, "h", "id");
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert!(
             now().expect("in a call") > first,
@@ -193,7 +324,7 @@ mod tests {
     #[test]
     fn a_random_range_must_be_in_order() {
         let world = World::fixed(None, Some(1));
-        begin_call(&world);
+        begin_call(&world, None, "h", "id");
         assert!(random(2, 1).unwrap_err().contains("above"));
         let all = (0..2000).map(|_| random(0, 3).expect("a number"));
         let mut seen = [false; 4];

@@ -1946,3 +1946,86 @@ fn now_uuid_and_random_run_compiled_and_agree_with_rhai_in_a_fixed_world() {
         .expect("a string")
         .starts_with("018bcfe5-687b-7"));
 }
+
+/// Handlers' log lines reach the app's sink once each, tagged with the handler and request id:
+/// compiled or in Rhai, after a compiled attempt that Rhai ran again (its lines dropped with
+/// it), and past the per-call cap (counted, not kept).
+#[test]
+fn log_lines_reach_the_sink_once_with_their_call() {
+    use pure_lang::{Level, LogLine, LogSink};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Default)]
+    struct Capture(Mutex<Vec<(Level, String, String, String)>>);
+    impl LogSink for Capture {
+        fn log(&self, line: &LogLine<'_>) {
+            self.0.lock().unwrap().push((
+                line.level,
+                line.handler.to_string(),
+                line.request_id.to_string(),
+                line.message.to_string(),
+            ));
+        }
+    }
+    let manifest = r#"{"name": "l", "tables": {"t": ["a"]},
+        "routes": {"POST /a": "a", "POST /b": "b", "POST /c": "c"}}"#;
+    let script = r#"
+        fn a(request) { print("hello"); warn(7); error("bad " + request.body.n); debug("dbg"); 1 }
+        fn b(request) { print("once"); let m = #{}; m.x.y }
+        fn c(request) { for i in 0..100 { print(i); } 0 }
+    "#;
+    for interpreted in [false, true] {
+        let files = vec![("l.rhai".to_string(), script.to_string())];
+        let mut app = App::from_sources(manifest, files, limits()).expect("loads");
+        app.set_interpreted(interpreted);
+        let capture = Arc::new(Capture::default());
+        app.set_log(capture.clone());
+        let request = |n: i64| Request {
+            body: pure_lang::to_dynamic(&json!({ "n": n })),
+            head: pure_lang::Head {
+                id: format!("req-{n}"),
+                ..Default::default()
+            },
+            ..Request::default()
+        };
+        let mut tables = Tables::new(1);
+        let mut writes = WriteSet::default();
+        let mut run = |handler: &str, n: i64| {
+            let answer = app.run_write(handler, &request(n), &mut tables, &mut writes);
+            writes.clear();
+            answer
+        };
+        run("a", 1).expect("answers");
+        let lines = std::mem::take(&mut *capture.0.lock().unwrap());
+        let expected = [
+            (Level::Info, "hello"),
+            (Level::Warn, "7"),
+            (Level::Error, "bad 1"),
+            (Level::Debug, "\"dbg\""),
+        ];
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        for (line, (level, message)) in lines.iter().zip(expected) {
+            assert_eq!(
+                (line.0, line.1.as_str(), line.2.as_str()),
+                (level, "a", "req-1")
+            );
+            assert_eq!(line.3, message);
+        }
+
+        run("b", 2).expect_err("a script error");
+        let lines = std::mem::take(&mut *capture.0.lock().unwrap());
+        assert_eq!(lines.len(), 1, "logged once: {lines:?}");
+        assert_eq!(
+            (lines[0].2.as_str(), lines[0].3.as_str()),
+            ("req-2", "once")
+        );
+
+        run("c", 3).expect("answers");
+        let lines = std::mem::take(&mut *capture.0.lock().unwrap());
+        assert_eq!(lines.len(), pure_lang::LOG_LINES_PER_CALL_MAX + 1);
+        assert_eq!(lines[0].3, "0");
+        let last = lines.last().expect("a line");
+        assert_eq!(last.0, Level::Warn);
+        assert!(last.3.starts_with("36 more log lines"), "{}", last.3);
+    }
+}

@@ -130,6 +130,17 @@ pub struct Options {
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
 
+    /// How log lines (handlers' print, debug, warn and error, and the access log) are written
+    /// to standard error: text, or one JSON object a line. The server's own start and stop
+    /// messages stay text. A terminal or pipe that reads slower than lines come loses lines
+    /// rather than slowing handlers down (pure_log_lines_dropped_total counts them).
+    #[arg(long, value_enum, default_value_t = crate::log::Format::Text)]
+    pub log_format: crate::log::Format,
+
+    /// Log every request: peer, method, path, status, duration and request id.
+    #[arg(long)]
+    pub access_log: bool,
+
     /// For tests: handlers' now() answers this (milliseconds since the epoch) instead of the
     /// wall clock. uuid() takes its time from it too.
     #[arg(long, value_name = "MS")]

@@ -39,6 +39,7 @@ use pure_runtime::{Answer, BodyError, HandlerError, HandlerKind, Head, Request, 
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::log::{Access, Log};
 use crate::metrics::{Label, ServerMetrics};
 use crate::route::{parse_query, RouteMatch, Router};
 use crate::wire::REQUEST_TARGET_BYTES_MAX;
@@ -88,6 +89,7 @@ pub struct Dispatch {
     pub metrics: ServerMetrics,
     limits: RequestLimits,
     ids: RequestIds,
+    log: Arc<Log>,
 }
 
 /// Request ids made by this process: a random prefix drawn at start and a counter, so that ids
@@ -128,7 +130,7 @@ struct ReadBody {
 }
 
 impl Dispatch {
-    pub fn new(runtime: Runtime, limits: RequestLimits) -> Dispatch {
+    pub fn new(runtime: Runtime, limits: RequestLimits, log: Arc<Log>) -> Dispatch {
         let routes = runtime.app().routes().to_vec();
         Dispatch {
             router: Router::new(&routes),
@@ -136,6 +138,7 @@ impl Dispatch {
             routes,
             runtime,
             ids: RequestIds::new(),
+            log,
             limits,
         }
     }
@@ -149,9 +152,24 @@ impl Dispatch {
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
         let id = self.ids.for_request(request.headers());
+        let line = self
+            .log
+            .access_enabled()
+            .then(|| (request.method().clone(), request.uri().path().to_string()));
         let (label, mut reply) = self.route(request, &peer, &id).await;
-        self.metrics
-            .record(label, reply.status().as_u16(), started.elapsed());
+        let elapsed = started.elapsed();
+        let status = reply.status().as_u16();
+        self.metrics.record(label, status, elapsed);
+        if let Some((method, path)) = line {
+            self.log.access(&Access {
+                method: method.as_str(),
+                path: &path,
+                status,
+                duration_us: elapsed.as_micros() as u64,
+                request_id: &id,
+                peer: &peer,
+            });
+        }
         if let Ok(value) = HeaderValue::from_str(&id) {
             reply
                 .headers_mut()
@@ -415,7 +433,9 @@ impl Dispatch {
             return self.health();
         }
         let held = self.limits.body_budget_bytes - self.limits.body_budget.available_permits();
-        let text = self.metrics.render(&self.runtime.metrics(), held as u64);
+        let text = self
+            .metrics
+            .render(&self.runtime.metrics(), held as u64, &self.log);
         let mut reply = Response::new(Full::new(Bytes::from(text)));
         reply.headers_mut().insert(
             CONTENT_TYPE,

@@ -11,6 +11,7 @@ mod connections;
 mod damage;
 mod dispatch;
 mod listener;
+mod log;
 mod metrics;
 mod route;
 mod server;
@@ -106,6 +107,8 @@ fn start(options: &Options) -> Result<u8, exit::Failure> {
              a crash or power loss can lose acknowledged writes"
         );
     }
+    let log = log::Log::to_stderr(app.name(), options.log_format, options.access_log);
+    app.set_log(log.clone());
     let data_dir = options.data_dir();
     let runtime = Runtime::open(app, &data_dir, runtime_options(options))
         .with_context(|| format!("opening the data directory {}", data_dir.display()))
@@ -120,9 +123,10 @@ fn start(options: &Options) -> Result<u8, exit::Failure> {
         .enable_all()
         .build()
         .map_err(exit::Failure::internal)?;
-    let code = tokio_runtime.block_on(server::run(options, runtime))?;
+    let code = tokio_runtime.block_on(server::run(options, runtime, log.clone()))?;
     // Connections still open after the shutdown timeout are cut here.
     tokio_runtime.shutdown_timeout(Duration::from_secs(1));
+    log.drain(Duration::from_secs(1));
     Ok(code)
 }
 

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use pure_runtime::{Metrics, Route};
 
+use crate::log::Log;
+
 /// Upper bounds of the request latency histogram, in seconds.
 const LATENCY_BOUNDS_SECONDS: [f64; 16] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -79,7 +81,7 @@ impl ServerMetrics {
     }
 
     /// The Prometheus text exposition of the server's and the runtime's figures.
-    pub fn render(&self, runtime: &Metrics, body_budget_held_bytes: u64) -> String {
+    pub fn render(&self, runtime: &Metrics, body_budget_held_bytes: u64, log: &Log) -> String {
         let mut out = String::with_capacity(8 * 1024);
         self.render_requests(&mut out);
         render_runtime(&mut out, runtime);
@@ -126,6 +128,18 @@ impl ServerMetrics {
                 "Requests refused (503): request bodies held took the whole budget.",
                 "counter",
                 &self.body_budget_refusals_total,
+            ),
+            (
+                "pure_log_lines_total",
+                "Log lines (handlers' and the access log) handed to the log writer.",
+                "counter",
+                &log.lines_total,
+            ),
+            (
+                "pure_log_lines_dropped_total",
+                "Log lines dropped because the log writer was behind.",
+                "counter",
+                &log.dropped_total,
             ),
         ];
         for (name, help, kind, value) in figures {

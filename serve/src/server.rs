@@ -5,6 +5,7 @@
 //! it is in (a write's answer waits for its group's sync), then `Runtime::shutdown`, which syncs
 //! and answers whatever is still queued before the owner stops.
 
+use crate::log::Log;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +50,7 @@ enum Stop {
 }
 
 /// Serves until stopped; returns the process exit status.
-pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failure> {
+pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u8, exit::Failure> {
     let listener = bind(options.listen)
         .with_context(|| format!("binding {}", options.listen))
         .map_err(|error| exit::Failure::new(exit::LISTEN, error))?;
@@ -73,7 +74,7 @@ pub async fn run(options: &Options, runtime: Runtime) -> Result<u8, exit::Failur
         options.max_connections_per_peer as usize,
     );
     let server = Listener {
-        dispatch: Arc::new(Dispatch::new(runtime.clone(), limits)),
+        dispatch: Arc::new(Dispatch::new(runtime.clone(), limits, log)),
         connections: connections.clone(),
         header_timeout: options.header_timeout(),
         stop,

@@ -751,6 +751,27 @@ impl Compiler<'_> {
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| ops::parse_int(&x(f)?)))
             }
+            ("print", 1) | ("warn", 1) | ("error", 1) => {
+                let level = match name {
+                    "print" => crate::world::Level::Info,
+                    "warn" => crate::world::Level::Warn,
+                    _ => crate::world::Level::Error,
+                };
+                let x = args.pop().expect("one argument");
+                Ok(Box::new(move |f| {
+                    let x = x(f)?;
+                    // Strings and integers print as themselves; other values as Rhai's
+                    // `to_string` decides.
+                    if let Ok(s) = x.as_immutable_string_ref() {
+                        crate::world::log(level, &s);
+                    } else if let Ok(i) = x.as_int() {
+                        crate::world::log(level, &i.to_string());
+                    } else {
+                        return Err(Stop::Fallback);
+                    }
+                    Ok(Dynamic::UNIT)
+                }))
+            }
             ("now", 0) => Ok(Box::new(|_| {
                 crate::world::now()
                     .map(Dynamic::from_int)

@@ -76,6 +76,14 @@ impl Launch {
         self
     }
 
+    /// A flag without a value (`--access-log`).
+    pub fn switch(mut self, flag: &str) -> Launch {
+        if !self.flags.iter().any(|given| given == flag) {
+            self.flags.push(flag.to_string());
+        }
+        self
+    }
+
     /// Runs the server under another program (strace), which gets the server's command after it.
     pub fn wrapped(mut self, wrapper: &[&str]) -> Launch {
         let mut program: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();

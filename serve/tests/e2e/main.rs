@@ -11,6 +11,7 @@ mod errors;
 mod harness;
 mod hostile;
 mod limits;
+mod logs;
 mod request_response;
 mod runaway;
 mod scoreboard;

@@ -1,0 +1,354 @@
+//! pure-serve's log: handlers' lines (`print`, `debug`, `warn`, `error`) and, with
+//! `--access-log`, one line per request, as text or JSON lines, to standard error.
+//!
+//! A line is formatted on the thread that logs it and handed to a writer thread through a
+//! bounded queue. When the queue is full (a terminal or pipe that reads slower than handlers
+//! log) the line is dropped and counted, as production loggers do: a handler, and above all
+//! the owner, never waits for a terminal.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pure_runtime::{LogLine, LogSink};
+
+/// Lines waiting for the writer; past this they are dropped.
+pub const QUEUE_LINES: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// `2026-12-03T11:40:00.123Z INFO app handler request-id: message`
+    Text,
+    /// One JSON object a line: ts, level, app, handler, request_id, message.
+    Json,
+}
+
+/// One request, as the access log records it.
+pub struct Access<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub status: u16,
+    pub duration_us: u64,
+    pub request_id: &'a str,
+    pub peer: &'a str,
+}
+
+pub struct Log {
+    app: String,
+    format: Format,
+    access: bool,
+    queue: SyncSender<String>,
+    /// Lines handed to the writer.
+    pub lines_total: AtomicU64,
+    /// Lines dropped because the writer was behind.
+    pub dropped_total: AtomicU64,
+    /// Lines the writer has written (or failed to write): caught up when it equals
+    /// `lines_total`.
+    written: Arc<AtomicU64>,
+}
+
+impl Log {
+    /// A log of `app`'s lines written to standard error by a thread of its own.
+    pub fn to_stderr(app: &str, format: Format, access: bool) -> Arc<Log> {
+        Log::start(
+            app,
+            format,
+            access,
+            QUEUE_LINES,
+            Box::new(std::io::stderr()),
+        )
+    }
+
+    pub fn start(
+        app: &str,
+        format: Format,
+        access: bool,
+        queue_lines: usize,
+        mut out: Box<dyn Write + Send>,
+    ) -> Arc<Log> {
+        let (queue, lines) = sync_channel::<String>(queue_lines);
+        let written = Arc::new(AtomicU64::new(0));
+        let counter = written.clone();
+        std::thread::Builder::new()
+            .name("pure-log".into())
+            .spawn(move || {
+                for line in lines {
+                    // A log that cannot be written is dropped: nothing to tell it to.
+                    let _ = out.write_all(line.as_bytes());
+                    let _ = out.flush();
+                    counter.fetch_add(1, Relaxed);
+                }
+            })
+            .expect("spawning the log writer");
+        Arc::new(Log {
+            app: app.to_string(),
+            format,
+            access,
+            queue,
+            lines_total: AtomicU64::new(0),
+            dropped_total: AtomicU64::new(0),
+            written,
+        })
+    }
+
+    /// Waits, at most `patience`, for the writer to write what was handed to it: at a stop,
+    /// so that the last lines are not lost with the process.
+    pub fn drain(&self, patience: std::time::Duration) {
+        let deadline = std::time::Instant::now() + patience;
+        while self.written.load(Relaxed) < self.lines_total.load(Relaxed)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    pub fn access_enabled(&self) -> bool {
+        self.access
+    }
+
+    fn send(&self, line: String) {
+        match self.queue.try_send(line) {
+            Ok(()) => {
+                self.lines_total.fetch_add(1, Relaxed);
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped_total.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Logs one request (when `--access-log` is on).
+    pub fn access(&self, a: &Access<'_>) {
+        if !self.access {
+            return;
+        }
+        let ts = timestamp(SystemTime::now());
+        let line = match self.format {
+            Format::Text => format!(
+                "{ts} ACCESS {} {} \"{} {}\" {} {}us {}\n",
+                self.app, a.peer, a.method, a.path, a.status, a.duration_us, a.request_id
+            ),
+            Format::Json => {
+                let mut line = serde_json::json!({
+                    "ts": ts, "level": "access", "app": self.app, "peer": a.peer,
+                    "method": a.method, "path": a.path, "status": a.status,
+                    "duration_us": a.duration_us, "request_id": a.request_id,
+                })
+                .to_string();
+                line.push('\n');
+                line
+            }
+        };
+        self.send(line);
+    }
+}
+
+impl LogSink for Log {
+    fn log(&self, line: &LogLine<'_>) {
+        let ts = timestamp(SystemTime::now());
+        let text = match self.format {
+            Format::Text => {
+                let mut text = format!(
+                    "{ts} {} {} {} {}: ",
+                    line.level.name().to_ascii_uppercase(),
+                    self.app,
+                    line.handler,
+                    line.request_id
+                );
+                // One line a line: a message's own line breaks are escaped.
+                for c in line.message.chars() {
+                    match c {
+                        '\n' => text.push_str("\\n"),
+                        '\r' => text.push_str("\\r"),
+                        c => text.push(c),
+                    }
+                }
+                text.push('\n');
+                text
+            }
+            Format::Json => {
+                let mut text = serde_json::json!({
+                    "ts": ts, "level": line.level.name(), "app": self.app,
+                    "handler": line.handler, "request_id": line.request_id,
+                    "message": line.message,
+                })
+                .to_string();
+                text.push('\n');
+                text
+            }
+        };
+        self.send(text);
+    }
+}
+
+/// RFC 3339 in UTC with milliseconds: `2026-12-03T11:40:00.123Z`.
+fn timestamp(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since.as_secs() as i64;
+    let (days, rest) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut out = String::with_capacity(24);
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Condvar, Mutex};
+    use std::time::Duration;
+
+    use pure_runtime::Level;
+
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc_3339_in_utc() {
+        let at = |s: u64, ms: u64| timestamp(UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(1_700_000_000, 123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(4_102_444_799, 999), "2099-12-31T23:59:59.999Z");
+    }
+
+    /// A writer that holds every write until it is opened, then records them.
+    #[derive(Clone, Default)]
+    struct Gate(Arc<(Mutex<(bool, Vec<u8>)>, Condvar)>);
+    impl Write for Gate {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let (lock, open) = &*self.0;
+            let mut state = open.wait_while(lock.lock().unwrap(), |s| !s.0).unwrap();
+            state.1.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A writer that does not keep up never holds up the thread that logs: lines past the queue
+    /// are dropped and counted, and every line is either written or counted as dropped.
+    #[test]
+    fn a_stuck_writer_drops_lines_and_never_blocks_the_logger() {
+        let gate = Gate::default();
+        let log = Log::start("app", Format::Text, false, 8, Box::new(gate.clone()));
+        for i in 0..100 {
+            log.log(&LogLine {
+                level: Level::Info,
+                handler: "h",
+                request_id: "r",
+                message: &format!("line {i}"),
+            });
+        }
+        let dropped = log.dropped_total.load(Relaxed);
+        assert!(
+            dropped >= 100 - 9,
+            "{dropped} dropped: at most the queue and one in hand"
+        );
+        assert_eq!(log.lines_total.load(Relaxed) + dropped, 100);
+        let (lock, open) = &*gate.0;
+        lock.lock().unwrap().0 = true;
+        open.notify_all();
+        let written = log.lines_total.load(Relaxed) as usize;
+        drop(log);
+        // The writer ends once the log is gone and its queue drained.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = String::from_utf8(lock.lock().unwrap().1.clone()).unwrap();
+            if text.lines().count() == written {
+                assert!(text.starts_with("20"), "{text}");
+                assert!(text.contains(" INFO app h r: line 0\n"), "{text}");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "written: {text}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn json_lines_hold_every_field_and_text_lines_stay_one_line() {
+        let gate = Gate::default();
+        gate.0 .0.lock().unwrap().0 = true;
+        for format in [Format::Json, Format::Text] {
+            let log = Log::start("app", format, true, 8, Box::new(gate.clone()));
+            log.log(&LogLine {
+                level: Level::Warn,
+                handler: "h",
+                request_id: "r-1",
+                message: "two\nlines",
+            });
+            log.access(&Access {
+                method: "POST",
+                path: "/x",
+                status: 201,
+                duration_us: 42,
+                request_id: "r-1",
+                peer: "127.0.0.1",
+            });
+            assert_eq!(log.lines_total.load(Relaxed), 2);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let text = loop {
+            let text = String::from_utf8(gate.0 .0.lock().unwrap().1.clone()).unwrap();
+            if text.lines().count() == 4 {
+                break text;
+            }
+            assert!(std::time::Instant::now() < deadline, "written: {text}");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let json: Vec<serde_json::Value> = lines
+            .iter()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(json.len(), 2, "{text}");
+        let line = json
+            .iter()
+            .find(|j| j["level"] == "warn")
+            .expect("the warn line");
+        assert_eq!(
+            (
+                &line["app"],
+                &line["handler"],
+                &line["request_id"],
+                &line["message"]
+            ),
+            (
+                &serde_json::json!("app"),
+                &serde_json::json!("h"),
+                &serde_json::json!("r-1"),
+                &serde_json::json!("two\nlines")
+            )
+        );
+        let access = json
+            .iter()
+            .find(|j| j["level"] == "access")
+            .expect("access");
+        assert_eq!(access["status"], 201);
+        assert_eq!(access["duration_us"], 42);
+        assert!(text.contains(" WARN app h r-1: two\\nlines\n"), "{text}");
+        assert!(
+            text.contains(" ACCESS app 127.0.0.1 \"POST /x\" 201 42us r-1\n"),
+            "{text}"
+        );
+    }
+}
