@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::body::BodyError;
 use crate::compiled::{Env, Program, Stop};
 use crate::context::{self, Context};
+use crate::cors::Cors;
 use crate::engine::{self, Limits};
 use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
@@ -94,6 +95,8 @@ pub struct App {
     world: World,
     /// Where handlers' log lines go; nowhere without one.
     log: Option<Arc<dyn LogSink>>,
+    /// Which other origins' pages may call the app (the manifest's `"cors"`).
+    cors: Option<Cors>,
 }
 
 /// How a handler runs.
@@ -154,6 +157,8 @@ impl App {
             .as_str()
             .ok_or_else(|| bad("no \"name\" string".into()))?;
         let routes = parse_routes(&manifest["routes"]).map_err(bad)?;
+        let methods: Vec<String> = routes.iter().map(|r| r.method.clone()).collect();
+        let cors = Cors::parse(&manifest["cors"], &methods).map_err(bad)?;
         let schema = Arc::new(parse_tables(&manifest["tables"]).map_err(bad)?);
         schema.check().map_err(bad)?;
 
@@ -210,6 +215,7 @@ impl App {
             fallbacks: AtomicU64::new(0),
             world: World::live(),
             log: None,
+            cors,
         })
     }
 
@@ -217,6 +223,11 @@ impl App {
     /// tests ([`World::fixed`]).
     pub fn set_world(&mut self, world: World) {
         self.world = world;
+    }
+
+    /// The manifest's `"cors"`, if it has one.
+    pub fn cors(&self) -> Option<&Cors> {
+        self.cors.as_ref()
     }
 
     pub fn world(&self) -> &World {

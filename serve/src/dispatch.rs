@@ -31,11 +31,16 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::header::{
-    HeaderMap, HeaderName, HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE,
-    HOST, RETRY_AFTER,
+    HeaderMap, HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_CREDENTIALS,
+    ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
+    ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS,
+    ACCESS_CONTROL_REQUEST_METHOD, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST,
+    ORIGIN, RETRY_AFTER, VARY,
 };
 use hyper::{Method, Response, StatusCode, Version};
-use pure_runtime::{Answer, BodyError, HandlerError, HandlerKind, Head, Request, Route, Runtime};
+use pure_runtime::{
+    Answer, BodyError, Cors, HandlerError, HandlerKind, Head, Request, Route, Runtime,
+};
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -156,10 +161,29 @@ impl Dispatch {
             .log
             .access_enabled()
             .then(|| (request.method().clone(), request.uri().path().to_string()));
+        // A page on another origin may read the answer if the app's "cors" lets it.
+        let cors_origin = match (self.runtime.app().cors(), request.headers().get(ORIGIN)) {
+            (Some(cors), Some(origin)) if !request.uri().path().starts_with("/_pure/") => origin
+                .to_str()
+                .ok()
+                .filter(|o| cors.allows(o))
+                .map(|o| (cors, o.to_string())),
+            _ => None,
+        };
         let (label, mut reply) = self.route(request, &peer, &id).await;
         let elapsed = started.elapsed();
         let status = reply.status().as_u16();
         self.metrics.record(label, status, elapsed);
+        if let Some((cors, origin)) = cors_origin {
+            allow_origin(&mut reply, cors, &origin);
+            let mut expose = vec![REQUEST_ID.to_string()];
+            expose.extend(cors.expose.iter().cloned());
+            if let Ok(value) = HeaderValue::from_str(&expose.join(", ")) {
+                reply
+                    .headers_mut()
+                    .insert(ACCESS_CONTROL_EXPOSE_HEADERS, value);
+            }
+        }
         if let Some((method, path)) = line {
             self.log.access(&Access {
                 method: method.as_str(),
@@ -197,6 +221,13 @@ impl Dispatch {
             };
             let reply = self.builtin(&method, name);
             return (label, self.answer_unread(request, reply).await);
+        }
+        if method == Method::OPTIONS {
+            if let Some(cors) = self.runtime.app().cors() {
+                if let Some(reply) = self.preflight(cors, &request, &path) {
+                    return (Label::Unmatched, self.answer_unread(request, reply).await);
+                }
+            }
         }
         // HEAD is GET without the body (hyper sends the head only); OPTIONS lists the methods.
         let lookup = if method == Method::HEAD {
@@ -240,6 +271,66 @@ impl Dispatch {
             }
         };
         (label, self.answer_unread(request, reply).await)
+    }
+
+    /// A browser's CORS preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`):
+    /// 204 with what the app's "cors" allows, or 403 saying what it does not. `None` for an
+    /// OPTIONS that is not a preflight.
+    fn preflight<B>(&self, cors: &Cors, request: &hyper::Request<B>, path: &str) -> Option<Reply> {
+        let headers = request.headers();
+        let origin = headers.get(ORIGIN)?.to_str().ok()?;
+        let method = headers.get(ACCESS_CONTROL_REQUEST_METHOD)?.to_str().ok()?;
+        let refuse = |message: String| Some(error_reply(StatusCode::FORBIDDEN, message));
+        if !cors.allows(origin) {
+            return refuse(format!(
+                "CORS: the app does not let pages on {origin} call it"
+            ));
+        }
+        if !cors.methods.iter().any(|m| m == method) {
+            return refuse(format!(
+                "CORS: pages on other origins may not use {method} (the app allows {})",
+                cors.methods.join(", ")
+            ));
+        }
+        if !matches!(self.router.find(method, path), RouteMatch::Found { .. }) {
+            return Some(error_reply(
+                StatusCode::NOT_FOUND,
+                format!("no route for {method} {path}"),
+            ));
+        }
+        let mut allowed: Vec<String> = vec!["content-type".into(), REQUEST_ID.into()];
+        allowed.extend(cors.headers.iter().cloned());
+        let requested = headers
+            .get(ACCESS_CONTROL_REQUEST_HEADERS)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        for name in requested
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(name)) {
+                return refuse(format!(
+                    "CORS: pages on other origins may not send the {name} header (the app \
+                     allows {})",
+                    allowed.join(", ")
+                ));
+            }
+        }
+        let mut reply = Response::new(Full::new(Bytes::new()));
+        *reply.status_mut() = StatusCode::NO_CONTENT;
+        allow_origin(&mut reply, cors, origin);
+        let headers = reply.headers_mut();
+        for (name, value) in [
+            (ACCESS_CONTROL_ALLOW_METHODS, cors.methods.join(", ")),
+            (ACCESS_CONTROL_ALLOW_HEADERS, allowed.join(", ")),
+            (ACCESS_CONTROL_MAX_AGE, cors.max_age.to_string()),
+        ] {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+        Some(reply)
     }
 
     /// An answer to a request whose body no handler reads: the body is read and dropped when
@@ -571,6 +662,28 @@ fn too_large(max: usize) -> Reply {
         StatusCode::PAYLOAD_TOO_LARGE,
         &json!({ "error": message, "limit_bytes": max }),
     ))
+}
+
+/// The headers that let a page on `origin` read an answer.
+fn allow_origin(reply: &mut Reply, cors: &Cors, origin: &str) {
+    let headers = reply.headers_mut();
+    let value = if cors.origins.is_none() && !cors.credentials {
+        HeaderValue::from_static("*")
+    } else {
+        match HeaderValue::from_str(origin) {
+            Ok(value) => value,
+            Err(_) => return,
+        }
+    };
+    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, value);
+    // The answer depends on the origin: caches must keep one per origin.
+    headers.append(VARY, HeaderValue::from_static("origin"));
+    if cors.credentials {
+        headers.insert(
+            ACCESS_CONTROL_ALLOW_CREDENTIALS,
+            HeaderValue::from_static("true"),
+        );
+    }
 }
 
 /// A handler's answer: its status and headers (checked by `respond` when it was called), and

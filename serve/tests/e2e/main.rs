@@ -6,6 +6,7 @@
 //! `PURE_TEST_SCALE` multiplies the work of the heavier ones.
 
 mod concurrency;
+mod cors;
 mod crash;
 mod errors;
 mod harness;
