@@ -118,6 +118,7 @@ pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
     crate::api::register(&mut engine, schema);
     crate::respond::register(&mut engine);
     crate::world::register(&mut engine);
+    crate::arith::register(&mut engine);
     // Test builds only, and even there only when asked for at run time: `cargo test` builds the
     // pure-serve binary with the feature, and that binary must not offer it when run by hand.
     #[cfg(any(test, feature = "fault-injection"))]

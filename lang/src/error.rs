@@ -187,6 +187,11 @@ impl fmt::Display for HandlerError {
 
 impl std::error::Error for HandlerError {}
 
+/// What an arithmetic error adds to Rhai's message (`Addition overflow: 9223372036854775807 + 1`).
+const OVERFLOW_HINT: &str = "integers are 64-bit and an overflow stops the handler; bound the \
+     inputs, or use checked_add, checked_sub or checked_mul, which give () when the result does \
+     not fit";
+
 /// The innermost error of a chain of nested function calls, and the innermost known position.
 fn innermost(error: &EvalAltResult) -> (&EvalAltResult, Position) {
     let mut current = error;
@@ -257,6 +262,13 @@ pub(crate) fn from_eval(
             }
         }
         EvalAltResult::ErrorTooManyVariables(_) => limit("variables"),
+        EvalAltResult::ErrorArithmetic(what, _) => HandlerError::Script {
+            handler,
+            file,
+            line,
+            column,
+            message: format!("{what}: {OVERFLOW_HINT}"),
+        },
         other => {
             let mut message = other.to_string();
             // Rhai appends " (line l, position c)"; the position is reported in its own fields.

@@ -13,6 +13,7 @@
 
 mod api;
 mod app;
+mod arith;
 mod body;
 pub mod codec;
 mod compiled;

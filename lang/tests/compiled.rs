@@ -2029,3 +2029,42 @@ fn log_lines_reach_the_sink_once_with_their_call() {
         assert!(last.3.starts_with("36 more log lines"), "{}", last.3);
     }
 }
+
+/// An overflow stops the handler with a 500 that names the operation and its operands, where,
+/// and the checked alternative; `checked_add` and its kin give `()` instead, compiled and in Rhai.
+#[test]
+fn overflow_says_what_and_where_and_checked_arithmetic_gives_unit() {
+    let manifest =
+        r#"{"name": "o", "tables": {"t": ["a"]}, "routes": {"POST /a": "a", "POST /c": "c"}}"#;
+    let script = "fn a(request) {\n    let b = request.body;\n    b.x + b.y\n}\n\
+                  fn c(request) { let b = request.body; \
+                  [checked_add(b.x, b.y), checked_sub(-b.x, b.y + 1), checked_mul(b.x, 2), checked_add(1, 2)] }";
+    for interpreted in [false, true] {
+        let files = vec![("o.rhai".to_string(), script.to_string())];
+        let mut app = App::from_sources(manifest, files, limits()).expect("loads");
+        assert_eq!(app.execution("c"), Some(Execution::Compiled));
+        app.set_interpreted(interpreted);
+        let mut tables = Tables::new(1);
+        let mut writes = WriteSet::default();
+        let body = json!({"x": i64::MAX, "y": 1});
+        let request = Request {
+            body: pure_lang::to_dynamic(&body),
+            ..Request::default()
+        };
+        let error = app
+            .run_write("a", &request, &mut tables, &mut writes)
+            .expect_err("an overflow");
+        let error = error.to_json();
+        let message = error["error"].as_str().expect("a message");
+        assert!(message.contains("9223372036854775807 + 1"), "{message}");
+        assert!(message.contains("checked_add"), "{message}");
+        assert_eq!(
+            (&error["file"], &error["line"]),
+            (&json!("o.rhai"), &json!(3))
+        );
+        let answer = app
+            .run_write("c", &request, &mut tables, &mut writes)
+            .expect("answers");
+        assert_eq!(answer.body, json!([null, null, null, 3]));
+    }
+}

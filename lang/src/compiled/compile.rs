@@ -772,6 +772,20 @@ impl Compiler<'_> {
                     Ok(Dynamic::UNIT)
                 }))
             }
+            ("checked_add", 2) | ("checked_sub", 2) | ("checked_mul", 2) => {
+                let op: fn(i64, i64) -> Option<i64> = match name {
+                    "checked_add" => i64::checked_add,
+                    "checked_sub" => i64::checked_sub,
+                    _ => i64::checked_mul,
+                };
+                let b = args.pop().expect("two arguments");
+                let a = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let a = a(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    let b = b(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    Ok(crate::arith::checked(op(a, b)))
+                }))
+            }
             ("now", 0) => Ok(Box::new(|_| {
                 crate::world::now()
                     .map(Dynamic::from_int)
