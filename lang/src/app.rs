@@ -407,7 +407,7 @@ impl App {
             }
             // Not decided there: undo what the call wrote and logged, and run it in Rhai.
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
-            world::discard_log();
+            world::restart_call();
             if let Context::Write { tables, writes } = &mut context {
                 tables.roll_back(writes);
             }

@@ -153,14 +153,29 @@ fn origin(text: &str) -> Option<String> {
         && scheme
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => (host, Some(port)),
-        _ => (rest, None),
+    // An IPv6 host is in brackets, and may hold colons.
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(inner) => {
+            let (address, after) = inner.split_once(']')?;
+            let port = match after {
+                "" => None,
+                _ => Some(after.strip_prefix(':')?),
+            };
+            let ok = !address.is_empty()
+                && address
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+            (if ok { "[v6]" } else { "" }, port)
+        }
+        None => match rest.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        },
     };
     let host_ok = !host.is_empty()
         && host
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]".contains(&b));
     let port_ok = port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok());
     (scheme_ok && host_ok && port_ok).then(|| text.to_ascii_lowercase())
 }
@@ -182,12 +197,16 @@ mod tests {
 
     #[test]
     fn a_declaration_with_defaults_and_every_mistake_refused() {
-        let cors = parse(json!({"origins": ["https://App.example.com", "http://localhost:3000"]}))
-            .expect("valid")
-            .expect("declared");
+        let cors = parse(
+            json!({"origins": ["https://App.example.com", "http://localhost:3000",
+            "http://[::1]", "http://[::1]:8080"]}),
+        )
+        .expect("valid")
+        .expect("declared");
         assert!(cors.allows("https://app.example.com"));
         assert!(cors.allows("http://localhost:3000"));
         assert!(!cors.allows("http://localhost:3001"));
+        assert!(cors.allows("http://[::1]") && cors.allows("http://[::1]:8080"));
         assert!(!cors.allows("https://evil.example.com"));
         assert_eq!(cors.methods, ["GET", "POST"]);
         assert_eq!((cors.max_age, cors.credentials), (600, false));
@@ -203,6 +222,9 @@ mod tests {
             (json!({"origins": []}), "non-empty list"),
             (json!({"origins": ["https://a.com/path"]}), "without a path"),
             (json!({"origins": ["a.com"]}), "without a path"),
+            (json!({"origins": ["http://[::1"]}), "without a path"),
+            (json!({"origins": ["http://[::1]x"]}), "without a path"),
+            (json!({"origins": ["http://a.com:"]}), "without a path"),
             (
                 json!({"origins": "*", "methods": ["DELETE"]}),
                 "not a method",

@@ -37,7 +37,7 @@ pub use engine::Limits;
 pub use error::{HandlerError, LoadError};
 pub use fields::{Fields, FieldsBuilder, SLOTS_MAX};
 pub use key::{Key, KeyPart, PartRef};
-pub use respond::{Answer, RESERVED_HEADERS};
+pub use respond::{has_no_body, Answer, RESERVED_HEADERS};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
 pub use tables::{Change, Tables, WriteSet};

@@ -18,7 +18,8 @@ use crate::value;
 ///
 /// Invariants: `status` is in 200..=599; each header name is a lower-case HTTP token, none is
 /// one the server owns ([`RESERVED_HEADERS`]), and each value is visible ASCII, spaces and
-/// tabs; a 204 or 304 answer has a `Null` body (and is sent without one).
+/// tabs; names are distinct, at most [`HEADERS_MAX`] of them, of at most [`HEADER_BYTES_MAX`]
+/// bytes in all; a 204, 205 or 304 answer has a `Null` body (and is sent without one).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
     pub status: u16,
@@ -90,14 +91,32 @@ pub(crate) fn respond(
              400 to 599 to refuse a request and roll its writes back)"
         ));
     }
-    if (status == 204 || status == 304) && !body.is_unit() {
+    if has_no_body(status as u16) && !body.is_unit() {
         return Err(format!(
             "respond: a {status} answer has no body: pass () as the body"
         ));
     }
-    let mut checked = Vec::new();
+    let mut checked: Vec<(String, String)> = Vec::new();
+    let mut bytes = 0;
     for (name, value) in headers.into_iter().flatten() {
+        if checked.len() == HEADERS_MAX {
+            return Err(format!(
+                "respond: at most {HEADERS_MAX} headers, not {}",
+                headers.map_or(0, Map::len)
+            ));
+        }
         let name = name.to_ascii_lowercase();
+        if name.len() > HEADER_NAME_BYTES_MAX {
+            return Err(format!(
+                "respond: a header name of {} bytes (at most {HEADER_NAME_BYTES_MAX})",
+                name.len()
+            ));
+        }
+        if checked.iter().any(|(n, _)| *n == name) {
+            return Err(format!(
+                "respond: the header {name} is given twice (names are not case-sensitive)"
+            ));
+        }
         if name.is_empty() || !name.bytes().all(is_token_byte) {
             return Err(format!(
                 "respond: {name:?} is not a header name (letters, digits and !#$%&'*+-.^_`|~)"
@@ -124,6 +143,12 @@ pub(crate) fn respond(
                 "respond: the value of header {name} must be printable ASCII on one line"
             ));
         }
+        bytes += name.len() + text.len();
+        if bytes > HEADER_BYTES_MAX {
+            return Err(format!(
+                "respond: the headers take more than {HEADER_BYTES_MAX} bytes"
+            ));
+        }
         checked.push((name, text));
     }
     Ok(Response {
@@ -132,6 +157,17 @@ pub(crate) fn respond(
         body,
     })
 }
+
+/// Whether an answer with this status is sent without a body (RFC 9110: 204, 205, 304).
+pub fn has_no_body(status: u16) -> bool {
+    matches!(status, 204 | 205 | 304)
+}
+
+/// Headers one answer may set, and their bytes (names and values): what a client's head
+/// reading takes without complaint (the server reads heads of up to 32 KiB).
+pub const HEADERS_MAX: usize = 64;
+pub const HEADER_NAME_BYTES_MAX: usize = 256;
+pub const HEADER_BYTES_MAX: usize = 16 << 10;
 
 /// RFC 9110's `tchar`.
 fn is_token_byte(b: u8) -> bool {

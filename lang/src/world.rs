@@ -11,12 +11,12 @@
 //! never runs its script again, so a value drawn once is the value kept.
 //!
 //! Live, the time is the wall clock and the numbers come from the thread's cryptographically
-//! secure generator (`rand::rng()`), so a `uuid()` is fit to be a secret token. A test can fix
-//! the time and seed the numbers ([`World::fixed`]): then every run of the same requests, in the
-//! same order, answers the same.
+//! secure generator (`rand::rng()`). A test can fix the time and seed the numbers
+//! ([`World::fixed`]): then every run of the same requests, in the same order, answers the same.
 
 use std::cell::{Cell, RefCell};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
@@ -27,8 +27,12 @@ use rand::{Rng, RngCore, SeedableRng};
 pub struct World {
     /// A fixed `now()`, in milliseconds since the epoch; `None` reads the wall clock.
     fixed_now: Option<i64>,
-    /// A seeded generator shared by every call; `None` uses each thread's secure generator.
-    seeded: Option<Mutex<StdRng>>,
+    /// For tests: each call draws from a generator seeded with this and the call's number
+    /// (so a compiled attempt that Rhai runs again draws the same numbers again); `None` uses
+    /// each thread's secure generator.
+    seed: Option<u64>,
+    /// Calls begun, for the seeded generator.
+    calls: AtomicU64,
 }
 
 impl World {
@@ -38,16 +42,18 @@ impl World {
     }
 
     /// A world for tests: `now()` is `now_ms` (when given) and the numbers come from `seed`
-    /// (when given), in the order calls draw them.
+    /// (when given) and the call's number: the same calls in the same order draw the same
+    /// numbers, whether a call ran compiled, in Rhai, or both.
     pub fn fixed(now_ms: Option<i64>, seed: Option<u64>) -> World {
         World {
             fixed_now: now_ms,
-            seeded: seed.map(|s| Mutex::new(StdRng::seed_from_u64(s))),
+            seed,
+            calls: AtomicU64::new(0),
         }
     }
 
     pub fn is_live(&self) -> bool {
-        self.fixed_now.is_none() && self.seeded.is_none()
+        self.fixed_now.is_none() && self.seed.is_none()
     }
 
     fn clock(&self) -> i64 {
@@ -57,13 +63,31 @@ impl World {
                 .map_or(0, |d| d.as_millis() as i64)
         })
     }
+}
 
-    fn draw<R>(&self, f: impl FnOnce(&mut dyn RngCore) -> R) -> R {
-        match &self.seeded {
-            Some(rng) => f(&mut *rng.lock().unwrap_or_else(|p| p.into_inner())),
-            None => f(&mut rand::rng()),
+/// A call's seeded generator: the seed and the call's number decide every number it draws.
+struct Seeded {
+    seed: u64,
+    rng: StdRng,
+}
+
+impl Seeded {
+    fn new(seed: u64) -> Seeded {
+        Seeded {
+            seed,
+            rng: StdRng::seed_from_u64(seed),
         }
     }
+}
+
+/// Runs `f` on the running call's generator: its seeded one, else the thread's secure one.
+fn draw<R>(f: impl FnOnce(&mut dyn RngCore) -> R) -> R {
+    CALL.with(
+        |c| match c.borrow_mut().as_mut().and_then(|c| c.seeded.as_mut()) {
+            Some(seeded) => f(&mut seeded.rng),
+            None => f(&mut rand::rng()),
+        },
+    )
 }
 
 /// A log line's level: `debug(...)`, `print(...)` (info), `warn(...)`, `error(...)`.
@@ -114,6 +138,7 @@ struct Call {
     request_id: *const str,
     lines: Vec<(Level, String)>,
     dropped: usize,
+    seeded: Option<Seeded>,
 }
 
 thread_local! {
@@ -134,6 +159,11 @@ pub(crate) fn begin_call(
 ) {
     NOW.with(|n| n.set(None));
     WORLD.with(|w| w.set(world));
+    let seeded = world.seed.map(|seed| {
+        // SplitMix64's step: calls' seeds far apart.
+        let n = world.calls.fetch_add(1, Ordering::Relaxed);
+        Seeded::new(seed ^ n.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    });
     CALL.with(|c| {
         *c.borrow_mut() = Some(Call {
             sink: sink.cloned(),
@@ -141,6 +171,7 @@ pub(crate) fn begin_call(
             request_id,
             lines: Vec::new(),
             dropped: 0,
+            seeded,
         })
     });
 }
@@ -174,12 +205,16 @@ pub(crate) fn end_call() {
     }
 }
 
-/// Forgets the lines logged so far in this call (a compiled attempt that Rhai runs again).
-pub(crate) fn discard_log() {
+/// Starts the call over (a compiled attempt that Rhai runs again): the lines it logged are
+/// forgotten, and a seeded generator draws the same numbers again. `now()` stays.
+pub(crate) fn restart_call() {
     CALL.with(|c| {
         if let Some(call) = c.borrow_mut().as_mut() {
             call.lines.clear();
             call.dropped = 0;
+            if let Some(seeded) = &mut call.seeded {
+                *seeded = Seeded::new(seeded.seed);
+            }
         }
     });
 }
@@ -251,17 +286,17 @@ pub(crate) fn random(lo: i64, hi: i64) -> Result<i64, String> {
             "random: the low end ({lo}) is above the high end ({hi})"
         ));
     }
-    with_world(|world| world.draw(|rng| rng.random_range(lo..=hi)))
+    with_world(|_| draw(|rng| rng.random_range(lo..=hi)))
 }
 
 /// `uuid()`: a version 7 UUID (RFC 9562), time-ordered across milliseconds: the call's
 /// `now()` in its first 48 bits, then 74 random bits.
 pub(crate) fn uuid() -> Result<String, String> {
     let now = now()?;
-    let random: u128 = with_world(|world| world.draw(|rng| rng.random()))?;
+    let random: u128 = with_world(|_| draw(|rng| rng.random()))?;
     let mut bits = (now as u128 & ((1 << 48) - 1)) << 80;
     bits |= 0x7 << 76; // version 7
-    bits |= (random >> 54 & 0xfff) << 64; // rand_a, 12 bits
+    bits |= (random >> 62 & 0xfff) << 64; // rand_a, 12 bits
     bits |= 0b10 << 62; // the variant
     bits |= random & ((1 << 62) - 1); // rand_b, 62 bits
     let hex = format!("{bits:032x}");

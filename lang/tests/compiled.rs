@@ -1877,8 +1877,30 @@ fn respond_answers_with_status_and_headers_and_commits() {
         assert_eq!(answer.expect("answered").status, 204);
         assert!(committed);
 
+        let many: serde_json::Map<String, Value> =
+            (0..65).map(|i| (format!("h{i}"), json!("v"))).collect();
+        let long: serde_json::Map<String, Value> = (0..20)
+            .map(|i| (format!("h{i}"), json!("v".repeat(1000))))
+            .collect();
         for (body, mistake) in [
             (json!({"status": 204, "body": 1}), "has no body"),
+            (json!({"status": 205, "body": 1}), "has no body"),
+            (
+                json!({"status": 200, "body": 1, "headers": many}),
+                "at most 64 headers",
+            ),
+            (
+                json!({"status": 200, "body": 1, "headers": long}),
+                "more than 16384 bytes",
+            ),
+            (
+                json!({"status": 200, "body": 1, "headers": {"X-A": "1", "x-a": "2"}}),
+                "given twice",
+            ),
+            (
+                json!({"status": 200, "body": 1, "headers": {"x".repeat(300): "1"}}),
+                "at most 256",
+            ),
             (json!({"status": 99, "body": 1}), "200 to 599"),
             (
                 json!({"status": 200, "body": 1, "headers": {"content-length": "9"}}),
@@ -1917,9 +1939,13 @@ fn respond_answers_with_status_and_headers_and_commits() {
 /// values: one `now()` for a call, ids of version 7, numbers in their range.
 #[test]
 fn now_uuid_and_random_run_compiled_and_agree_with_rhai_in_a_fixed_world() {
-    let manifest = r#"{"name": "w", "tables": {"t": ["a"]}, "routes": {"POST /d": "d"}}"#;
+    let manifest =
+        r#"{"name": "w", "tables": {"t": ["a"]}, "routes": {"POST /d": "d", "POST /f": "f"}}"#;
+    // `f` draws, then falls back to Rhai (printing a map): Rhai must draw the same numbers.
     let script = "fn d(request) { let t = now(); let n = 0; for i in 0..100 { n += i; } \
-                  #{ t: t, same: now() == t, id: uuid(), r: random(1, 3), one: random(5, 5) } }";
+                  #{ t: t, same: now() == t, id: uuid(), r: random(1, 3), one: random(5, 5) } }\n\
+                  fn f(request) { let r = random(1, 1000000000); print(#{ r: r }); \
+                  [r, random(1, 1000000000)] }";
     let answers: Vec<Value> = [false, true]
         .into_iter()
         .map(|interpreted| {
@@ -1930,13 +1956,18 @@ fn now_uuid_and_random_run_compiled_and_agree_with_rhai_in_a_fixed_world() {
             app.set_world(pure_lang::World::fixed(Some(1_700_000_000_123), Some(3)));
             let mut tables = Tables::new(1);
             let mut writes = WriteSet::default();
-            app.run_write("d", &Request::default(), &mut tables, &mut writes)
-                .expect("answers")
-                .body
+            let mut run = |handler: &str| {
+                let answer = app.run_write(handler, &Request::default(), &mut tables, &mut writes);
+                writes.clear();
+                answer.expect("answers").body
+            };
+            let fallen = run("f");
+            json!({"d": run("d"), "f": fallen, "f2": run("f")})
         })
         .collect();
     assert_eq!(answers[0], answers[1]);
-    let a = &answers[0];
+    assert_ne!(answers[0]["f"], answers[0]["f2"], "calls draw differently");
+    let a = &answers[0]["d"];
     assert_eq!(a["t"], json!(1_700_000_000_123_i64));
     assert_eq!(a["same"], json!(true));
     assert_eq!(a["one"], json!(5));

@@ -32,8 +32,8 @@ mod transfer;
 pub use allocator::Allocator;
 pub use metrics::{Health, Metrics};
 pub use pure_lang::{
-    Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level, LogLine,
-    LogSink, Request, Route, World,
+    has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,
+    LogLine, LogSink, Request, Route, World,
 };
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
 pub use recovery::{Recovery, Undecodable};

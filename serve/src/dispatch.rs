@@ -39,7 +39,7 @@ use hyper::header::{
 };
 use hyper::{Method, Response, StatusCode, Version};
 use pure_runtime::{
-    Answer, BodyError, Cors, HandlerError, HandlerKind, Head, Request, Route, Runtime,
+    has_no_body, Answer, BodyError, Cors, HandlerError, HandlerKind, Head, Request, Route, Runtime,
 };
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -149,7 +149,7 @@ impl Dispatch {
     }
 
     /// hyper's service entry point: never fails, every outcome is a JSON response (but a
-    /// handler's 204 or 304) carrying the request's id. `peer` is the client's IP address.
+    /// handler's 204, 205 or 304) carrying the request's id. `peer` is the client's IP address.
     pub async fn handle(
         self: Arc<Self>,
         request: hyper::Request<Incoming>,
@@ -161,7 +161,10 @@ impl Dispatch {
             .log
             .access_enabled()
             .then(|| (request.method().clone(), request.uri().path().to_string()));
-        // A page on another origin may read the answer if the app's "cors" lets it.
+        // A page on another origin may read the answer if the app's "cors" lets it; whether it
+        // may depends on the origin, which caches must know of every app answer.
+        let varies =
+            self.runtime.app().cors().is_some() && !request.uri().path().starts_with("/_pure/");
         let cors_origin = match (self.runtime.app().cors(), request.headers().get(ORIGIN)) {
             (Some(cors), Some(origin)) if !request.uri().path().starts_with("/_pure/") => origin
                 .to_str()
@@ -175,7 +178,9 @@ impl Dispatch {
         let status = reply.status().as_u16();
         self.metrics.record(label, status, elapsed);
         if let Some((cors, origin)) = cors_origin {
-            allow_origin(&mut reply, cors, &origin);
+            if !reply.headers().contains_key(ACCESS_CONTROL_ALLOW_ORIGIN) {
+                allow_origin(&mut reply, cors, &origin);
+            }
             let mut expose = vec![REQUEST_ID.to_string()];
             expose.extend(cors.expose.iter().cloned());
             if let Ok(value) = HeaderValue::from_str(&expose.join(", ")) {
@@ -183,6 +188,11 @@ impl Dispatch {
                     .headers_mut()
                     .insert(ACCESS_CONTROL_EXPOSE_HEADERS, value);
             }
+        }
+        if varies {
+            reply
+                .headers_mut()
+                .insert(VARY, HeaderValue::from_static("origin"));
         }
         if let Some((method, path)) = line {
             self.log.access(&Access {
@@ -676,8 +686,6 @@ fn allow_origin(reply: &mut Reply, cors: &Cors, origin: &str) {
         }
     };
     headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, value);
-    // The answer depends on the origin: caches must keep one per origin.
-    headers.append(VARY, HeaderValue::from_static("origin"));
     if cors.credentials {
         headers.insert(
             ACCESS_CONTROL_ALLOW_CREDENTIALS,
@@ -690,7 +698,7 @@ fn allow_origin(reply: &mut Reply, cors: &Cors, origin: &str) {
 /// its body in JSON, or none for 204 and 304.
 fn answer_reply(answer: &Answer) -> Reply {
     let status = StatusCode::from_u16(answer.status).expect("respond checks the status");
-    let mut reply = if matches!(answer.status, 204 | 304) {
+    let mut reply = if has_no_body(answer.status) {
         let mut reply = Response::new(Full::new(Bytes::new()));
         *reply.status_mut() = status;
         reply

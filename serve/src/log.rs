@@ -17,6 +17,22 @@ use pure_runtime::{LogLine, LogSink};
 
 /// Lines waiting for the writer; past this they are dropped.
 pub const QUEUE_LINES: usize = 4096;
+/// Room the writer leaves free in standard error's pipe, for the server's own messages (a
+/// panic's report, a poisoned store's), which are written straight to it and would block
+/// their thread on a full pipe: the writer waits instead (and lines are dropped meanwhile).
+pub const PIPE_RESERVE_BYTES: usize = 16 << 10;
+
+/// Bytes that can be written to the pipe `fd` without blocking; `None` when it is not a pipe.
+fn pipe_room(fd: libc::c_int) -> Option<usize> {
+    // SAFETY: fcntl and ioctl on a descriptor we own; FIONREAD writes one c_int.
+    let (capacity, queued) = unsafe {
+        let capacity = libc::fcntl(fd, libc::F_GETPIPE_SZ);
+        let mut queued: libc::c_int = 0;
+        let read = libc::ioctl(fd, libc::FIONREAD, &mut queued);
+        (capacity, if read == 0 { queued } else { -1 })
+    };
+    (capacity > 0 && queued >= 0).then(|| (capacity as usize).saturating_sub(queued as usize))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -53,21 +69,19 @@ pub struct Log {
 impl Log {
     /// A log of `app`'s lines written to standard error by a thread of its own.
     pub fn to_stderr(app: &str, format: Format, access: bool) -> Arc<Log> {
-        Log::start(
-            app,
-            format,
-            access,
-            QUEUE_LINES,
-            Box::new(std::io::stderr()),
-        )
+        let out = Box::new(std::io::stderr());
+        Log::start(app, format, access, QUEUE_LINES, out, Some(2))
     }
 
+    /// A log written to `out`; when `out` is the pipe `pipe_fd`, the writer leaves
+    /// [`PIPE_RESERVE_BYTES`] of it free.
     pub fn start(
         app: &str,
         format: Format,
         access: bool,
         queue_lines: usize,
         mut out: Box<dyn Write + Send>,
+        pipe_fd: Option<libc::c_int>,
     ) -> Arc<Log> {
         let (queue, lines) = sync_channel::<String>(queue_lines);
         let written = Arc::new(AtomicU64::new(0));
@@ -76,6 +90,12 @@ impl Log {
             .name("pure-log".into())
             .spawn(move || {
                 for line in lines {
+                    while pipe_fd
+                        .and_then(pipe_room)
+                        .is_some_and(|room| room < line.len() + PIPE_RESERVE_BYTES)
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
                     // A log that cannot be written is dropped: nothing to tell it to.
                     let _ = out.write_all(line.as_bytes());
                     let _ = out.flush();
@@ -158,11 +178,16 @@ impl LogSink for Log {
                     line.handler,
                     line.request_id
                 );
-                // One line a line: a message's own line breaks are escaped.
+                // One line a line, and no terminal escapes: a message's control characters
+                // are escaped, so that no message can pass for lines of its own.
                 for c in line.message.chars() {
                     match c {
                         '\n' => text.push_str("\\n"),
                         '\r' => text.push_str("\\r"),
+                        '\t' => text.push('\t'),
+                        c if c.is_control() => {
+                            let _ = write!(text, "\\u{{{:x}}}", c as u32);
+                        }
                         c => text.push(c),
                     }
                 }
@@ -220,6 +245,52 @@ mod tests {
 
     use super::*;
 
+    /// On a pipe nobody reads, the writer stops short of its last PIPE_RESERVE_BYTES: the
+    /// server's own messages still fit without blocking.
+    #[test]
+    fn the_writer_leaves_room_in_a_full_pipe() {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (read_end, write_end) = (fds[0], fds[1]);
+        // SAFETY: the write end is ours and owned by this File alone.
+        let out = unsafe { std::fs::File::from_raw_fd(write_end) };
+        let capacity = pipe_room(write_end).expect("a pipe");
+        let log = Log::start(
+            "app",
+            Format::Text,
+            false,
+            1024,
+            Box::new(out),
+            Some(write_end),
+        );
+        let message = "x".repeat(1000);
+        for _ in 0..200 {
+            log.log(&LogLine {
+                level: Level::Info,
+                handler: "h",
+                request_id: "r",
+                message: &message,
+            });
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let room = pipe_room(write_end).expect("a pipe");
+            assert!(room >= PIPE_RESERVE_BYTES, "{room} bytes left");
+            if room <= PIPE_RESERVE_BYTES + 2048 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{room} of {capacity} left"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: the read end is ours.
+        unsafe { libc::close(read_end) };
+    }
+
     #[test]
     fn timestamps_are_rfc_3339_in_utc() {
         let at = |s: u64, ms: u64| timestamp(UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
@@ -249,7 +320,7 @@ mod tests {
     #[test]
     fn a_stuck_writer_drops_lines_and_never_blocks_the_logger() {
         let gate = Gate::default();
-        let log = Log::start("app", Format::Text, false, 8, Box::new(gate.clone()));
+        let log = Log::start("app", Format::Text, false, 8, Box::new(gate.clone()), None);
         for i in 0..100 {
             log.log(&LogLine {
                 level: Level::Info,
@@ -288,12 +359,12 @@ mod tests {
         let gate = Gate::default();
         gate.0 .0.lock().unwrap().0 = true;
         for format in [Format::Json, Format::Text] {
-            let log = Log::start("app", format, true, 8, Box::new(gate.clone()));
+            let log = Log::start("app", format, true, 8, Box::new(gate.clone()), None);
             log.log(&LogLine {
                 level: Level::Warn,
                 handler: "h",
                 request_id: "r-1",
-                message: "two\nlines",
+                message: "two\nlines\u{b}\u{1b}[31m",
             });
             log.access(&Access {
                 method: "POST",
@@ -336,7 +407,7 @@ mod tests {
                 &serde_json::json!("app"),
                 &serde_json::json!("h"),
                 &serde_json::json!("r-1"),
-                &serde_json::json!("two\nlines")
+                &serde_json::json!("two\nlines\u{b}\u{1b}[31m")
             )
         );
         let access = json
@@ -345,7 +416,10 @@ mod tests {
             .expect("access");
         assert_eq!(access["status"], 201);
         assert_eq!(access["duration_us"], 42);
-        assert!(text.contains(" WARN app h r-1: two\\nlines\n"), "{text}");
+        assert!(
+            text.contains(" WARN app h r-1: two\\nlines\\u{b}\\u{1b}[31m\n"),
+            "{text}"
+        );
         assert!(
             text.contains(" ACCESS app 127.0.0.1 \"POST /x\" 201 42us r-1\n"),
             "{text}"
