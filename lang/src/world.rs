@@ -336,6 +336,23 @@ mod tests {
         assert!((1..=6).contains(&a.3.expect("a number")));
     }
 
+    /// The 74 random bits are 74: rand_a's low byte and rand_b's top byte (after the variant)
+    /// once came from the same bits. Equal by chance one time in 256.
+    #[test]
+    fn a_uuids_random_bits_are_independent() {
+        let world = World::live();
+        begin_call(&world, None, "h", "id");
+        let same = (0..512)
+            .filter(|_| {
+                let id = uuid().expect("a uuid").replace('-', "");
+                let bits = u128::from_str_radix(&id, 16).expect("hex");
+                (bits >> 64 & 0xff) == (bits >> 54 & 0xff)
+            })
+            .count();
+        end_call();
+        assert!(same < 40, "{same} of 512 share their bits");
+    }
+
     #[test]
     fn now_is_one_value_for_a_call_and_nothing_outside_one() {
         let world = World::live();
