@@ -300,9 +300,12 @@ mod tests {
         assert_eq!(at(4_102_444_799, 999), "2099-12-31T23:59:59.999Z");
     }
 
+    /// Whether the gate is open, and what was written through it.
+    type Held = Mutex<(bool, Vec<u8>)>;
+
     /// A writer that holds every write until it is opened, then records them.
     #[derive(Clone, Default)]
-    struct Gate(Arc<(Mutex<(bool, Vec<u8>)>, Condvar)>);
+    struct Gate(Arc<(Held, Condvar)>);
     impl Write for Gate {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
             let (lock, open) = &*self.0;

@@ -95,10 +95,11 @@ fn start(options: &Options) -> Result<u8, exit::Failure> {
             "pure-serve: for tests: now() is {}, random() and uuid() are {}",
             options
                 .fixed_now
-                .map_or("the wall clock".to_string(), |ms| format!("fixed at {ms}")),
-            options.seed.map_or("secure".to_string(), |s| format!(
-                "seeded with {s}, and guessable"
-            ))
+                .map_or_else(|| "the wall clock".into(), |ms| format!("fixed at {ms}")),
+            options.seed.map_or_else(
+                || "secure".into(),
+                |s| format!("seeded with {s}, and guessable")
+            )
         );
     }
     if options.sync == Sync::None {
