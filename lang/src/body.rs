@@ -51,8 +51,8 @@ impl fmt::Display for BodyError {
                 write!(
                     f,
                     "the request holds more than {max} {what} in all (the handlers' limit \
-                     {limit}, counted over every level of the body, the path parameters and \
-                     the query); send less"
+                     {limit}, counted over every level of the body, the path parameters, \
+                     the query and the headers); send less"
                 )
             }
         }
