@@ -105,7 +105,7 @@ pub struct ApiError(pub String);
 
 type Fallible<T> = Result<T, Box<EvalAltResult>>;
 
-fn api_error(message: impl Into<String>) -> Box<EvalAltResult> {
+pub(crate) fn api_error(message: impl Into<String>) -> Box<EvalAltResult> {
     EvalAltResult::ErrorRuntime(Dynamic::from(ApiError(message.into())), Position::NONE).into()
 }
 

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::respond::is_token_byte;
+
 /// What `"cors"` declares. Invariants (checked by [`Cors::parse`]): each origin is
 /// `scheme://host[:port]` in lower case; methods are among the manifest's; header names are
 /// lower-case HTTP tokens; `credentials` is never combined with any origin (`"*"`), which
@@ -178,11 +180,6 @@ fn origin(text: &str) -> Option<String> {
             .all(|b| b.is_ascii_alphanumeric() || b"-.[]".contains(&b));
     let port_ok = port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok());
     (scheme_ok && host_ok && port_ok).then(|| text.to_ascii_lowercase())
-}
-
-/// RFC 9110's `tchar`.
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@
 //! error at the call's line (a write then rolls back), never a response the HTTP layer cannot
 //! send.
 
-use rhai::{Dynamic, EvalAltResult, Map, Position};
+use rhai::{Dynamic, EvalAltResult, Map};
 use serde_json::Value;
 
+use crate::api::api_error;
 use crate::schema::Schema;
 use crate::value;
 
@@ -170,13 +171,8 @@ pub const HEADER_NAME_BYTES_MAX: usize = 256;
 pub const HEADER_BYTES_MAX: usize = 16 << 10;
 
 /// RFC 9110's `tchar`.
-fn is_token_byte(b: u8) -> bool {
+pub(crate) fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// As the table API reports a misuse: a script error at the call, not a `throw`.
-fn script_error(message: String) -> Box<EvalAltResult> {
-    EvalAltResult::ErrorRuntime(Dynamic::from(crate::api::ApiError(message)), Position::NONE).into()
 }
 
 pub(crate) fn register(engine: &mut rhai::Engine) {
@@ -184,13 +180,13 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
     engine.register_fn(
         "respond",
         |status: i64, body: Dynamic| -> Result<Response, Box<EvalAltResult>> {
-            respond(status, body, None).map_err(script_error)
+            respond(status, body, None).map_err(api_error)
         },
     );
     engine.register_fn(
         "respond",
         |status: i64, body: Dynamic, headers: Map| -> Result<Response, Box<EvalAltResult>> {
-            respond(status, body, Some(&headers)).map_err(script_error)
+            respond(status, body, Some(&headers)).map_err(api_error)
         },
     );
 }

@@ -14,7 +14,7 @@
 //! secure generator (`rand::rng()`). A test can fix the time and seed the numbers
 //! ([`World::fixed`]): then every run of the same requests, in the same order, answers the same.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -55,14 +55,15 @@ impl World {
     pub fn is_live(&self) -> bool {
         self.fixed_now.is_none() && self.seed.is_none()
     }
+}
 
-    fn clock(&self) -> i64 {
-        self.fixed_now.unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64)
-        })
-    }
+/// `fixed`, or the wall clock in milliseconds since the epoch.
+fn clock(fixed: Option<i64>) -> i64 {
+    fixed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    })
 }
 
 /// A call's seeded generator: the seed and the call's number decide every number it draws.
@@ -80,14 +81,12 @@ impl Seeded {
     }
 }
 
-/// Runs `f` on the running call's generator: its seeded one, else the thread's secure one.
-fn draw<R>(f: impl FnOnce(&mut dyn RngCore) -> R) -> R {
-    CALL.with(
-        |c| match c.borrow_mut().as_mut().and_then(|c| c.seeded.as_mut()) {
-            Some(seeded) => f(&mut seeded.rng),
-            None => f(&mut rand::rng()),
-        },
-    )
+/// Runs `f` on the call's generator: its seeded one, else the thread's secure one.
+fn draw<R>(call: &mut Call, f: impl FnOnce(&mut dyn RngCore) -> R) -> R {
+    match &mut call.seeded {
+        Some(seeded) => f(&mut seeded.rng),
+        None => f(&mut rand::rng()),
+    }
 }
 
 /// A log line's level: `debug(...)`, `print(...)` (info), `warn(...)`, `error(...)`.
@@ -139,13 +138,13 @@ struct Call {
     lines: Vec<(Level, String)>,
     dropped: usize,
     seeded: Option<Seeded>,
+    /// The world's fixed time, if any.
+    fixed_now: Option<i64>,
+    /// The call's `now()`, read on first use: one value for the whole call.
+    now: Option<i64>,
 }
 
 thread_local! {
-    /// The running call's `now()`, read on first use: one value for the whole call.
-    static NOW: Cell<Option<i64>> = const { Cell::new(None) };
-    /// The running call's world (set by `context::install`); null outside a call.
-    static WORLD: Cell<*const World> = const { Cell::new(std::ptr::null()) };
     static CALL: RefCell<Option<Call>> = const { RefCell::new(None) };
 }
 
@@ -157,8 +156,6 @@ pub(crate) fn begin_call(
     handler: &str,
     request_id: &str,
 ) {
-    NOW.with(|n| n.set(None));
-    WORLD.with(|w| w.set(world));
     let seeded = world.seed.map(|seed| {
         // SplitMix64's step: calls' seeds far apart.
         let n = world.calls.fetch_add(1, Ordering::Relaxed);
@@ -172,14 +169,14 @@ pub(crate) fn begin_call(
             lines: Vec::new(),
             dropped: 0,
             seeded,
+            fixed_now: world.fixed_now,
+            now: None,
         })
     });
 }
 
 /// Ends the call: its log lines go to the sink.
 pub(crate) fn end_call() {
-    WORLD.with(|w| w.set(std::ptr::null()));
-    NOW.with(|n| n.set(None));
     let Some(call) = CALL.with(|c| c.borrow_mut().take()) else {
         return;
     };
@@ -238,26 +235,16 @@ pub(crate) fn log(level: Level, message: &str) {
     });
 }
 
-fn with_world<R>(f: impl FnOnce(&World) -> R) -> Result<R, String> {
-    let world = WORLD.with(Cell::get);
-    if world.is_null() {
-        return Err("now(), uuid() and random() can only be used inside a handler".into());
-    }
-    // SAFETY: `begin_call` set it from a reference that the caller keeps alive until
-    // `end_call`, and a call runs on one thread.
-    Ok(f(unsafe { &*world }))
+fn in_call<R>(f: impl FnOnce(&mut Call) -> R) -> Result<R, String> {
+    CALL.with(|c| match c.borrow_mut().as_mut() {
+        Some(call) => Ok(f(call)),
+        None => Err("now(), uuid() and random() can only be used inside a handler".into()),
+    })
 }
 
 /// Registers `now()`, `uuid()` and `random(lo, hi)`; their errors are script errors at the call.
 pub(crate) fn register(engine: &mut rhai::Engine) {
-    use rhai::EvalAltResult;
-    fn fail(message: String) -> Box<EvalAltResult> {
-        EvalAltResult::ErrorRuntime(
-            rhai::Dynamic::from(crate::api::ApiError(message)),
-            rhai::Position::NONE,
-        )
-        .into()
-    }
+    use crate::api::api_error as fail;
     engine.on_print(|text| log(Level::Info, text));
     engine.on_debug(|text, _, _| log(Level::Debug, text));
     engine.register_fn("warn", |x: rhai::Dynamic| log(Level::Warn, &x.to_string()));
@@ -271,12 +258,10 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
 
 /// `now()`: milliseconds since the epoch, the same for the whole call.
 pub(crate) fn now() -> Result<i64, String> {
-    if let Some(now) = NOW.with(Cell::get) {
-        return Ok(now);
-    }
-    let now = with_world(World::clock)?;
-    NOW.with(|n| n.set(Some(now)));
-    Ok(now)
+    in_call(|call| {
+        let fixed = call.fixed_now;
+        *call.now.get_or_insert_with(|| clock(fixed))
+    })
 }
 
 /// `random(lo, hi)`: an integer in `lo..=hi`.
@@ -286,14 +271,14 @@ pub(crate) fn random(lo: i64, hi: i64) -> Result<i64, String> {
             "random: the low end ({lo}) is above the high end ({hi})"
         ));
     }
-    with_world(|_| draw(|rng| rng.random_range(lo..=hi)))
+    in_call(|call| draw(call, |rng| rng.random_range(lo..=hi)))
 }
 
 /// `uuid()`: a version 7 UUID (RFC 9562), time-ordered across milliseconds: the call's
 /// `now()` in its first 48 bits, then 74 random bits.
 pub(crate) fn uuid() -> Result<String, String> {
     let now = now()?;
-    let random: u128 = with_world(|_| draw(|rng| rng.random()))?;
+    let random: u128 = in_call(|call| draw(call, |rng| rng.random()))?;
     let mut bits = (now as u128 & ((1 << 48) - 1)) << 80;
     bits |= 0x7 << 76; // version 7
     bits |= (random >> 62 & 0xfff) << 64; // rand_a, 12 bits
