@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope, AST};
+use rhai::{CallFnOptions, Dynamic, Engine, ImmutableString, Position, Scope, AST};
 use serde_json::Value;
 
 use crate::body::BodyError;
@@ -18,6 +18,7 @@ use crate::engine::{self, Limits};
 use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
+use crate::shape::Declared;
 use crate::tables::{Tables, WriteSet};
 use crate::value;
 use crate::world::{self, LogSink, World};
@@ -37,16 +38,19 @@ pub struct Route {
     pub path: String,
     pub handler: String,
     pub kind: HandlerKind,
+    /// The types its body, query and path parameters must have (none declared: anything).
+    pub declared: Arc<Declared>,
 }
 
 /// What a handler receives, as the Rhai map `#{params, query, body, method, path, headers,
 /// peer, id}`.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
-    /// Path parameters, already percent-decoded.
-    pub params: Vec<(String, String)>,
-    /// Query string pairs, already percent-decoded.
-    pub query: Vec<(String, String)>,
+    /// Path parameters, already percent-decoded: text, or the declared type's value.
+    pub params: Vec<(String, Dynamic)>,
+    /// Query string pairs, already percent-decoded: text, or the declared type's value (a
+    /// declared default stands in for an absent one).
+    pub query: Vec<(String, Dynamic)>,
     /// The body as script values, unit when there is none: from `App::request`, which
     /// checked it against the handlers' limits.
     pub body: Dynamic,
@@ -283,18 +287,32 @@ impl App {
         &self.limits
     }
 
-    /// A request for this app's handlers: `body` (JSON text, or empty) parsed into script
-    /// values and checked, together with `params` and `query`, against the handlers' size
-    /// limits. Meant for the thread that read the body, so that a body no handler could hold
-    /// costs the owner nothing.
+    /// A request for the handler of `routes()[route]`: `body` (JSON text, or empty) parsed
+    /// into script values and checked, together with `params` and `query`, against the
+    /// handlers' size limits, then against what the route declares ([`BodyError::Invalid`]
+    /// names the first value that does not fit). Meant for the thread that read the body, so
+    /// that a request no handler should see costs the owner nothing.
     pub fn request(
         &self,
+        route: usize,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
         head: Head,
         body: &[u8],
     ) -> Result<Request, BodyError> {
         let body = crate::body::parse(body, &params, &query, &head, &self.limits)?;
+        let text = |pairs: Vec<(String, String)>| -> Vec<(String, Dynamic)> {
+            pairs
+                .into_iter()
+                .map(|(name, value)| (name, Dynamic::from(ImmutableString::from(value))))
+                .collect()
+        };
+        let (mut params, mut query) = (text(params), text(query));
+        let declared = &self.routes[route].declared;
+        let invalid = |message| BodyError::Invalid { message };
+        declared.check_params(&mut params).map_err(invalid)?;
+        declared.check_query(&mut query).map_err(invalid)?;
+        let body = declared.check_body(body).map_err(invalid)?;
         Ok(Request {
             params,
             query,
@@ -539,7 +557,7 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
     };
     routes
         .iter()
-        .map(|(pattern, handler)| {
+        .map(|(pattern, entry)| {
             let (method, path) = pattern
                 .split_once(' ')
                 .ok_or_else(|| format!("route {pattern:?} must be \"METHOD /path\""))?;
@@ -547,11 +565,21 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
             if !METHODS.contains(&method.as_str()) || !path.starts_with('/') {
                 return Err(format!("route {pattern:?}: method must be one of {METHODS:?} and the path start with /"));
             }
-            let handler = handler
-                .as_str()
-                .ok_or_else(|| format!("route {pattern:?}: the handler must be a function name"))?;
+            let shape = "the handler must be a function name, or an object with \"handler\" and \
+                         any of \"body\" and \"query\"";
+            let handler: &str = match entry {
+                Value::String(handler) => handler,
+                Value::Object(entry) => {
+                    if let Some(key) = entry.keys().find(|k| !["handler", "body", "query"].contains(&k.as_str())) {
+                        return Err(format!("route {pattern:?}: unknown key {key:?}: {shape}"));
+                    }
+                    entry.get("handler").and_then(Value::as_str).ok_or_else(|| format!("route {pattern:?}: {shape}"))?
+                }
+                _ => return Err(format!("route {pattern:?}: {shape}")),
+            };
+            let declared = Arc::new(Declared::parse(pattern, entry, path)?);
             let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
-            Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind })
+            Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared })
         })
         .collect()
 }

@@ -36,12 +36,15 @@ pub enum BodyError {
         limit: &'static str,
         max: usize,
     },
+    /// Not what the route declares: the message names the value and what was expected.
+    Invalid { message: String },
 }
 
 impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BodyError::Malformed { message } => write!(f, "malformed JSON body: {message}"),
+            BodyError::Invalid { message } => f.write_str(message),
             BodyError::TooLarge { limit, max } => {
                 let what = match *limit {
                     "string_bytes_max" => "bytes of strings",

@@ -92,7 +92,15 @@ fn row_to_json(row: &Row, schema: &Schema) -> Result<Value, String> {
 
 /// A request as the map `#{params, query, body, method, path, headers, peer, id}`.
 pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
-    let pairs = |pairs: &[(String, String)]| {
+    let pairs = |pairs: &[(String, Dynamic)]| {
+        Dynamic::from_map(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.as_str().into(), v.clone()))
+                .collect::<Map>(),
+        )
+    };
+    let text_pairs = |pairs: &[(String, String)]| {
         Dynamic::from_map(
             pairs
                 .iter()
@@ -113,7 +121,7 @@ pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
     let text = |s: &str| Dynamic::from(ImmutableString::from(s));
     map.insert("method".into(), text(&head.method));
     map.insert("path".into(), text(&head.path));
-    map.insert("headers".into(), pairs(&head.headers));
+    map.insert("headers".into(), text_pairs(&head.headers));
     map.insert("peer".into(), text(&head.peer));
     map.insert("id".into(), text(&head.id));
     Dynamic::from_map(map)

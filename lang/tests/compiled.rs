@@ -80,10 +80,32 @@ impl Pair {
     }
 
     /// Runs `handler` on `body` in both engines and checks that everything observable agrees.
+    /// Runs `handler` with `body` as a server would: through `App::request`, so that what its
+    /// route declares is checked (and a refusal runs nothing), or with the body as it is for a
+    /// handler that no route names.
     fn call(&mut self, handler: &str, body: Value) -> Result<Value, Value> {
-        let request = Request {
-            body: pure_lang::to_dynamic(&body),
-            ..Request::default()
+        let route = self
+            .compiled
+            .routes()
+            .iter()
+            .position(|route| route.handler == handler);
+        let request = match route {
+            Some(route) => {
+                let text = serde_json::to_vec(&body).expect("serialize");
+                let request =
+                    self.compiled
+                        .request(route, Vec::new(), Vec::new(), Default::default(), &text);
+                match request {
+                    Ok(request) => request,
+                    Err(refused) => {
+                        return Err(json!({"error": refused.to_string(), "status": 400}))
+                    }
+                }
+            }
+            None => Request {
+                body: pure_lang::to_dynamic(&body),
+                ..Request::default()
+            },
         };
         self.call_with(handler, &request, format!("{handler}({body})"))
     }
@@ -511,7 +533,7 @@ fn the_scoreboard_runs_compiled_exactly_as_in_rhai() {
             }
             7 | 8 => {
                 let request = Request {
-                    params: vec![("player".into(), player.to_string())],
+                    params: vec![("player".into(), player.to_string().into())],
                     ..Request::default()
                 };
                 let answers: Vec<_> = [
@@ -1414,7 +1436,7 @@ impl Tpcc {
         well_formed: bool,
     ) -> Result<Value, Value> {
         let request = Request {
-            query,
+            query: query.into_iter().map(|(k, v)| (k, v.into())).collect(),
             ..Request::default()
         };
         self.run(handler, request, well_formed)
@@ -1467,7 +1489,7 @@ impl Tpcc {
         &mut self,
         handler: &str,
         body: &Value,
-        query: &[(String, String)],
+        query: &[(String, rhai::Dynamic)],
         answer: &Value,
     ) {
         let lines = answer["lines"].as_array().cloned().unwrap_or_default();

@@ -402,7 +402,7 @@ fn shutdown_while_the_owner_waits_for_room_answers_every_write() {
 /// The ops count of account `id` in the published state (a cheap read).
 fn account_ops(rt: &Runtime, id: i64) -> u64 {
     let request = pure_runtime::Request {
-        params: vec![("id".to_string(), id.to_string())],
+        params: vec![("id".to_string(), id.to_string().into())],
         ..pure_runtime::Request::default()
     };
     match rt.read("account", request) {

@@ -383,7 +383,7 @@ impl Dispatch {
         };
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
-        let request = match self.parse(params, query, head, bytes).await {
+        let request = match self.parse(index, params, query, head, bytes).await {
             Ok(request) => request,
             Err(error) => return body_error_reply(&error),
         };
@@ -399,13 +399,17 @@ impl Dispatch {
     /// else on the blocking pool, a few at a time.
     async fn parse(
         &self,
+        route: usize,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
         head: Head,
         bytes: Bytes,
     ) -> Result<Request, BodyError> {
         if bytes.len() <= PARSE_INLINE_BYTES_MAX {
-            return self.runtime.app().request(params, query, head, &bytes);
+            return self
+                .runtime
+                .app()
+                .request(route, params, query, head, &bytes);
         }
         let runtime = self.runtime.clone();
         let _parser = self
@@ -414,11 +418,13 @@ impl Dispatch {
             .acquire()
             .await
             .expect("the parser semaphore is never closed");
-        tokio::task::spawn_blocking(move || runtime.app().request(params, query, head, &bytes))
-            .await
-            .unwrap_or_else(|panicked| {
-                std::panic::resume_unwind(panicked.into_panic());
-            })
+        tokio::task::spawn_blocking(move || {
+            runtime.app().request(route, params, query, head, &bytes)
+        })
+        .await
+        .unwrap_or_else(|panicked| {
+            std::panic::resume_unwind(panicked.into_panic());
+        })
     }
 
     async fn run(&self, route: &Route, request: Request) -> Result<Answer, HandlerError> {
@@ -619,6 +625,11 @@ fn retry_later(reply: &mut Reply) {
 fn body_error_reply(error: &BodyError) -> Reply {
     match error {
         BodyError::Malformed { .. } => error_reply(StatusCode::BAD_REQUEST, error.to_string()),
+        // The shape of a handler's thrown 400, which a declaration replaces.
+        BodyError::Invalid { message } => json_reply(
+            StatusCode::BAD_REQUEST,
+            &json!({ "error": message, "status": 400 }),
+        ),
         BodyError::TooLarge { limit, max } => json_reply(
             StatusCode::PAYLOAD_TOO_LARGE,
             &json!({ "error": error.to_string(), "limit": limit, "limit_value": max }),

@@ -130,7 +130,8 @@ fn parse_pattern(path: &str) -> Vec<Segment> {
         .into_iter()
         .map(
             |segment| match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(name) => Segment::Param(name.to_string()),
+                // `{id:int}`: the type is the app's to check (`Route::declared`).
+                Some(name) => Segment::Param(name.split(':').next().unwrap_or(name).to_string()),
                 None => Segment::Literal(segment.to_string()),
             },
         )
@@ -215,6 +216,7 @@ mod tests {
             path: path.into(),
             handler: "h".into(),
             kind,
+            declared: Default::default(),
         }
     }
 
@@ -225,6 +227,7 @@ mod tests {
             route("GET", "/players/me"),
             route("DELETE", "/players/{player}"),
             route("GET", "/"),
+            route("GET", "/items/{id:int}"),
         ])
     }
 
@@ -243,6 +246,14 @@ mod tests {
             RouteMatch::Found {
                 index: 1,
                 params: vec![("player".into(), "ann b".into())]
+            }
+        );
+        // A typed parameter binds under its name; its type is the app's to check.
+        assert_eq!(
+            router.find("GET", "/items/12"),
+            RouteMatch::Found {
+                index: 5,
+                params: vec![("id".into(), "12".into())]
             }
         );
         assert_eq!(

@@ -90,8 +90,19 @@ pub fn request(app: &App, txn: &Txn, now: i64) -> Result<(&'static str, Request)
         })
         .unwrap_or_default();
     let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let route = app
+        .routes()
+        .iter()
+        .position(|route| route.handler == handler)
+        .ok_or_else(|| anyhow!("the app has no route to {handler}"))?;
     let request = app
-        .request(Vec::new(), query, Default::default(), body.as_bytes())
+        .request(
+            route,
+            Vec::new(),
+            query,
+            Default::default(),
+            body.as_bytes(),
+        )
         .map_err(|e| anyhow!("{e:?}"))?;
     Ok((handler, request))
 }

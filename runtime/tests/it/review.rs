@@ -592,7 +592,7 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
 
 fn query_k(k: i64) -> Request {
     Request {
-        query: [("k".to_string(), k.to_string())].into_iter().collect(),
+        query: vec![("k".to_string(), k.to_string().into())],
         ..Request::default()
     }
 }

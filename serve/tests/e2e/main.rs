@@ -11,6 +11,7 @@ mod crash;
 mod errors;
 mod harness;
 mod hostile;
+mod ledger;
 mod limits;
 mod logs;
 mod request_response;

@@ -3,6 +3,8 @@
 //! A transcript is a list of exchanges separated by blank lines; `#` starts a comment line. An
 //! exchange is a request line `METHOD PATH [JSON BODY]` and an expected line `STATUS [JSON]`.
 //! When the expected JSON is given the answer must equal it; otherwise only the status counts.
+//! A line `#! --flag value ...` gives the server flags (`--fixed-now 1767225600000`), so that
+//! answers holding the time or random values can be compared exactly.
 
 use std::path::{Path, PathBuf};
 
@@ -94,9 +96,15 @@ fn bundled_app_transcripts() {
     );
     for (app, file) in all {
         let data = tempfile::tempdir().expect("tempdir");
-        let server = Launch::new(&app, data.path()).start();
-        let mut client: Client = server.client();
         let text = std::fs::read_to_string(&file).expect("read transcript");
+        let mut launch = Launch::new(&app, data.path());
+        for line in text.lines().filter_map(|line| line.strip_prefix("#!")) {
+            launch
+                .flags
+                .extend(line.split_whitespace().map(str::to_string));
+        }
+        let server = launch.start();
+        let mut client: Client = server.client();
         for exchange in parse(&text, &file) {
             let body = exchange.body.as_deref().map(str::as_bytes);
             let response = client

@@ -1,0 +1,812 @@
+//! Declared request shapes: what a route's body, query parameters and path parameters must be,
+//! as `app.json` declares them, and the check that turns a request's values into those types or
+//! refuses it with a message naming the field.
+//!
+//! The check runs where the body is parsed (the HTTP thread), so a request that does not match
+//! costs the owner nothing and writes nothing. A handler then sees values of the declared
+//! types: integers for `int`, floats for `float` (an integer in the body is widened), and the
+//! declared defaults for absent optional values.
+//!
+//! It knows JSON values and script values; it must not know HTTP (the caller turns a refusal
+//! into a 400) or tables.
+
+use rhai::{Array, Dynamic, Map};
+use serde_json::Value;
+
+use crate::value;
+
+/// A declared type, with whether it may be absent and what stands in for it then.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    kind: Kind,
+    /// May be absent (or null). Implied by a default.
+    optional: bool,
+    /// What a handler sees for an absent value; checked against `kind` at load.
+    default: Option<Dynamic>,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Any,
+    Bool,
+    Int {
+        min: Option<i64>,
+        max: Option<i64>,
+    },
+    Float {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    /// Lengths in characters, not bytes.
+    String {
+        min_len: Option<usize>,
+        max_len: Option<usize>,
+    },
+    Array {
+        items: Box<Shape>,
+        min_items: Option<usize>,
+        max_items: Option<usize>,
+    },
+    /// `fields` by name (the manifest's JSON objects are read sorted), the order they are
+    /// checked in. With `extra`,
+    /// undeclared fields pass unchecked; without, the first one refuses the value.
+    Object {
+        fields: Vec<(String, Shape)>,
+        extra: bool,
+    },
+}
+
+/// What a route declares of its request; empty for a route declared as a bare handler name.
+#[derive(Clone, Debug, Default)]
+pub struct Declared {
+    pub body: Option<Shape>,
+    /// Query parameters by name. Undeclared ones pass as text.
+    pub query: Vec<(String, Shape)>,
+    /// Path parameters declared with a type (`{id:int}`); the others are text.
+    pub params: Vec<(String, Shape)>,
+}
+
+/// Where a refused value was: it decides how the message names it.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    /// The body itself.
+    Body,
+    /// A field of the body, by its path: `player`, `lines[2].qty`.
+    Field(&'a str),
+    Query(&'a str),
+    Param(&'a str),
+}
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Body => f.write_str("the body"),
+            Place::Field(path) => write!(f, "\"{path}\""),
+            Place::Query(name) | Place::Param(name) => f.write_str(name),
+        }
+    }
+}
+
+const SCALARS: [&str; 5] = ["any", "bool", "int", "float", "string"];
+
+impl Declared {
+    pub fn is_empty(&self) -> bool {
+        self.body.is_none() && self.query.is_empty() && self.params.is_empty()
+    }
+
+    /// The route's declarations from its manifest entry (an object beside `"handler"`) and the
+    /// typed parameters of its path pattern. `route` names the route in errors.
+    pub(crate) fn parse(route: &str, entry: &Value, path: &str) -> Result<Declared, String> {
+        let mut declared = Declared::default();
+        for segment in path.split('/') {
+            let Some(inner) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+                continue;
+            };
+            let Some((name, kind)) = inner.split_once(':') else {
+                continue;
+            };
+            if name.is_empty() || !SCALARS.contains(&kind) {
+                return Err(format!(
+                    "route {route:?}: a path parameter is {{name}} or {{name:type}} with a type \
+                     from {SCALARS:?}, not {{{inner}}}"
+                ));
+            }
+            let shape = Shape::parse(&Value::String(kind.into()), "")?;
+            declared.params.push((name.to_string(), shape));
+        }
+        let Some(entry) = entry.as_object() else {
+            return Ok(declared);
+        };
+        if let Some(body) = entry.get("body") {
+            let shape = Shape::parse(body, "body").map_err(|e| format!("route {route:?}: {e}"))?;
+            declared.body = Some(shape);
+        }
+        if let Some(query) = entry.get("query") {
+            let query = query.as_object().ok_or_else(|| {
+                format!("route {route:?}: \"query\" must be an object of parameter: type")
+            })?;
+            for (name, shape) in query {
+                let at = format!("query.{name}");
+                let shape =
+                    Shape::parse(shape, &at).map_err(|e| format!("route {route:?}: {e}"))?;
+                if matches!(shape.kind, Kind::Array { .. } | Kind::Object { .. }) {
+                    return Err(format!(
+                        "route {route:?}: {at}: a query parameter is one of {SCALARS:?}"
+                    ));
+                }
+                declared.query.push((name.clone(), shape));
+            }
+        }
+        Ok(declared)
+    }
+
+    /// The body as the handler will see it, or the message of the 400 that refuses it.
+    pub fn check_body(&self, body: Dynamic) -> Result<Dynamic, String> {
+        match &self.body {
+            Some(shape) => shape.check(body, Place::Body),
+            None => Ok(body),
+        }
+    }
+
+    /// Each declared query parameter converted from its text (absent ones given their
+    /// defaults), or the message of the 400 that refuses the query.
+    pub fn check_query(&self, query: &mut Vec<(String, Dynamic)>) -> Result<(), String> {
+        for (name, shape) in &self.query {
+            let mut found = false;
+            for (key, value) in query.iter_mut().filter(|(key, _)| key == name) {
+                found = true;
+                *value = shape.check_text(std::mem::take(value), Place::Query(key))?;
+            }
+            if !found {
+                match (&shape.default, shape.optional) {
+                    (Some(default), _) => query.push((name.clone(), default.clone())),
+                    (None, true) => {}
+                    (None, false) => {
+                        return Err(format!(
+                            "the query parameter {name} is required: {}",
+                            shape.describe()
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each typed path parameter converted from its text.
+    pub fn check_params(&self, params: &mut [(String, Dynamic)]) -> Result<(), String> {
+        for (name, shape) in &self.params {
+            for (key, value) in params.iter_mut().filter(|(key, _)| key == name) {
+                *value = shape.check_text(std::mem::take(value), Place::Param(key))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn bad(at: &str, message: impl std::fmt::Display) -> String {
+    if at.is_empty() {
+        message.to_string()
+    } else {
+        format!("{at}: {message}")
+    }
+}
+
+impl Shape {
+    /// A type from its declaration: a name (`"int"`, `"string?"` for an optional one), or an
+    /// object with `"type"` and the bounds that type takes. `at` names it in errors.
+    pub(crate) fn parse(declared: &Value, at: &str) -> Result<Shape, String> {
+        if let Some(name) = declared.as_str() {
+            let (name, optional) = match name.strip_suffix('?') {
+                Some(name) => (name, true),
+                None => (name, false),
+            };
+            let kind = match name {
+                "any" => Kind::Any,
+                "bool" => Kind::Bool,
+                "int" => Kind::Int {
+                    min: None,
+                    max: None,
+                },
+                "float" => Kind::Float {
+                    min: None,
+                    max: None,
+                },
+                "string" => Kind::String {
+                    min_len: None,
+                    max_len: None,
+                },
+                "array" => Kind::Array {
+                    items: Box::new(Shape::any()),
+                    min_items: None,
+                    max_items: None,
+                },
+                "object" => Kind::Object {
+                    fields: Vec::new(),
+                    extra: true,
+                },
+                _ => {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "unknown type {name:?}: the types are any, bool, int, float, string, \
+                             array and object, with ? after one that may be absent"
+                        ),
+                    ))
+                }
+            };
+            return Ok(Shape {
+                kind,
+                optional,
+                default: None,
+            });
+        }
+        let Some(object) = declared.as_object() else {
+            return Err(bad(
+                at,
+                "a type is a name (\"int\") or an object with \"type\" and its bounds",
+            ));
+        };
+        let type_name = match object.get("type") {
+            Some(Value::String(name)) => name.as_str(),
+            Some(_) => return Err(bad(at, "\"type\" must be a name")),
+            None if object.contains_key("fields") => "object",
+            None if object.contains_key("items") => "array",
+            None => return Err(bad(at, "an object type needs \"type\"")),
+        };
+        let keys: &[&str] = match type_name {
+            "any" | "bool" => &[],
+            "int" | "float" => &["min", "max"],
+            "string" => &["min_len", "max_len"],
+            "array" => &["items", "min_items", "max_items"],
+            "object" => &["fields", "extra"],
+            other => {
+                return Err(bad(
+                    at,
+                    format!(
+                        "unknown type {other:?}: the types are any, bool, int, float, string, \
+                         array and object"
+                    ),
+                ))
+            }
+        };
+        for key in object.keys() {
+            if !["type", "optional", "default"].contains(&key.as_str())
+                && !keys.contains(&key.as_str())
+            {
+                let takes = if keys.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it takes {keys:?})")
+                };
+                return Err(bad(at, format!("{type_name} does not take {key:?}{takes}")));
+            }
+        }
+        let int = |key: &str| -> Result<Option<i64>, String> {
+            match object.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_i64()
+                    .map(Some)
+                    .ok_or_else(|| bad(at, format!("{key:?} must be an integer"))),
+            }
+        };
+        let count = |key: &str| -> Result<Option<usize>, String> {
+            match object.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .map(Some)
+                    .ok_or_else(|| bad(at, format!("{key:?} must be a count (0 or more)"))),
+            }
+        };
+        let ordered = |inverted: bool, what: &str| {
+            if inverted {
+                Err(bad(at, format!("{what}: the minimum is above the maximum")))
+            } else {
+                Ok(())
+            }
+        };
+        let kind = match type_name {
+            "any" => Kind::Any,
+            "bool" => Kind::Bool,
+            "int" => {
+                let (min, max) = (int("min")?, int("max")?);
+                ordered(min.zip(max).is_some_and(|(a, b)| a > b), "int")?;
+                Kind::Int { min, max }
+            }
+            "float" => {
+                let float = |key: &str| -> Result<Option<f64>, String> {
+                    match object.get(key) {
+                        None => Ok(None),
+                        Some(v) => v
+                            .as_f64()
+                            .map(Some)
+                            .ok_or_else(|| bad(at, format!("{key:?} must be a number"))),
+                    }
+                };
+                let (min, max) = (float("min")?, float("max")?);
+                ordered(min.zip(max).is_some_and(|(a, b)| a > b), "float")?;
+                Kind::Float { min, max }
+            }
+            "string" => {
+                let (min_len, max_len) = (count("min_len")?, count("max_len")?);
+                ordered(min_len.zip(max_len).is_some_and(|(a, b)| a > b), "string")?;
+                Kind::String { min_len, max_len }
+            }
+            "array" => {
+                let items = match object.get("items") {
+                    Some(items) => Shape::parse(items, &format!("{at}[]"))?,
+                    None => Shape::any(),
+                };
+                let (min_items, max_items) = (count("min_items")?, count("max_items")?);
+                ordered(
+                    min_items.zip(max_items).is_some_and(|(a, b)| a > b),
+                    "array",
+                )?;
+                Kind::Array {
+                    items: Box::new(items),
+                    min_items,
+                    max_items,
+                }
+            }
+            _ => {
+                let extra = match object.get("extra") {
+                    None => !object.contains_key("fields"),
+                    Some(Value::Bool(extra)) => *extra,
+                    Some(_) => return Err(bad(at, "\"extra\" must be true or false")),
+                };
+                let fields = match object.get("fields") {
+                    None => Vec::new(),
+                    Some(Value::Object(fields)) => fields
+                        .iter()
+                        .map(|(name, shape)| {
+                            let inner = if at.is_empty() || at == "body" {
+                                name.clone()
+                            } else {
+                                format!("{at}.{name}")
+                            };
+                            Ok((name.clone(), Shape::parse(shape, &inner)?))
+                        })
+                        .collect::<Result<_, String>>()?,
+                    Some(_) => return Err(bad(at, "\"fields\" must be an object of name: type")),
+                };
+                Kind::Object { fields, extra }
+            }
+        };
+        let mut shape = Shape {
+            kind,
+            optional: false,
+            default: None,
+        };
+        match object.get("optional") {
+            None => {}
+            Some(Value::Bool(optional)) => shape.optional = *optional,
+            Some(_) => return Err(bad(at, "\"optional\" must be true or false")),
+        }
+        if let Some(default) = object.get("default") {
+            let value = shape
+                .check(value::to_dynamic(default), Place::Field("default"))
+                .map_err(|e| bad(at, format!("the default does not fit: {e}")))?;
+            shape.default = Some(value);
+            shape.optional = true;
+        }
+        Ok(shape)
+    }
+
+    fn any() -> Shape {
+        Shape {
+            kind: Kind::Any,
+            optional: true,
+            default: None,
+        }
+    }
+
+    /// The type in words, for messages: "an integer from 1 to 100".
+    fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Any => "any value".into(),
+            Kind::Bool => "true or false".into(),
+            Kind::Int { min, max } => format!("an integer{}", bounds(*min, *max)),
+            Kind::Float { min, max } => format!("a number{}", bounds(*min, *max)),
+            Kind::String { min_len, max_len } => match length(*min_len, *max_len, "character") {
+                Some(length) => format!("a string of {length}"),
+                None => "a string".into(),
+            },
+            Kind::Array {
+                min_items,
+                max_items,
+                ..
+            } => match length(*min_items, *max_items, "item") {
+                Some(length) => format!("an array of {length}"),
+                None => "an array".into(),
+            },
+            Kind::Object { .. } => "an object".into(),
+        }
+    }
+
+    /// `value` as the handler sees it, or the message that refuses it.
+    fn check(&self, value: Dynamic, place: Place) -> Result<Dynamic, String> {
+        if value.is_unit() {
+            if let Some(default) = &self.default {
+                return Ok(default.clone());
+            }
+            if self.optional || matches!(self.kind, Kind::Any) {
+                return Ok(value);
+            }
+            if let Place::Body = place {
+                return Err(format!("the body is required: {}", self.describe()));
+            }
+        }
+        let mismatch = |value: &Dynamic| {
+            Err(format!(
+                "{place} must be {}, not {}",
+                self.describe(),
+                kind_of(value)
+            ))
+        };
+        match &self.kind {
+            Kind::Any => Ok(value),
+            Kind::Bool if value.is_bool() => Ok(value),
+            Kind::Int { min, max } => match value.as_int() {
+                Ok(n) if outside(n, *min, *max) => {
+                    Err(format!("{place} must be {}, not {n}", self.describe()))
+                }
+                Ok(_) => Ok(value),
+                Err(_) => mismatch(&value),
+            },
+            Kind::Float { min, max } => {
+                let n = match (value.as_float(), value.as_int()) {
+                    (Ok(n), _) => n,
+                    (_, Ok(n)) => n as f64,
+                    _ => return mismatch(&value),
+                };
+                if outside(n, *min, *max) {
+                    Err(format!("{place} must be {}, not {n}", self.describe()))
+                } else {
+                    Ok(Dynamic::from_float(n))
+                }
+            }
+            Kind::String { min_len, max_len } => {
+                let Some(text) = value.read_lock::<rhai::ImmutableString>() else {
+                    return mismatch(&value);
+                };
+                let chars = text.chars().count();
+                if outside(chars, *min_len, *max_len) {
+                    let length =
+                        length(*min_len, *max_len, "character").expect("bounds are declared");
+                    return Err(format!("{place} must be {length}, not {chars}"));
+                }
+                drop(text);
+                Ok(value)
+            }
+            Kind::Array {
+                items,
+                min_items,
+                max_items,
+            } => {
+                if !value.is_array() {
+                    return mismatch(&value);
+                }
+                let array = value.cast::<Array>();
+                if outside(array.len(), *min_items, *max_items) {
+                    let length = length(*min_items, *max_items, "item").expect("bounds are set");
+                    return Err(format!("{place} must hold {length}, not {}", array.len()));
+                }
+                let prefix = match place {
+                    Place::Field(path) => path.to_string(),
+                    _ => String::new(),
+                };
+                let checked = array
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        let path = format!("{prefix}[{i}]");
+                        items.check(item, Place::Field(&path))
+                    })
+                    .collect::<Result<Array, String>>()?;
+                Ok(Dynamic::from_array(checked))
+            }
+            Kind::Object { fields, extra } => {
+                if !value.is_map() {
+                    return mismatch(&value);
+                }
+                let mut map = value.cast::<Map>();
+                let path = |name: &str| match place {
+                    Place::Field(path) => format!("{path}.{name}"),
+                    _ => name.to_string(),
+                };
+                if !*extra {
+                    if let Some(key) = map
+                        .keys()
+                        .find(|key| !fields.iter().any(|(name, _)| name == key.as_str()))
+                    {
+                        let names: Vec<String> = fields
+                            .iter()
+                            .map(|(name, _)| format!("\"{name}\""))
+                            .collect();
+                        let takes = if names.is_empty() {
+                            "no fields".to_string()
+                        } else {
+                            names.join(", ")
+                        };
+                        return Err(format!(
+                            "unexpected field \"{}\": {place} takes {takes}",
+                            path(key)
+                        ));
+                    }
+                }
+                for (name, shape) in fields {
+                    let path = path(name);
+                    match map.get_mut(name.as_str()) {
+                        Some(value) => {
+                            *value = shape.check(std::mem::take(value), Place::Field(&path))?;
+                        }
+                        None => match &shape.default {
+                            Some(default) => {
+                                map.insert(name.as_str().into(), default.clone());
+                            }
+                            None if shape.optional || matches!(shape.kind, Kind::Any) => {}
+                            None => {
+                                return Err(format!("\"{path}\" is required: {}", shape.describe()))
+                            }
+                        },
+                    }
+                }
+                Ok(Dynamic::from_map(map))
+            }
+            Kind::Bool => mismatch(&value),
+        }
+    }
+
+    /// A query or path parameter's text as the declared scalar, or the message that refuses
+    /// it (quoting the text, which is all there is).
+    fn check_text(&self, text: Dynamic, place: Place) -> Result<Dynamic, String> {
+        let Ok(text) = text.into_immutable_string() else {
+            unreachable!("query and path parameters arrive as text");
+        };
+        let refuse = || {
+            Err(format!(
+                "{place} must be {}, not {:?}",
+                self.describe(),
+                text.as_str()
+            ))
+        };
+        match &self.kind {
+            Kind::Int { min, max } => {
+                let digits = text.strip_prefix('-').unwrap_or(&text);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return refuse();
+                }
+                match text.parse::<i64>() {
+                    Ok(n) if !outside(n, *min, *max) => Ok(Dynamic::from_int(n)),
+                    _ => refuse(),
+                }
+            }
+            Kind::Float { min, max } => match text.parse::<f64>() {
+                Ok(n) if n.is_finite() && !outside(n, *min, *max) => Ok(Dynamic::from_float(n)),
+                _ => refuse(),
+            },
+            Kind::Bool => match text.as_str() {
+                "true" => Ok(Dynamic::TRUE),
+                "false" => Ok(Dynamic::FALSE),
+                _ => refuse(),
+            },
+            Kind::String { .. } => self.check(Dynamic::from(text), place),
+            Kind::Any | Kind::Array { .. } | Kind::Object { .. } => Ok(Dynamic::from(text)),
+        }
+    }
+}
+
+fn outside<T: PartialOrd>(n: T, min: Option<T>, max: Option<T>) -> bool {
+    min.is_some_and(|min| n < min) || max.is_some_and(|max| n > max)
+}
+
+/// " from 1 to 100", " of at least 1", " of at most 100", or nothing.
+fn bounds<T: std::fmt::Display>(min: Option<T>, max: Option<T>) -> String {
+    match (min, max) {
+        (Some(min), Some(max)) => format!(" from {min} to {max}"),
+        (Some(min), None) => format!(" of at least {min}"),
+        (None, Some(max)) => format!(" of at most {max}"),
+        (None, None) => String::new(),
+    }
+}
+
+/// "1 to 64 characters", "at least 1 character", "at most 64 characters", or `None`.
+fn length(min: Option<usize>, max: Option<usize>, unit: &str) -> Option<String> {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    Some(match (min, max) {
+        (Some(min), Some(max)) => format!("{min} to {max} {unit}{}", plural(max)),
+        (Some(min), None) => format!("at least {min} {unit}{}", plural(min)),
+        (None, Some(max)) => format!("at most {max} {unit}{}", plural(max)),
+        (None, None) => return None,
+    })
+}
+
+/// What a value is, in the words of a message: "a string", "null".
+fn kind_of(value: &Dynamic) -> &'static str {
+    if value.is_unit() {
+        "null"
+    } else if value.is_bool() {
+        "true or false"
+    } else if value.is_int() {
+        "an integer"
+    } else if value.is_float() {
+        "a number with a fraction"
+    } else if value.is_string() {
+        "a string"
+    } else if value.is_array() {
+        "an array"
+    } else if value.is_map() {
+        "an object"
+    } else {
+        "a value of another kind"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(body: &str) -> Declared {
+        let entry: Value =
+            serde_json::from_str(&format!(r#"{{"handler": "h", "body": {body}}}"#)).expect("json");
+        Declared::parse("POST /x", &entry, "/x").expect("declares")
+    }
+
+    fn check(declared: &Declared, body: &str) -> Result<Value, String> {
+        let value = value::to_dynamic(&serde_json::from_str(body).expect("json"));
+        declared
+            .check_body(value)
+            .map(|v| value::to_json(&v, &crate::schema::Schema::default()).expect("to json"))
+    }
+
+    const SCOREBOARD: &str = r#"{"fields": {"player": {"type": "string", "min_len": 1,
+        "max_len": 64}, "score": "int"}}"#;
+
+    #[test]
+    fn the_scoreboards_post_and_its_refusals() {
+        let d = declared(SCOREBOARD);
+        assert!(check(&d, r#"{"player": "ann", "score": 3}"#).is_ok());
+        let cases = [
+            (
+                r#"{"score": 1}"#,
+                r#""player" is required: a string of 1 to 64 characters"#,
+            ),
+            (r#"{"player": "dee"}"#, r#""score" is required: an integer"#),
+            (
+                r#"{"player": "dee", "score": "1"}"#,
+                r#""score" must be an integer, not a string"#,
+            ),
+            (
+                r#"{"player": "dee", "score": 1.5}"#,
+                r#""score" must be an integer, not a number with a fraction"#,
+            ),
+            (
+                r#"{"player": "", "score": 1}"#,
+                r#""player" must be 1 to 64 characters, not 0"#,
+            ),
+            (
+                r#"{"player": "dee", "score": 1, "extra": 1}"#,
+                r#"unexpected field "extra": the body takes "player", "score""#,
+            ),
+            ("[1]", "the body must be an object, not an array"),
+            ("null", "the body is required: an object"),
+            (
+                r#"{"player": null, "score": 1}"#,
+                r#""player" must be a string of 1 to 64 characters, not null"#,
+            ),
+        ];
+        for (body, message) in cases {
+            assert_eq!(check(&d, body), Err(message.to_string()), "{body}");
+        }
+        // Characters, not bytes: 64 four-byte characters fit.
+        let long = "\u{1F600}".repeat(64);
+        assert!(check(&d, &format!(r#"{{"player": "{long}", "score": 1}}"#)).is_ok());
+    }
+
+    #[test]
+    fn nested_values_are_named_by_their_path_and_converted() {
+        let d = declared(
+            r#"{"fields": {"lines": {"items": {"fields": {"qty": {"type": "int", "min": 1},
+               "price": "float", "note": "string?", "gift": {"type": "bool", "default": false}}},
+               "min_items": 1, "max_items": 2}}}"#,
+        );
+        assert_eq!(
+            check(&d, r#"{"lines": [{"qty": 2, "price": 3}]}"#),
+            Ok(serde_json::json!({"lines": [{"qty": 2, "price": 3.0, "gift": false}]}))
+        );
+        assert_eq!(
+            check(
+                &d,
+                r#"{"lines": [{"qty": 2, "price": 3}, {"qty": 0, "price": 1}]}"#
+            ),
+            Err(r#""lines[1].qty" must be an integer of at least 1, not 0"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"lines": []}"#),
+            Err(r#""lines" must hold 1 to 2 items, not 0"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"lines": [{"qty": 1, "price": 1, "x": 1}]}"#),
+            Err(
+                r#"unexpected field "lines[0].x": "lines[0]" takes "gift", "note", "price", "qty""#
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn query_and_path_parameters_convert_from_text() {
+        let entry = serde_json::json!({"handler": "h",
+            "query": {"n": {"type": "int", "min": 1, "max": 100, "default": 10}, "q": "string?",
+                      "f": "float?", "b": "bool?"}});
+        let d = Declared::parse("GET /items/{id:int}", &entry, "/items/{id:int}").expect("ok");
+        let mut query: Vec<(String, Dynamic)> = Vec::new();
+        d.check_query(&mut query).expect("defaults");
+        assert_eq!(query[0].1.as_int(), Ok(10));
+        for (text, refused) in [
+            ("0", true),
+            ("101", true),
+            ("ten", true),
+            ("", true),
+            ("-", true),
+            ("+5", true),
+            ("100", false),
+            ("007", false),
+        ] {
+            let mut query = vec![("n".to_string(), Dynamic::from(text))];
+            let result = d.check_query(&mut query);
+            assert_eq!(result.is_err(), refused, "{text:?}");
+            if refused {
+                assert_eq!(
+                    result,
+                    Err(format!("n must be an integer from 1 to 100, not {text:?}"))
+                );
+            }
+        }
+        let mut query = vec![("b".to_string(), Dynamic::from("yes"))];
+        assert_eq!(
+            d.check_query(&mut query),
+            Err("b must be true or false, not \"yes\"".into())
+        );
+        let mut params = vec![("id".to_string(), Dynamic::from("12"))];
+        d.check_params(&mut params).expect("an integer");
+        assert_eq!(params[0].1.as_int(), Ok(12));
+        let mut params = vec![("id".to_string(), Dynamic::from("x"))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("id must be an integer, not \"x\"".into())
+        );
+        let entry = serde_json::json!({"handler": "h", "query": {"n": "int"}});
+        let d = Declared::parse("GET /x", &entry, "/x").expect("ok");
+        assert_eq!(
+            d.check_query(&mut Vec::new()),
+            Err("the query parameter n is required: an integer".into())
+        );
+    }
+
+    #[test]
+    fn mistakes_in_a_declaration_are_load_errors_that_name_them() {
+        let refused = |body: &str| {
+            let entry: Value =
+                serde_json::from_str(&format!(r#"{{"handler": "h", "body": {body}}}"#)).unwrap();
+            Declared::parse("POST /x", &entry, "/x").expect_err(body)
+        };
+        assert!(refused(r#""integer""#).contains("unknown type \"integer\""));
+        assert!(refused(r#"{"type": "string", "max_length": 3}"#).contains("\"max_length\""));
+        assert!(refused(r#"{"type": "int", "min": 5, "max": 1}"#).contains("above the maximum"));
+        assert!(
+            refused(r#"{"fields": {"a": {"type": "int", "min": 1, "default": 0}}}"#)
+                .contains("the default does not fit")
+        );
+        assert!(refused(r#"{"fields": {"a": 3}}"#).contains("a: a type is a name"));
+        let bad_param = Declared::parse("GET /x/{id:integer}", &Value::Null, "/x/{id:integer}");
+        assert!(bad_param.expect_err("a bad type").contains("{id:integer}"));
+        let bad_query = serde_json::json!({"query": {"q": "array"}});
+        assert!(Declared::parse("GET /x", &bad_query, "/x")
+            .expect_err("arrays are not query parameters")
+            .contains("query.q"));
+    }
+}
