@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rhai::{CallFnOptions, Dynamic, Engine, ImmutableString, Position, Scope, AST};
+use rhai::{ASTNode, CallFnOptions, Dynamic, Engine, Expr, ImmutableString, Position, Scope, AST};
 use serde_json::Value;
 
 use crate::body::BodyError;
@@ -20,7 +20,7 @@ use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
 use crate::shape::Declared;
 use crate::tables::{Tables, WriteSet};
-use crate::value;
+use crate::value::{self, RequestFields};
 use crate::world::{self, LogSink, World};
 
 /// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
@@ -56,24 +56,27 @@ pub struct Request {
     pub body: Dynamic,
     /// What the HTTP layer knows of the request besides its route and body; empty strings and
     /// no headers for a request that did not come over HTTP.
-    pub head: Head,
+    pub head: Box<Head>,
 }
 
 /// The request line, the headers, the peer and the request's id.
+///
+/// Script strings from the start, made on the thread that read the request, so that handing
+/// them to a handler on the owner copies nothing.
 #[derive(Clone, Debug, Default)]
 pub struct Head {
     /// Upper case, as sent: "GET", "POST", ...
-    pub method: String,
+    pub method: ImmutableString,
     /// The path as sent, without the query string (still percent-encoded).
-    pub path: String,
+    pub path: ImmutableString,
     /// Names in lower case, each once; a repeated header's values joined in the order sent
     /// with ", " (a cookie's with "; "), as HTTP lets a recipient combine them.
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(ImmutableString, ImmutableString)>,
     /// The peer's IP address.
-    pub peer: String,
+    pub peer: ImmutableString,
     /// The request's id: the client's `x-request-id` when it sent a usable one, else one the
     /// server made. Sent back as `x-request-id`.
-    pub id: String,
+    pub id: ImmutableString,
 }
 
 /// A loaded, compiled app. `Send + Sync`: one engine and one AST serve every thread.
@@ -87,7 +90,7 @@ pub struct App {
     /// Functions callable as handlers (defined with exactly one parameter), with the position of
     /// their definition: limit errors arrive without a position of their own (Rhai moves them to
     /// the call site, which for the handler itself is none), so they name the handler's.
-    handlers: HashMap<String, Position>,
+    handlers: HashMap<String, Handler>,
     limits: Limits,
     /// The handlers compiled to closures (`compiled/`); the others run in Rhai.
     program: Program,
@@ -101,6 +104,13 @@ pub struct App {
     log: Option<Arc<dyn LogSink>>,
     /// Which other origins' pages may call the app (the manifest's `"cors"`).
     cors: Option<Cors>,
+}
+
+/// What the app knows of a function callable as a handler.
+struct Handler {
+    definition: Position,
+    /// The entries of the request map it can observe: the others are not built for it.
+    fields: RequestFields,
 }
 
 /// How a handler runs.
@@ -189,10 +199,16 @@ impl App {
                 message: e.0.to_string(),
             }
         })?;
-        let handlers: HashMap<String, Position> = ast
+        let handlers: HashMap<String, Handler> = ast
             .iter_functions()
             .filter(|f| f.params.len() == 1)
-            .map(|f| (f.name.to_string(), definition_position(&text, f.name)))
+            .map(|f| {
+                let handler = Handler {
+                    definition: definition_position(&text, f.name),
+                    fields: request_fields(&ast, f.name),
+                };
+                (f.name.to_string(), handler)
+            })
             .collect();
         for route in &routes {
             if !handlers.contains_key(&route.handler) {
@@ -297,7 +313,7 @@ impl App {
         route: usize,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
-        head: Head,
+        head: Box<Head>,
         body: &[u8],
     ) -> Result<Request, BodyError> {
         let body = crate::body::parse(body, &params, &query, &head, &self.limits)?;
@@ -393,7 +409,7 @@ impl App {
         context: Context,
         restore: impl FnOnce(Context),
     ) -> Result<Answer, HandlerError> {
-        let Some(definition) = self.handlers.get(handler) else {
+        let Some(Handler { definition, fields }) = self.handlers.get(handler) else {
             restore(context);
             return Err(HandlerError::NoSuchHandler {
                 handler: handler.to_string(),
@@ -401,6 +417,7 @@ impl App {
         };
         // One `now()` for the whole call, a fallback to Rhai included.
         world::begin_call(&self.world, self.log.as_ref(), handler, &request.head.id);
+        let request = (request, *fields);
         let answer = self.call_in_world(handler, definition, request, context, restore);
         world::end_call();
         answer
@@ -410,7 +427,7 @@ impl App {
         &self,
         handler: &str,
         definition: &Position,
-        request: &Request,
+        request: (&Request, RequestFields),
         context: Context,
         restore: impl FnOnce(Context),
     ) -> Result<Answer, HandlerError> {
@@ -430,7 +447,7 @@ impl App {
                 tables.roll_back(writes);
             }
         }
-        let argument = value::request_to_dynamic(request);
+        let argument = value::request_to_dynamic(request.0, request.1);
         self.call_rhai(handler, argument, definition, context, restore)
     }
 
@@ -440,7 +457,7 @@ impl App {
         &self,
         compiled: usize,
         handler: &str,
-        request: &Request,
+        request: (&Request, RequestFields),
         context: Context,
         definition: &Position,
     ) -> (Option<Result<Answer, HandlerError>>, Context) {
@@ -455,8 +472,11 @@ impl App {
             limits: &self.limits,
         };
         let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            self.program
-                .run(compiled, value::request_to_dynamic(request), &env)
+            self.program.run(
+                compiled,
+                value::request_to_dynamic(request.0, request.1),
+                &env,
+            )
         }));
         // Whatever stopped the call, once its wall-clock budget is spent (a scan notices it too)
         // Rhai would only spend a second one before stopping it.
@@ -607,6 +627,51 @@ fn parse_tables(tables: &Value) -> Result<Schema, String> {
     Ok(Schema { tables })
 }
 
+/// The entries of the request map that handler `name` can observe. A handler that uses its
+/// parameter only as `request.field...` or `request["field"]...` (a literal name) sees nothing
+/// of the others, so they need not be built for it: the head's headers map, above all, is work
+/// on every call that most handlers never read. Any other use (passing the request on,
+/// `request.keys()`, printing it, a computed index) observes the whole map.
+fn request_fields(ast: &AST, name: &str) -> RequestFields {
+    let mut alone = ast.clone_functions_only();
+    alone.retain_functions(|_, _, n, arity| n == name && arity == 1);
+    let Some(param) = alone.iter_fn_def().next().map(|f| f.params[0].clone()) else {
+        return RequestFields::ALL;
+    };
+    let mut fields = RequestFields::NONE;
+    alone.walk(&mut |path: &[ASTNode]| {
+        let Some(ASTNode::Expr(node @ Expr::Variable(variable, ..))) = path.last() else {
+            return true;
+        };
+        if variable.1 != param {
+            return true;
+        }
+        let parent = path.len().checked_sub(2).map(|at| &path[at]);
+        let field = match parent {
+            Some(ASTNode::Expr(Expr::Dot(chain, ..))) if std::ptr::eq(&chain.lhs, *node) => {
+                match &chain.rhs {
+                    Expr::Property(property, _) => Some(property.2.as_str()),
+                    Expr::Dot(inner, ..) | Expr::Index(inner, ..) => match &inner.lhs {
+                        Expr::Property(property, _) => Some(property.2.as_str()),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            Some(ASTNode::Expr(Expr::Index(chain, ..))) if std::ptr::eq(&chain.lhs, *node) => {
+                match &chain.rhs {
+                    Expr::StringConstant(text, _) => Some(text.as_str()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        fields = fields.with(field.map_or(RequestFields::ALL, RequestFields::named));
+        true
+    });
+    fields
+}
+
 /// Where `fn name` is defined in `text` (the first match), for errors that have no position.
 fn definition_position(text: &str, name: &str) -> Position {
     for (index, line) in text.lines().enumerate() {
@@ -636,6 +701,68 @@ fn put_one(req) { counters.put(2, #{ n: 2 }); 2 }
 fn read_panic(req) { counters.get(1); fault_panic("in a read"); 0 }
 fn read_count(req) { counters.count() }
 "#;
+
+    /// A handler gets the request entries it can observe: those it reads by a literal name,
+    /// or all of them when it uses the request any other way. Either way it sees the same.
+    #[test]
+    fn a_handler_is_given_the_request_entries_it_can_observe() {
+        let script = r#"
+fn body_only(request) { let b = request.body; b.x + request.body.len() }
+fn headers_and_id(req) { req.headers["accept"] + " " + req["id"] + req.nothing }
+fn whole(request) { request }
+fn passed_on(request) { helper(request) }
+fn helper(r) { r.method }
+fn counted(request) { request.len() }
+fn computed(request) { let k = "pe" + "er"; request[k] }
+"#;
+        let app = App::from_sources(
+            MANIFEST,
+            vec![("f.rhai".into(), script.into())],
+            Limits::default(),
+        )
+        .expect("compiles");
+        let fields = |name: &str| app.handlers[name].fields;
+        let named = |names: &[&str]| {
+            names.iter().fold(RequestFields::NONE, |set, n| {
+                set.with(RequestFields::named(n))
+            })
+        };
+        assert_eq!(fields("body_only"), named(&["body"]));
+        assert_eq!(fields("headers_and_id"), named(&["headers", "id"]));
+        for all in ["whole", "passed_on", "counted", "computed"] {
+            assert_eq!(fields(all), RequestFields::ALL, "{all}");
+        }
+        let head = Head {
+            method: "POST".into(),
+            path: "/x".into(),
+            headers: vec![("accept".into(), "a/b".into())],
+            peer: "127.0.0.1".into(),
+            id: "r-1".into(),
+        };
+        let request = Request {
+            body: crate::to_dynamic(&serde_json::json!({"x": 1})),
+            head: Box::new(head),
+            ..Request::default()
+        };
+        let mut tables = Tables::new(app.schema().tables.len());
+        let mut writes = WriteSet::default();
+        let mut run = |handler: &str| {
+            let answer = app.run_write(handler, &request, &mut tables, &mut writes);
+            writes.clear();
+            answer.expect("runs").body
+        };
+        assert_eq!(run("body_only"), serde_json::json!(2));
+        assert_eq!(run("headers_and_id"), serde_json::json!("a/b r-1"));
+        let whole = run("whole");
+        let keys: Vec<&String> = whole.as_object().expect("a map").keys().collect();
+        assert_eq!(
+            keys,
+            ["body", "headers", "id", "method", "params", "path", "peer", "query"]
+        );
+        assert_eq!(run("passed_on"), serde_json::json!("POST"));
+        assert_eq!(run("counted"), serde_json::json!(8));
+        assert_eq!(run("computed"), serde_json::json!("127.0.0.1"));
+    }
 
     /// A panic inside a call comes back as `Panicked` naming the handler; the write's change is
     /// rolled back, the tables return to the caller, and the thread serves the next call.

@@ -129,10 +129,16 @@ pub(crate) fn parse(
         negative_zeros: None,
     };
     // The request map's own entries, each pair of its three maps, and its strings.
-    let pairs = params.iter().chain(query).chain(&head.headers);
-    let pair_bytes: usize = pairs.clone().map(|(_, value)| value.len()).sum();
+    let pairs = params.iter().chain(query);
+    let pair_bytes: usize = pairs.clone().map(|(_, value)| value.len()).sum::<usize>()
+        + head
+            .headers
+            .iter()
+            .map(|(_, value)| value.len())
+            .sum::<usize>();
     let head_bytes = head.method.len() + head.path.len() + head.peer.len() + head.id.len();
-    if !budget.add(0, REQUEST_ENTRIES + pairs.count(), pair_bytes + head_bytes) {
+    let entries = REQUEST_ENTRIES + pairs.count() + head.headers.len();
+    if !budget.add(0, entries, pair_bytes + head_bytes) {
         return Err(budget.exceeded.expect("set when add fails"));
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -414,7 +420,9 @@ mod tests {
             too_large("string_bytes_max", 10)
         );
         let head = crate::app::Head {
-            headers: (0..4).map(|i| (format!("h{i}"), String::new())).collect(),
+            headers: (0..4)
+                .map(|i| (format!("h{i}").into(), "".into()))
+                .collect(),
             ..Default::default()
         };
         assert_eq!(

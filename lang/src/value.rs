@@ -90,8 +90,40 @@ fn row_to_json(row: &Row, schema: &Schema) -> Result<Value, String> {
     Ok(Value::Object(object))
 }
 
-/// A request as the map `#{params, query, body, method, path, headers, peer, id}`.
-pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
+/// The entries of the request map, in the order of [`RequestFields`]' bits.
+const REQUEST_FIELDS: [&str; 8] = [
+    "params", "query", "body", "method", "path", "headers", "peer", "id",
+];
+
+/// A set of the request map's entries: a bit per name of `REQUEST_FIELDS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RequestFields(u8);
+
+impl RequestFields {
+    pub(crate) const NONE: RequestFields = RequestFields(0);
+    pub(crate) const ALL: RequestFields = RequestFields(u8::MAX);
+
+    /// The entry `name`; none for a name the map does not have (reading it gives `()` either
+    /// way).
+    pub(crate) fn named(name: &str) -> RequestFields {
+        match REQUEST_FIELDS.iter().position(|field| *field == name) {
+            Some(bit) => RequestFields(1 << bit),
+            None => RequestFields::NONE,
+        }
+    }
+
+    pub(crate) fn with(self, other: RequestFields) -> RequestFields {
+        RequestFields(self.0 | other.0)
+    }
+
+    fn has(self, bit: usize) -> bool {
+        self.0 & (1 << bit) != 0
+    }
+}
+
+/// A request as the map `#{params, query, body, method, path, headers, peer, id}`, with only
+/// the entries of `fields` (the others cannot be observed by the handler it is for).
+pub fn request_to_dynamic(request: &crate::Request, fields: RequestFields) -> Dynamic {
     let pairs = |pairs: &[(String, Dynamic)]| {
         Dynamic::from_map(
             pairs
@@ -100,29 +132,28 @@ pub fn request_to_dynamic(request: &crate::Request) -> Dynamic {
                 .collect::<Map>(),
         )
     };
-    let text_pairs = |pairs: &[(String, String)]| {
-        Dynamic::from_map(
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().into(),
-                        Dynamic::from(ImmutableString::from(v.as_str())),
-                    )
-                })
-                .collect::<Map>(),
-        )
-    };
-    let mut map = Map::new();
-    map.insert("params".into(), pairs(&request.params));
-    map.insert("query".into(), pairs(&request.query));
-    map.insert("body".into(), request.body.clone());
     let head = &request.head;
-    let text = |s: &str| Dynamic::from(ImmutableString::from(s));
-    map.insert("method".into(), text(&head.method));
-    map.insert("path".into(), text(&head.path));
-    map.insert("headers".into(), text_pairs(&head.headers));
-    map.insert("peer".into(), text(&head.peer));
-    map.insert("id".into(), text(&head.id));
+    let mut map = Map::new();
+    for (bit, name) in REQUEST_FIELDS.iter().enumerate() {
+        if !fields.has(bit) {
+            continue;
+        }
+        let value = match bit {
+            0 => pairs(&request.params),
+            1 => pairs(&request.query),
+            2 => request.body.clone(),
+            3 => Dynamic::from(head.method.clone()),
+            4 => Dynamic::from(head.path.clone()),
+            5 => Dynamic::from_map(
+                head.headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str().into(), Dynamic::from(v.clone())))
+                    .collect::<Map>(),
+            ),
+            6 => Dynamic::from(head.peer.clone()),
+            _ => Dynamic::from(head.id.clone()),
+        };
+        map.insert((*name).into(), value);
+    }
     Dynamic::from_map(map)
 }

@@ -137,7 +137,9 @@ struct Call {
     request_id: *const str,
     lines: Vec<(Level, String)>,
     dropped: usize,
-    seeded: Option<Seeded>,
+    /// Boxed: a generator is a few hundred bytes, which every call would otherwise copy into
+    /// and out of the thread's slot.
+    seeded: Option<Box<Seeded>>,
     /// The world's fixed time, if any.
     fixed_now: Option<i64>,
     /// The call's `now()`, read on first use: one value for the whole call.
@@ -159,7 +161,9 @@ pub(crate) fn begin_call(
     let seeded = world.seed.map(|seed| {
         // SplitMix64's step: calls' seeds far apart.
         let n = world.calls.fetch_add(1, Ordering::Relaxed);
-        Seeded::new(seed ^ n.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        Box::new(Seeded::new(
+            seed ^ n.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        ))
     });
     CALL.with(|c| {
         *c.borrow_mut() = Some(Call {
@@ -210,7 +214,7 @@ pub(crate) fn restart_call() {
             call.lines.clear();
             call.dropped = 0;
             if let Some(seeded) = &mut call.seeded {
-                *seeded = Seeded::new(seeded.seed);
+                **seeded = Seeded::new(seeded.seed);
             }
         }
     });

@@ -2035,10 +2035,10 @@ fn log_lines_reach_the_sink_once_with_their_call() {
         app.set_log(capture.clone());
         let request = |n: i64| Request {
             body: pure_lang::to_dynamic(&json!({ "n": n })),
-            head: pure_lang::Head {
-                id: format!("req-{n}"),
+            head: Box::new(pure_lang::Head {
+                id: format!("req-{n}").into(),
                 ..Default::default()
-            },
+            }),
             ..Request::default()
         };
         let mut tables = Tables::new(1);

@@ -31,6 +31,7 @@ mod transfer;
 
 pub use allocator::Allocator;
 pub use metrics::{Health, Metrics};
+pub use pure_lang::ImmutableString;
 pub use pure_lang::{
     has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,
     LogLine, LogSink, Request, Route, World,

@@ -22,6 +22,7 @@
 //! free (one write at a time, bounded by the script limits like a read); the task awaits the
 //! reply, which arrives only once the write's group is durable.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -39,7 +40,8 @@ use hyper::header::{
 };
 use hyper::{Method, Response, StatusCode, Version};
 use pure_runtime::{
-    has_no_body, Answer, BodyError, Cors, HandlerError, HandlerKind, Head, Request, Route, Runtime,
+    has_no_body, Answer, BodyError, Cors, HandlerError, HandlerKind, Head, ImmutableString,
+    Request, Route, Runtime,
 };
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -100,20 +102,25 @@ pub struct Dispatch {
 /// Request ids made by this process: a random prefix drawn at start and a counter, so that ids
 /// stay distinct across restarts and cost one atomic increment.
 struct RequestIds {
-    prefix: u32,
+    /// The prefix and its dash, written once: `format!` on every request cost more than the
+    /// rest of the id.
+    prefix: String,
     next: AtomicU64,
 }
 
 impl RequestIds {
     fn new() -> RequestIds {
         RequestIds {
-            prefix: RandomState::new().hash_one(std::process::id()) as u32,
+            prefix: format!(
+                "{:08x}-",
+                RandomState::new().hash_one(std::process::id()) as u32
+            ),
             next: AtomicU64::new(1),
         }
     }
 
     /// The client's `x-request-id` when it is usable as one, else a new id.
-    fn for_request(&self, headers: &HeaderMap) -> String {
+    fn for_request(&self, headers: &HeaderMap) -> ImmutableString {
         let client = headers.get(REQUEST_ID).map(HeaderValue::as_bytes);
         if let Some(id) = client.filter(|id| {
             (1..=CLIENT_ID_BYTES_MAX).contains(&id.len())
@@ -121,9 +128,23 @@ impl RequestIds {
                     .iter()
                     .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(b))
         }) {
-            return String::from_utf8_lossy(id).into_owned();
+            return String::from_utf8_lossy(id).as_ref().into();
         }
-        format!("{:08x}-{}", self.prefix, self.next.fetch_add(1, Relaxed))
+        let mut n = self.next.fetch_add(1, Relaxed);
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let mut id = String::with_capacity(self.prefix.len() + digits.len() - at);
+        id.push_str(&self.prefix);
+        id.extend(digits[at..].iter().map(|&d| d as char));
+        id.into()
     }
 }
 
@@ -153,7 +174,7 @@ impl Dispatch {
     pub async fn handle(
         self: Arc<Self>,
         request: hyper::Request<Incoming>,
-        peer: Arc<str>,
+        peer: ImmutableString,
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
         let id = self.ids.for_request(request.headers());
@@ -215,8 +236,8 @@ impl Dispatch {
     async fn route(
         &self,
         request: hyper::Request<Incoming>,
-        peer: &str,
-        id: &str,
+        peer: &ImmutableString,
+        id: &ImmutableString,
     ) -> (Label, Reply) {
         if let Some(refusal) = check_head(&request) {
             return (Label::Unmatched, self.answer_unread(request, refusal).await);
@@ -247,13 +268,13 @@ impl Dispatch {
         };
         let (label, reply) = match self.router.find(lookup, &path) {
             RouteMatch::Found { index, params } => {
-                let head = Head {
-                    method: method.as_str().to_string(),
-                    path,
+                let head = Box::new(Head {
+                    method: method.as_str().into(),
+                    path: path.into(),
                     headers: header_pairs(request.headers()),
-                    peer: peer.to_string(),
-                    id: id.to_string(),
-                };
+                    peer: peer.clone(),
+                    id: id.clone(),
+                });
                 return (
                     Label::Route(index),
                     self.call(index, params, head, request).await,
@@ -368,7 +389,7 @@ impl Dispatch {
         &self,
         index: usize,
         params: Vec<(String, String)>,
-        head: Head,
+        head: Box<Head>,
         request: hyper::Request<Incoming>,
     ) -> Reply {
         let Some(query) = parse_query(request.uri().query()) else {
@@ -402,7 +423,7 @@ impl Dispatch {
         route: usize,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
-        head: Head,
+        head: Box<Head>,
         bytes: Bytes,
     ) -> Result<Request, BodyError> {
         if bytes.len() <= PARSE_INLINE_BYTES_MAX {
@@ -727,18 +748,25 @@ fn answer_reply(answer: &Answer) -> Reply {
 /// The request's headers as a handler sees them: names in lower case (as hyper keeps them),
 /// each once, repeated values joined in the order sent with ", " (a cookie's with "; ").
 /// A value that is not UTF-8 is passed with its invalid bytes replaced.
-fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = Vec::with_capacity(headers.keys_len());
+fn header_pairs(headers: &HeaderMap) -> Vec<(ImmutableString, ImmutableString)> {
+    let mut pairs = Vec::with_capacity(headers.keys_len());
     for name in headers.keys() {
-        let separator = if name == COOKIE { "; " } else { ", " };
-        let mut joined = String::new();
-        for (i, value) in headers.get_all(name).iter().enumerate() {
-            if i > 0 {
-                joined.push_str(separator);
+        let mut values = headers.get_all(name).iter();
+        // Visible ASCII, nearly always: `to_str` checks that faster than a lossy decoding.
+        fn text(value: &HeaderValue) -> Cow<'_, str> {
+            match value.to_str() {
+                Ok(text) => Cow::Borrowed(text),
+                Err(_) => String::from_utf8_lossy(value.as_bytes()),
             }
-            joined.push_str(&String::from_utf8_lossy(value.as_bytes()));
         }
-        pairs.push((name.as_str().to_string(), joined));
+        let mut joined = values.next().map_or(Cow::Borrowed(""), text);
+        let separator = if name == COOKIE { "; " } else { ", " };
+        for value in values {
+            let joined = joined.to_mut();
+            joined.push_str(separator);
+            joined.push_str(&text(value));
+        }
+        pairs.push((name.as_str().into(), joined.as_ref().into()));
     }
     pairs
 }

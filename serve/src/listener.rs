@@ -8,6 +8,7 @@
 //! memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), the loop backs off with a growing sleep instead of
 //! spinning on the error or dying; it resumes as soon as an accept succeeds.
 
+use pure_runtime::ImmutableString;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -157,7 +158,7 @@ impl Listener {
     async fn serve_connection(&self, stream: TcpStream, ticket: &Ticket) {
         // Small JSON answers: waiting to coalesce them (Nagle) would only add latency.
         let _ = stream.set_nodelay(true);
-        let peer: Arc<str> = match stream.peer_addr() {
+        let peer: ImmutableString = match stream.peer_addr() {
             Ok(address) => address.ip().to_string().into(),
             Err(_) => "".into(),
         };
