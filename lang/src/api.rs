@@ -13,7 +13,7 @@ use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Map, Module, Positio
 use crate::context::{with_tables, with_write};
 use crate::key::{key_from_dynamic, key_part, Key};
 use crate::schema::{Schema, TableId};
-use crate::tables::Fields;
+use crate::tables::{Fields, IndexDef};
 
 /// Most rows one scan may return.
 pub const SCAN_ROWS_MAX: i64 = 10_000;
@@ -305,8 +305,179 @@ pub(crate) fn count(table: Table) -> Fallible<i64> {
     with_tables(|tables| tables.len(table.id) as i64).map_err(api_error)
 }
 
-/// Registers tables, rows and their functions on `engine`.
-pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>) {
+/// A handle to a declared index, as scripts hold it (`items.by_category`).
+#[derive(Clone, Copy, Debug)]
+pub struct IndexRef {
+    /// The index's position in the app's declarations, and in `Tables`' indexes.
+    pub id: usize,
+    pub table: TableId,
+}
+
+/// Checks a scan's limit and the call's budgets, as a table scan does.
+fn scan_allowed(limit: i64) -> Fallible<()> {
+    if !(0..=SCAN_ROWS_MAX).contains(&limit) {
+        return Err(api_error(format!(
+            "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
+        )));
+    }
+    if crate::context::deadline_passed() {
+        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
+        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
+    }
+    Ok(())
+}
+
+/// Up to `limit` rows of the index's table, in the index's order between `low` and `high`,
+/// and only those whose entry starts with `prefix` when one is given.
+fn index_rows(
+    index: IndexRef,
+    low: Bound<Key>,
+    high: Bound<Key>,
+    prefix: Option<&Key>,
+    reverse: bool,
+    limit: i64,
+) -> Fallible<Dynamic> {
+    scan_allowed(limit)?;
+    let rows = with_tables(|t| {
+        if index.id >= t.index_count() {
+            return Err("the app's indexes are not built on these tables".to_string());
+        }
+        let range = t.index_entries(index.id).range((low, high));
+        let within = |(entry, _): &(&Key, &Key)| {
+            prefix.is_none_or(|p| entry.as_bytes().starts_with(p.as_bytes()))
+        };
+        let row = |(_, key): (&Key, &Key)| {
+            let fields = t
+                .get(index.table, key)
+                .cloned()
+                .expect("an entry's row exists");
+            Row::new(index.table, key.clone(), fields)
+        };
+        let limit = limit as usize;
+        Ok(if reverse {
+            range
+                .rev()
+                .take_while(within)
+                .take(limit)
+                .map(row)
+                .collect::<Vec<_>>()
+        } else {
+            range.take_while(within).take(limit).map(row).collect()
+        })
+    })
+    .and_then(|rows| rows)
+    .map_err(api_error)?;
+    if !crate::context::take_scan_rows(rows.len() as u64) {
+        let limit = Dynamic::from(crate::engine::SCAN_LIMIT);
+        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
+    }
+    Ok(Dynamic::from_array(
+        rows.into_iter().map(Dynamic::from).collect(),
+    ))
+}
+
+/// `index.find(values, limit)`: the rows whose indexed fields equal `values` (a value, or an
+/// array of them for an index on several fields: a prefix of them finds every row that starts
+/// so), in their keys' order.
+fn index_find(index: IndexRef, values: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
+    let prefix = key_from_dynamic(&values).map_err(api_error)?;
+    let (low, high) = if reverse {
+        (Bound::Unbounded, Bound::Unbounded)
+    } else {
+        (Bound::Included(prefix.clone()), Bound::Unbounded)
+    };
+    if reverse {
+        // Descending: from the end of the prefix's run, found by the first key past it.
+        let mut past = prefix.as_bytes().to_vec();
+        past.push(0xFF);
+        let high = Bound::Excluded(Key::from_encoded(&past));
+        return index_rows(
+            index,
+            Bound::Included(prefix.clone()),
+            high,
+            Some(&prefix),
+            true,
+            limit,
+        );
+    }
+    index_rows(index, low, high, Some(&prefix), false, limit)
+}
+
+/// `index.get(values)` on a unique index: the one row with these values, or `()`.
+fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
+    let entry = key_from_dynamic(&values).map_err(api_error)?;
+    let found = with_tables(|t| {
+        if index.id >= t.index_count() {
+            return Err("the app's indexes are not built on these tables".to_string());
+        }
+        let def = t.index_def(index.id);
+        if !def.unique {
+            return Err(format!(
+                "{}.get(): the index is not unique; find(values, limit) gives every row",
+                def.name
+            ));
+        }
+        Ok(t.index_entries(index.id).get(&entry).map(|key| {
+            (
+                key.clone(),
+                t.get(index.table, key)
+                    .cloned()
+                    .expect("an entry's row exists"),
+            )
+        }))
+    })
+    .and_then(|found| found)
+    .map_err(api_error)?;
+    Ok(found.map_or(Dynamic::UNIT, |(key, fields)| {
+        Dynamic::from(Row::new(index.table, key, fields))
+    }))
+}
+
+fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
+    type D = Dynamic;
+    engine.register_type_with_name::<IndexRef>("Index");
+    for (id, def) in indexes.iter().enumerate() {
+        let (table, name) = (def.table, def.name.clone());
+        engine.register_get(
+            def.name.as_str(),
+            move |t: &mut Table| -> Fallible<IndexRef> {
+                if t.id == table {
+                    Ok(IndexRef { id, table })
+                } else {
+                    Err(api_error(format!("{name} is an index of another table")))
+                }
+            },
+        );
+    }
+    engine.register_fn("scan", |i: &mut IndexRef, lo: D, hi: D, n: i64| {
+        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, None, false, n)
+    });
+    engine.register_fn("scan_rev", |i: &mut IndexRef, lo: D, hi: D, n: i64| {
+        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, None, true, n)
+    });
+    engine.register_fn("find", |i: &mut IndexRef, values: D, n: i64| {
+        index_find(*i, values, n, false)
+    });
+    engine.register_fn("find_rev", |i: &mut IndexRef, values: D, n: i64| {
+        index_find(*i, values, n, true)
+    });
+    engine.register_fn("get", |i: &mut IndexRef, values: D| index_get(*i, values));
+    engine.register_fn("count", |i: &mut IndexRef| -> Fallible<i64> {
+        let id = i.id;
+        with_tables(|t| {
+            if id < t.index_count() {
+                t.index_entries(id).len() as i64
+            } else {
+                0
+            }
+        })
+        .map_err(api_error)
+    });
+}
+
+/// Registers tables, rows, indexes and their functions on `engine`.
+pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>, indexes: &[IndexDef]) {
+    register_indexes(engine, indexes);
     engine.register_type_with_name::<Table>("Table");
     engine.register_type_with_name::<Row>("Row");
     engine.register_type_with_name::<ApiError>("ApiError");

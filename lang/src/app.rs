@@ -19,7 +19,7 @@ use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
 use crate::shape::Declared;
-use crate::tables::{Tables, WriteSet};
+use crate::tables::{IndexDef, Tables, WriteSet};
 use crate::value::{self, RequestFields};
 use crate::world::{self, LogSink, World};
 
@@ -104,6 +104,8 @@ pub struct App {
     log: Option<Arc<dyn LogSink>>,
     /// Which other origins' pages may call the app (the manifest's `"cors"`).
     cors: Option<Cors>,
+    /// The secondary indexes the manifest declares, which the runtime builds on its tables.
+    indexes: Vec<IndexDef>,
 }
 
 /// What the app knows of a function callable as a handler.
@@ -189,7 +191,8 @@ impl App {
             // The file plus the newline after it spans one line per '\n' in the file, plus one.
             line += script.split('\n').count();
         }
-        let engine = engine::build(&schema, &limits);
+        let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
+        let engine = engine::build(&schema, &indexes, &limits);
         let ast = engine.compile(&text).map_err(|e| {
             let (file, line, column) = sources.locate(e.1);
             LoadError::Compile {
@@ -236,6 +239,7 @@ impl App {
             world: World::live(),
             log: None,
             cors,
+            indexes,
         })
     }
 
@@ -246,6 +250,11 @@ impl App {
     }
 
     /// The manifest's `"cors"`, if it has one.
+    /// The manifest's indexes, for [`Tables::set_indexes`] once the rows are loaded.
+    pub fn indexes(&self) -> &[IndexDef] {
+        &self.indexes
+    }
+
     pub fn cors(&self) -> Option<&Cors> {
         self.cors.as_ref()
     }
@@ -600,6 +609,79 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
             let declared = Arc::new(Declared::parse(pattern, entry, path)?);
             let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
             Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared })
+        })
+        .collect()
+}
+
+/// `"indexes": {"by_category": {"table": "items", "fields": ["category"], "unique": false}}`.
+fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<IndexDef>, String> {
+    let shape = "\"indexes\" must be an object of \"name\": {\"table\": \"...\", \"fields\": \
+                 [\"...\", ...], \"unique\": true or false}";
+    if indexes.is_null() {
+        return Ok(Vec::new());
+    }
+    let indexes = indexes.as_object().ok_or(shape)?;
+    indexes
+        .iter()
+        .map(|(name, index)| {
+            let bad = |what: String| format!("index {name:?}: {what}");
+            let index = index.as_object().ok_or_else(|| bad(shape.into()))?;
+            if let Some(key) = index
+                .keys()
+                .find(|k| !["table", "fields", "unique"].contains(&k.as_str()))
+            {
+                return Err(bad(format!("unknown key {key:?}: {shape}")));
+            }
+            if !name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(bad(
+                    "a name must be an identifier (it is a property: items.by_category)".into(),
+                ));
+            }
+            let table_name = index
+                .get("table")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("\"table\" must name a table".into()))?;
+            let table = schema
+                .table_id(table_name)
+                .ok_or_else(|| bad(format!("no table {table_name:?}")))?;
+            let fields: Vec<String> = index
+                .get("fields")
+                .and_then(Value::as_array)
+                .map(|fields| {
+                    fields
+                        .iter()
+                        .filter_map(|f| f.as_str().map(str::to_string))
+                        .collect()
+                })
+                .filter(|fields: &Vec<String>| !fields.is_empty())
+                .ok_or_else(
+                    || bad("\"fields\" must be a list of one or more field names".into()),
+                )?;
+            let slots = fields
+                .iter()
+                .map(|field| {
+                    schema
+                        .field_slot(table, field)
+                        .ok_or_else(|| bad(format!("table {table_name} has no field {field:?}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let unique = match index.get("unique") {
+                None => false,
+                Some(Value::Bool(unique)) => *unique,
+                Some(_) => return Err(bad("\"unique\" must be true or false".into())),
+            };
+            Ok(IndexDef {
+                name: name.clone(),
+                table,
+                slots,
+                fields,
+                unique,
+            })
         })
         .collect()
 }

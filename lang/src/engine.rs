@@ -91,7 +91,11 @@ impl Limits {
 /// Operations between two wall-clock checks (a power of two: the check is a mask).
 const CLOCK_CHECK_OPERATIONS: u64 = 256;
 
-pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
+pub(crate) fn build(
+    schema: &Arc<Schema>,
+    indexes: &[crate::tables::IndexDef],
+    limits: &Limits,
+) -> Engine {
     let mut engine = Engine::new();
     engine.disable_symbol("eval");
     // `Simple` does not evaluate registered functions at compile time (RHAI.md pitfall).
@@ -115,7 +119,7 @@ pub(crate) fn build(schema: &Arc<Schema>, limits: &Limits) -> Engine {
         None
     });
 
-    crate::api::register(&mut engine, schema);
+    crate::api::register(&mut engine, schema, indexes);
     crate::respond::register(&mut engine);
     crate::world::register(&mut engine);
     crate::arith::register(&mut engine);

@@ -254,7 +254,7 @@ fn decode_part(bytes: &[u8]) -> (PartRef<'_>, usize) {
 }
 
 impl Key {
-    fn from_encoded(bytes: &[u8]) -> Key {
+    pub(crate) fn from_encoded(bytes: &[u8]) -> Key {
         if bytes.len() <= INLINE {
             let mut inline = [0u8; INLINE];
             inline[..bytes.len()].copy_from_slice(bytes);

@@ -42,6 +42,6 @@ pub use respond::{has_no_body, Answer, RESERVED_HEADERS};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
 pub use shape::Declared;
-pub use tables::{Change, Tables, WriteSet};
+pub use tables::{Change, IndexDef, Tables, WriteSet};
 pub use value::{to_dynamic, to_json};
 pub use world::{Level, LogLine, LogSink, World, LOG_LINES_PER_CALL_MAX, LOG_LINE_BYTES_MAX};

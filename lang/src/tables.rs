@@ -4,19 +4,87 @@
 //! things per change: an undo entry (the old row, to roll back on throw or limit: RHAI.md point 5,
 //! cheaper than keeping the old root alive) and a [`Change`] (the redo, which the runtime encodes
 //! as the transaction's record). A snapshot is a clone of [`Tables`]: O(1) per table.
+//!
+//! Declared indexes live beside the tables: one persistent map per index from the indexed
+//! fields' values (then the row's key, unless the index is unique) to the row's key. Every row
+//! change keeps them exact, rollback included, but they are never in a [`Change`]: the log and
+//! the checkpoint images hold rows only, and [`Tables::set_indexes`] builds indexes from the
+//! rows at start.
 
 use std::ops::Bound;
+
+use std::sync::Arc;
 
 use imbl::OrdMap;
 
 pub use crate::fields::Fields;
-use crate::key::Key;
+use crate::key::{key_part, Key, KeyPart};
 use crate::schema::TableId;
 
-/// The state of every table.
+/// The state of every table, and of the declared indexes on them.
 #[derive(Clone, Default)]
 pub struct Tables {
     maps: Vec<OrdMap<Key, Fields>>,
+    /// In the order of the app's declarations (an index's id is its position).
+    indexes: Vec<Index>,
+}
+
+/// A secondary index, as the manifest declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexDef {
+    pub name: String,
+    pub table: TableId,
+    /// The indexed fields' slots, in order.
+    pub slots: Vec<usize>,
+    /// Their names, for messages.
+    pub fields: Vec<String>,
+    /// At most one row per combination of values.
+    pub unique: bool,
+}
+
+/// An index's entries. Invariant: exactly one entry per row of `def.table` whose indexed
+/// fields are all set (none `()`), keyed by [`IndexDef::entry_key`], its value the row's key.
+#[derive(Clone)]
+struct Index {
+    def: Arc<IndexDef>,
+    entries: OrdMap<Key, Key>,
+}
+
+impl IndexDef {
+    /// The values of the indexed fields of a row, as the leading parts of its entry's key;
+    /// `None` when one of them is `()` (the row is not in the index, as SQL leaves NULLs out of
+    /// unique constraints).
+    pub fn values(&self, fields: &Fields) -> Result<Option<Vec<KeyPart>>, String> {
+        let mut parts = Vec::with_capacity(self.slots.len() + 1);
+        for (slot, name) in self.slots.iter().zip(&self.fields) {
+            let value = fields.value(*slot);
+            if value.is_unit() {
+                return Ok(None);
+            }
+            let part = key_part(&value).map_err(|_| {
+                format!(
+                    "the index {} orders rows by {name}, which must be an integer, a string or \
+                     (), not {}",
+                    self.name,
+                    value.type_name()
+                )
+            })?;
+            parts.push(part);
+        }
+        Ok(Some(parts))
+    }
+
+    /// The key of a row's entry: its indexed values, then (unless unique) its own key's parts,
+    /// so that rows with equal values are distinct entries in key order.
+    pub fn entry_key(&self, key: &Key, fields: &Fields) -> Result<Option<Key>, String> {
+        let Some(mut parts) = self.values(fields)? else {
+            return Ok(None);
+        };
+        if !self.unique {
+            parts.extend(key.parts());
+        }
+        Ok(Some(Key::from_parts(parts)))
+    }
 }
 
 /// One effect of a write handler, in the order it happened.
@@ -75,7 +143,106 @@ impl Tables {
     pub fn new(table_count: usize) -> Tables {
         Tables {
             maps: vec![OrdMap::new(); table_count],
+            indexes: Vec::new(),
         }
+    }
+
+    /// Replaces the indexes with `defs`, each built from the rows: at start, once the rows are
+    /// recovered (an index dropped from the manifest is simply not given again). An error
+    /// names the first row an index cannot hold (a value it cannot order, a duplicate in a
+    /// unique index); the tables are then left without indexes.
+    pub fn set_indexes(&mut self, defs: Vec<IndexDef>) -> Result<(), String> {
+        self.indexes.clear();
+        let mut built = Vec::with_capacity(defs.len());
+        for def in defs {
+            let mut entries = OrdMap::new();
+            for (key, fields) in &self.maps[def.table as usize] {
+                let Some(entry) = def
+                    .entry_key(key, fields)
+                    .map_err(|e| format!("row {}: {e}", key.to_json()))?
+                else {
+                    continue;
+                };
+                if let Some(other) = entries.insert(entry, key.clone()) {
+                    return Err(duplicate(&def, &other, key));
+                }
+            }
+            built.push(Index {
+                def: Arc::new(def),
+                entries,
+            });
+        }
+        self.indexes = built;
+        Ok(())
+    }
+
+    pub fn index_count(&self) -> usize {
+        self.indexes.len()
+    }
+
+    /// The id of the index called `name`.
+    pub fn index_id(&self, name: &str) -> Option<usize> {
+        self.indexes.iter().position(|index| index.def.name == name)
+    }
+
+    pub fn index_def(&self, index: usize) -> &IndexDef {
+        &self.indexes[index].def
+    }
+
+    /// The entries of an index: entry key to row key.
+    pub fn index_entries(&self, index: usize) -> &OrdMap<Key, Key> {
+        &self.indexes[index].entries
+    }
+
+    /// Moves the entries of row `key` of `table` from what `old` makes them to what `new` does.
+    /// With `check`, refuses (changing nothing) a value an index cannot order or a duplicate in
+    /// a unique index; without, the caller knows the values were indexed before.
+    fn reindex(
+        &mut self,
+        table: TableId,
+        key: &Key,
+        old: Option<&Fields>,
+        new: Option<&Fields>,
+        check: bool,
+    ) -> Result<(), String> {
+        if self.indexes.is_empty() {
+            return Ok(());
+        }
+        let mut moves = Vec::new();
+        for (at, index) in self.indexes.iter().enumerate() {
+            if index.def.table != table {
+                continue;
+            }
+            let entry = |fields: Option<&Fields>| match fields {
+                Some(fields) => index.def.entry_key(key, fields),
+                None => Ok(None),
+            };
+            let before = entry(old).unwrap_or(None);
+            let after = match entry(new) {
+                Ok(after) => after,
+                Err(error) if check => return Err(error),
+                Err(_) => None,
+            };
+            if before == after {
+                continue;
+            }
+            if let (true, Some(after)) = (check && index.def.unique, &after) {
+                if let Some(other) = index.entries.get(after).filter(|other| *other != key) {
+                    return Err(duplicate(&index.def, other, key));
+                }
+            }
+            moves.push((at, before, after));
+        }
+        for (at, before, after) in moves {
+            let entries = &mut self.indexes[at].entries;
+            if let Some(before) = before {
+                entries.remove(&before);
+            }
+            if let Some(after) = after {
+                entries.insert(after, key.clone());
+            }
+        }
+        Ok(())
     }
 
     pub fn table_count(&self) -> usize {
@@ -148,6 +315,14 @@ impl Tables {
                 return Err("insert: a row with this key exists (use put to replace it)".into());
             }
         }
+        if let Err(error) = self.reindex(table, &key, old.as_ref(), Some(&fields), true) {
+            let map = &mut self.maps[table as usize];
+            match old {
+                Some(old) => map.insert(key, old),
+                None => map.remove(&key),
+            };
+            return Err(error);
+        }
         writes.undo.push(Undo {
             table,
             key: key.clone(),
@@ -179,6 +354,10 @@ impl Tables {
             _ => slot.merge(fields, mask),
         };
         let old = std::mem::replace(slot, new.clone());
+        if let Err(error) = self.reindex(table, key, Some(&old), Some(&new), true) {
+            self.maps[table as usize].insert(key.clone(), old);
+            return Err(error);
+        }
         writes.undo.push(Undo {
             table,
             key: key.clone(),
@@ -197,6 +376,8 @@ impl Tables {
         let Some(old) = self.maps[table as usize].remove(&key) else {
             return false;
         };
+        self.reindex(table, &key, Some(&old), None, false)
+            .expect("removing entries cannot fail");
         writes.undo.push(Undo {
             table,
             key: key.clone(),
@@ -210,20 +391,27 @@ impl Tables {
     pub fn roll_back(&mut self, writes: &mut WriteSet) {
         for undo in writes.undo.drain(..).rev() {
             let map = &mut self.maps[undo.table as usize];
-            match undo.old {
-                Some(old) => {
-                    map.insert(undo.key, old);
-                }
-                None => {
-                    map.remove(&undo.key);
-                }
-            }
+            let now = match &undo.old {
+                Some(old) => map.insert(undo.key.clone(), old.clone()),
+                None => map.remove(&undo.key),
+            };
+            // The entries go back to what the old row made them, which were in the index.
+            self.reindex(
+                undo.table,
+                &undo.key,
+                now.as_ref(),
+                undo.old.as_ref(),
+                false,
+            )
+            .expect("restoring entries cannot fail");
         }
         writes.changes.clear();
     }
 
-    /// Applies a change from the log during recovery (no undo, no write set).
+    /// Applies a change from the log during recovery (no undo, no write set). Indexes are
+    /// not kept: recovery runs before [`Tables::set_indexes`] builds them.
     pub fn apply(&mut self, change: Change) {
+        debug_assert!(self.indexes.is_empty(), "indexes are built after recovery");
         match change {
             Change::Put { table, key, fields } => {
                 self.maps[table as usize].insert(key, fields);
@@ -246,4 +434,14 @@ impl Tables {
             }
         }
     }
+}
+
+fn duplicate(def: &IndexDef, other: &Key, key: &Key) -> String {
+    format!(
+        "the unique index {} already holds a row with these {}: {} (this row: {})",
+        def.name,
+        def.fields.join(", "),
+        other.to_json(),
+        key.to_json()
+    )
 }

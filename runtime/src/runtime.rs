@@ -73,6 +73,9 @@ pub enum OpenError {
     Thread(std::io::Error),
     /// A salvage that would change the directory it saves from.
     Salvage(String),
+    /// A declared index cannot be built from the rows (a duplicate in a unique index, a value
+    /// it cannot order).
+    Index(String),
 }
 
 impl fmt::Display for OpenError {
@@ -89,6 +92,11 @@ impl fmt::Display for OpenError {
             ),
             OpenError::Thread(e) => write!(f, "cannot start the owner threads: {e}"),
             OpenError::Salvage(reason) => write!(f, "cannot salvage: {reason}"),
+            OpenError::Index(reason) => write!(
+                f,
+                "cannot build the app's indexes from the rows: {reason}; change the rows or \
+                 the index declaration in app.json"
+            ),
         }
     }
 }
@@ -276,7 +284,8 @@ impl Runtime {
                 cut.bytes, cut.position, cut.reason
             );
         }
-        let state = recover(&app, &recovered)?;
+        let mut state = recover(&app, &recovered)?;
+        build_indexes(&app, &mut state.tables)?;
         let recovery = state.report;
         let store = recovered.store;
         if options.sync == SyncMode::None {
@@ -476,4 +485,36 @@ fn unavailable(reason: &str) -> HandlerError {
     HandlerError::Unavailable {
         reason: reason.to_string(),
     }
+}
+
+/// Builds the app's declared indexes from the recovered rows (they are never logged), with a
+/// line per index: at a redeploy that adds one, this is where it comes to exist.
+fn build_indexes(app: &App, tables: &mut Tables) -> Result<(), OpenError> {
+    if app.indexes().is_empty() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let rows: usize = app.indexes().iter().map(|def| tables.len(def.table)).sum();
+    eprintln!(
+        "pure-runtime: building {} index(es) from {rows} rows",
+        app.indexes().len()
+    );
+    tables
+        .set_indexes(app.indexes().to_vec())
+        .map_err(OpenError::Index)?;
+    for (id, def) in app.indexes().iter().enumerate() {
+        eprintln!(
+            "pure-runtime: index {} on {}({}){}: {} entries",
+            def.name,
+            app.schema().table(def.table).name,
+            def.fields.join(", "),
+            if def.unique { ", unique" } else { "" },
+            tables.index_entries(id).len()
+        );
+    }
+    eprintln!(
+        "pure-runtime: indexes built in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(())
 }

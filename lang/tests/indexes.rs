@@ -1,0 +1,267 @@
+//! Declared indexes: kept exact by every kind of write, by rollbacks (a throw, a unique
+//! violation, a failed insert), compiled and in Rhai, against a model kept by hand; and what a
+//! manifest may declare.
+
+use std::collections::BTreeMap;
+
+use pure_lang::{App, Limits, Request, Tables, WriteSet};
+use serde_json::{json, Value};
+
+const MANIFEST: &str = r#"{
+  "name": "shop",
+  "routes": {},
+  "tables": { "items": ["category", "sku", "qty"] },
+  "indexes": {
+    "by_category": { "table": "items", "fields": ["category"] },
+    "by_sku": { "table": "items", "fields": ["sku"], "unique": true }
+  }
+}"#;
+
+const SCRIPT: &str = r#"
+fn op(req) {
+    let b = req.body;
+    if b.op == "put" {
+        items.put(b.id, #{ category: b.cat, sku: b.sku, qty: 1 });
+    } else if b.op == "insert" {
+        items.insert(b.id, #{ category: b.cat, sku: b.sku, qty: 1 });
+    } else if b.op == "update" {
+        let row = items.get(b.id);
+        if row != () { row.category = b.cat; row.sku = b.sku; row.save(); }
+    } else if b.op == "qty" {
+        let row = items.get(b.id);
+        if row != () { row.qty += 1; row.save(); }
+    } else {
+        items.delete(b.id);
+    }
+    if b.fail { throw "rolled back"; }
+}
+fn entries(req) {
+    let out = [];
+    for row in items.by_category.scan((), (), 10000) { out.push([row.category, row.key]); }
+    out
+}
+fn find(req) { items.by_category.find(req.body.cat, 10000).map(|row| row.key) }
+fn find_rev(req) { items.by_category.find_rev(req.body.cat, 2).map(|row| row.key) }
+fn sku(req) { let row = items.by_sku.get(req.body.sku); if row == () { () } else { row.key } }
+fn counts(req) { [items.by_category.count(), items.by_sku.count()] }
+"#;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Item {
+    category: Option<String>,
+    sku: Option<i64>,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn request(body: Value) -> Request {
+    Request {
+        body: pure_lang::to_dynamic(&body),
+        ..Request::default()
+    }
+}
+
+#[test]
+fn indexes_stay_exact_under_random_writes_throws_and_unique_violations() {
+    let seed = std::env::var("PURE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1dea_u64);
+    eprintln!("indexes: seed {seed}");
+    for interpreted in [false, true] {
+        let mut app = App::from_sources(
+            MANIFEST,
+            vec![("shop.rhai".into(), SCRIPT.into())],
+            Limits::default(),
+        )
+        .expect("loads");
+        app.set_interpreted(interpreted);
+        let mut tables = Tables::new(app.schema().tables.len());
+        tables
+            .set_indexes(app.indexes().to_vec())
+            .expect("empty tables index");
+        let mut writes = WriteSet::default();
+        let mut model: BTreeMap<i64, Item> = BTreeMap::new();
+        let mut rng = Rng(seed | 1);
+        let (mut refused, mut thrown) = (0, 0);
+        for step in 0..3000 {
+            let id = rng.below(40) as i64;
+            let cat = ["a", "b", "c"]
+                .get(rng.below(4) as usize)
+                .map(|c| c.to_string());
+            let sku = (rng.below(5) != 0).then(|| rng.below(60) as i64);
+            let op = ["put", "insert", "update", "qty", "delete"][rng.below(5) as usize];
+            let fail = rng.below(8) == 0;
+            let body = json!({"op": op, "id": id, "cat": cat, "sku": sku, "fail": fail});
+            let result = app.run_write("op", &request(body.clone()), &mut tables, &mut writes);
+            writes.clear();
+            // The model: what the write does when it commits.
+            let mut next = model.clone();
+            let new = Item {
+                category: cat.clone(),
+                sku,
+            };
+            match op {
+                "put" => {
+                    next.insert(id, new);
+                }
+                "insert" if !model.contains_key(&id) => {
+                    next.insert(id, new);
+                }
+                "update" => {
+                    if let Some(item) = next.get_mut(&id) {
+                        *item = new;
+                    }
+                }
+                "delete" => {
+                    next.remove(&id);
+                }
+                _ => {}
+            }
+            let duplicate_sku = next.iter().any(|(k, item)| {
+                item.sku.is_some()
+                    && next
+                        .iter()
+                        .any(|(j, other)| j != k && other.sku == item.sku)
+            });
+            let insert_conflict = op == "insert" && model.contains_key(&id);
+            let commits = !fail && !duplicate_sku && !insert_conflict;
+            assert_eq!(result.is_ok(), commits, "step {step}: {body} -> {result:?}");
+            if commits {
+                model = next;
+            } else if duplicate_sku && !insert_conflict {
+                refused += 1;
+                let message = result.expect_err("refused").to_json()["error"].to_string();
+                assert!(message.contains("unique index by_sku"), "{message}");
+            } else {
+                thrown += 1;
+            }
+
+            let read = |tables: &mut Tables, writes: &mut WriteSet, handler: &str, body: Value| {
+                let answer = app.run_write(handler, &request(body), tables, writes);
+                writes.clear();
+                answer.expect("a read runs").body
+            };
+            let mut expected: Vec<(String, i64)> = model
+                .iter()
+                .filter_map(|(k, item)| item.category.clone().map(|c| (c, *k)))
+                .collect();
+            expected.sort();
+            let expected: Vec<Value> = expected.iter().map(|(c, k)| json!([c, k])).collect();
+            assert_eq!(
+                read(&mut tables, &mut writes, "entries", json!({})),
+                json!(expected),
+                "step {step}: the category index after {body}"
+            );
+            let probe = ["a", "b", "c"][rng.below(3) as usize];
+            let in_category: Vec<i64> = model
+                .iter()
+                .filter(|(_, item)| item.category.as_deref() == Some(probe))
+                .map(|(k, _)| *k)
+                .collect();
+            assert_eq!(
+                read(&mut tables, &mut writes, "find", json!({"cat": probe})),
+                json!(in_category)
+            );
+            let newest: Vec<i64> = in_category.iter().rev().take(2).copied().collect();
+            assert_eq!(
+                read(&mut tables, &mut writes, "find_rev", json!({"cat": probe})),
+                json!(newest)
+            );
+            let wanted = rng.below(60) as i64;
+            let owner = model
+                .iter()
+                .find(|(_, item)| item.sku == Some(wanted))
+                .map(|(k, _)| *k);
+            assert_eq!(
+                read(&mut tables, &mut writes, "sku", json!({"sku": wanted})),
+                json!(owner)
+            );
+            let with_sku = model.values().filter(|item| item.sku.is_some()).count();
+            assert_eq!(
+                read(&mut tables, &mut writes, "counts", json!({})),
+                json!([expected.len(), with_sku])
+            );
+        }
+        eprintln!("indexes (interpreted: {interpreted}): {refused} unique violations, {thrown} other rollbacks");
+        assert!(refused > 20 && thrown > 100, "{refused} {thrown}");
+
+        // Built from the rows, the indexes are the ones the writes kept.
+        let mut rebuilt = tables.clone();
+        rebuilt
+            .set_indexes(app.indexes().to_vec())
+            .expect("the rows index");
+        for id in 0..app.indexes().len() {
+            let kept: Vec<_> = tables.index_entries(id).iter().collect();
+            let built: Vec<_> = rebuilt.index_entries(id).iter().collect();
+            assert_eq!(kept, built);
+        }
+    }
+}
+
+#[test]
+fn a_declaration_that_cannot_hold_is_a_load_error_and_bad_rows_fail_the_build() {
+    let load = |indexes: &str| {
+        let manifest = format!(
+            r#"{{"name": "x", "routes": {{}}, "tables": {{"items": ["a", "b"]}}, "indexes": {indexes}}}"#
+        );
+        App::from_sources(
+            &manifest,
+            vec![("x.rhai".into(), String::new())],
+            Limits::default(),
+        )
+    };
+    for (indexes, says) in [
+        (
+            r#"{"i": {"table": "nope", "fields": ["a"]}}"#,
+            "no table \"nope\"",
+        ),
+        (
+            r#"{"i": {"table": "items", "fields": ["c"]}}"#,
+            "no field \"c\"",
+        ),
+        (
+            r#"{"i": {"table": "items", "fields": []}}"#,
+            "one or more field names",
+        ),
+        (
+            r#"{"i": {"table": "items", "fields": ["a"], "uniq": true}}"#,
+            "unknown key \"uniq\"",
+        ),
+        (
+            r#"{"bad-name": {"table": "items", "fields": ["a"]}}"#,
+            "identifier",
+        ),
+    ] {
+        let error = load(indexes).err().expect(indexes).to_string();
+        assert!(error.contains(says), "{indexes}: {error}");
+    }
+    let app =
+        load(r#"{"by_a": {"table": "items", "fields": ["a"], "unique": true}}"#).expect("loads");
+    let mut tables = Tables::new(1);
+    let mut writes = WriteSet::default();
+    for (key, a) in [(1, json!(5)), (2, json!(5))] {
+        tables
+            .put(
+                &mut writes,
+                0,
+                pure_lang::Key::int(key),
+                pure_lang::Fields::from_values(&[pure_lang::to_dynamic(&a)]),
+                false,
+            )
+            .expect("no indexes yet");
+    }
+    let error = tables
+        .set_indexes(app.indexes().to_vec())
+        .expect_err("two rows with a = 5");
+    assert!(error.contains("unique index by_a"), "{error}");
+    assert_eq!(tables.index_count(), 0);
+}
