@@ -125,3 +125,120 @@ fn transfers_keep_the_sum_exact_refusals_write_nothing_and_kill_9_loses_nothing(
     );
     server.stop();
 }
+
+/// The ledger's app directory, copied with `edit` applied to its manifest.
+fn ledger_copy(into: &std::path::Path, edit: impl FnOnce(&mut Value)) -> std::path::PathBuf {
+    let app = into.join("ledger");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    let source = repo_path("apps/ledger");
+    std::fs::copy(source.join("ledger.rhai"), app.join("ledger.rhai")).expect("copy");
+    let text = std::fs::read_to_string(source.join("app.json")).expect("manifest");
+    let mut manifest: Value = serde_json::from_str(&text).expect("json");
+    edit(&mut manifest);
+    std::fs::write(app.join("app.json"), manifest.to_string()).expect("write");
+    app
+}
+
+/// What the indexes answer, for every owner and account, and what they should answer from
+/// the rows alone.
+fn index_answers(client: &mut Client, owners: &[String], accounts: i64) -> (Value, Value) {
+    let mut by_index = Vec::new();
+    let mut by_rows = Vec::new();
+    for owner in owners {
+        by_index.push(client.get(&format!("/accounts?owner={}", owner.replace(' ', "+"))).json());
+        let mine: Vec<Value> = (1..=accounts)
+            .map(|id| client.get(&format!("/accounts/{id}")).json())
+            .filter(|account| account["owner"] == json!(owner))
+            .collect();
+        by_rows.push(json!(mine));
+    }
+    let all = client.get("/transfers?limit=1000").json();
+    for id in 1..=accounts {
+        by_index.push(client.get(&format!("/accounts/{id}/transfers?limit=1000")).json());
+        let mine: Vec<Value> = all
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter(|t| t["from"] == json!(id) || t["to"] == json!(id))
+            .cloned()
+            .collect();
+        by_rows.push(json!(mine));
+    }
+    (json!(by_index), json!(by_rows))
+}
+
+#[test]
+fn indexes_are_built_at_a_redeploy_that_adds_them_dropped_by_one_that_does_not_and_survive_kill_9() {
+    let seed = seed("ledger_indexes");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dirs = tempfile::tempdir().expect("tempdir");
+    let data = dirs.path().join("data");
+    let without = ledger_copy(&dirs.path().join("v1"), |manifest| {
+        let manifest = manifest.as_object_mut().expect("an object");
+        manifest.remove("indexes");
+        let routes = manifest["routes"].as_object_mut().expect("routes");
+        routes.remove("GET /accounts");
+        routes.remove("GET /accounts/{id:int}/transfers");
+    });
+    let with = ledger_copy(&dirs.path().join("v2"), |_| {});
+    let owners: Vec<String> = ["ann", "bob", "cy dee"].map(String::from).to_vec();
+
+    // Version 1 has no indexes: accounts and transfers are only rows.
+    let server = Launch::new(&without, &data).start();
+    let mut client = server.client();
+    let accounts = 9;
+    for id in 0..accounts {
+        let owner = &owners[id as usize % owners.len()];
+        let opened = client.post("/accounts", &json!({"owner": owner, "deposit": 500}));
+        assert_eq!(opened.status, 201, "{}", opened.text());
+    }
+    let transfer = |client: &mut Client, rng: &mut StdRng| {
+        let from = rng.random_range(1..=accounts);
+        let to = from % accounts + 1;
+        let amount = rng.random_range(1..=100);
+        let answer = client.post("/transfers", &json!({"from": from, "to": to, "amount": amount}));
+        assert!([201, 409].contains(&answer.status), "{}", answer.text());
+    };
+    for _ in 0..60 {
+        transfer(&mut client, &mut rng);
+    }
+    // Only POST /accounts exists yet.
+    assert_eq!(client.get("/accounts?owner=ann").status, 405);
+    server.stop();
+
+    // Version 2 declares them: built from the rows at start, with a line each.
+    let server = Launch::new(&with, &data).start();
+    let mut client = server.client();
+    let (by_index, by_rows) = index_answers(&mut client, &owners, accounts);
+    assert_eq!(by_index, by_rows);
+    assert!(by_index[0].as_array().is_some_and(|a| a.len() == 3));
+    let stderr = server.stderr_text();
+    assert!(
+        stderr.contains("index by_owner on accounts(owner): 9 entries"),
+        "{stderr}"
+    );
+
+    // Kept by the writes that follow, and rebuilt after kill -9.
+    for _ in 0..60 {
+        transfer(&mut client, &mut rng);
+    }
+    let opened = client.post("/accounts", &json!({"owner": "bob", "deposit": 1}));
+    assert_eq!(opened.status, 201);
+    let accounts = accounts + 1;
+    let (by_index, by_rows) = index_answers(&mut client, &owners, accounts);
+    assert_eq!(by_index, by_rows);
+    server.signal(libc::SIGKILL);
+    drop(server);
+    let server = Launch::new(&with, &data).start();
+    let mut client = server.client();
+    let after = index_answers(&mut client, &owners, accounts);
+    assert_eq!(after, (by_index.clone(), by_index));
+    server.stop();
+
+    // A redeploy without them forgets them: nothing of them was ever stored.
+    let server = Launch::new(&without, &data).start();
+    assert!(!server.stderr_text().contains("index by_owner"));
+    let mut client = server.client();
+    assert_eq!(client.get("/accounts/10").json()["owner"], json!("bob"));
+    server.stop();
+}
