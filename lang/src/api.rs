@@ -327,13 +327,11 @@ fn scan_allowed(limit: i64) -> Fallible<()> {
     Ok(())
 }
 
-/// Up to `limit` rows of the index's table, in the index's order between `low` and `high`,
-/// and only those whose entry starts with `prefix` when one is given.
+/// Up to `limit` rows of the index's table, in the index's order between `low` and `high`.
 fn index_rows(
     index: IndexRef,
     low: Bound<Key>,
     high: Bound<Key>,
-    prefix: Option<&Key>,
     reverse: bool,
     limit: i64,
 ) -> Fallible<Dynamic> {
@@ -343,9 +341,6 @@ fn index_rows(
             return Err("the app's indexes are not built on these tables".to_string());
         }
         let range = t.index_entries(index.id).range((low, high));
-        let within = |(entry, _): &(&Key, &Key)| {
-            prefix.is_none_or(|p| entry.as_bytes().starts_with(p.as_bytes()))
-        };
         let row = |(_, key): (&Key, &Key)| {
             let fields = t
                 .get(index.table, key)
@@ -355,14 +350,9 @@ fn index_rows(
         };
         let limit = limit as usize;
         Ok(if reverse {
-            range
-                .rev()
-                .take_while(within)
-                .take(limit)
-                .map(row)
-                .collect::<Vec<_>>()
+            range.rev().take(limit).map(row).collect::<Vec<_>>()
         } else {
-            range.take_while(within).take(limit).map(row).collect()
+            range.take(limit).map(row).collect()
         })
     })
     .and_then(|rows| rows)
@@ -376,31 +366,20 @@ fn index_rows(
     ))
 }
 
+const NOT_BUILT: &str = "the app's indexes are not built on these tables";
+
 /// `index.find(values, limit)`: the rows whose indexed fields equal `values` (a value, or an
 /// array of them for an index on several fields: a prefix of them finds every row that starts
 /// so), in their keys' order.
 fn index_find(index: IndexRef, values: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
     let prefix = key_from_dynamic(&values).map_err(api_error)?;
-    let (low, high) = if reverse {
-        (Bound::Unbounded, Bound::Unbounded)
-    } else {
-        (Bound::Included(prefix.clone()), Bound::Unbounded)
-    };
-    if reverse {
-        // Descending: from the end of the prefix's run, found by the first key past it.
-        let mut past = prefix.as_bytes().to_vec();
-        past.push(0xFF);
-        let high = Bound::Excluded(Key::from_encoded(&past));
-        return index_rows(
-            index,
-            Bound::Included(prefix.clone()),
-            high,
-            Some(&prefix),
-            true,
-            limit,
-        );
-    }
-    index_rows(index, low, high, Some(&prefix), false, limit)
+    // The entries that start with the parts of `prefix` are the range [prefix, prefix + FF):
+    // every part starts with a code below FF. Comparing bytes alone would not do: a string
+    // with a NUL after the same text (`00 FF` escaped) starts with the same bytes.
+    let mut past = prefix.as_bytes().to_vec();
+    past.push(0xFF);
+    let high = Bound::Excluded(Key::from_encoded(&past));
+    index_rows(index, Bound::Included(prefix), high, reverse, limit)
 }
 
 /// `index.get(values)` on a unique index: the one row with these values, or `()`.
@@ -408,7 +387,7 @@ fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
     let entry = key_from_dynamic(&values).map_err(api_error)?;
     let found = with_tables(|t| {
         if index.id >= t.index_count() {
-            return Err("the app's indexes are not built on these tables".to_string());
+            return Err(NOT_BUILT.to_string());
         }
         let def = t.index_def(index.id);
         if !def.unique {
@@ -450,10 +429,10 @@ fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
         );
     }
     engine.register_fn("scan", |i: &mut IndexRef, lo: D, hi: D, n: i64| {
-        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, None, false, n)
+        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, false, n)
     });
     engine.register_fn("scan_rev", |i: &mut IndexRef, lo: D, hi: D, n: i64| {
-        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, None, true, n)
+        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, true, n)
     });
     engine.register_fn("find", |i: &mut IndexRef, values: D, n: i64| {
         index_find(*i, values, n, false)
@@ -464,13 +443,11 @@ fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
     engine.register_fn("get", |i: &mut IndexRef, values: D| index_get(*i, values));
     engine.register_fn("count", |i: &mut IndexRef| -> Fallible<i64> {
         let id = i.id;
-        with_tables(|t| {
-            if id < t.index_count() {
-                t.index_entries(id).len() as i64
-            } else {
-                0
-            }
+        with_tables(|t| match id < t.index_count() {
+            true => Ok(t.index_entries(id).len() as i64),
+            false => Err(NOT_BUILT.to_string()),
         })
+        .and_then(|count| count)
         .map_err(api_error)
     });
 }

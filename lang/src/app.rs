@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rhai::{ASTNode, CallFnOptions, Dynamic, Engine, Expr, ImmutableString, Position, Scope, AST};
+use rhai::{
+    ASTNode, CallFnOptions, Dynamic, Engine, Expr, ImmutableString, Position, Scope, Stmt, AST,
+};
 use serde_json::Value;
 
 use crate::body::BodyError;
@@ -722,6 +724,12 @@ fn request_fields(ast: &AST, name: &str) -> RequestFields {
     };
     let mut fields = RequestFields::NONE;
     alone.walk(&mut |path: &[ASTNode]| {
+        // Rhai's walk does not visit the value of `break value`: whatever it holds, assume
+        // the whole request.
+        if let Some(ASTNode::Stmt(Stmt::BreakLoop(Some(_), ..))) = path.last() {
+            fields = RequestFields::ALL;
+            return true;
+        }
         let Some(ASTNode::Expr(node @ Expr::Variable(variable, ..))) = path.last() else {
             return true;
         };
@@ -796,6 +804,7 @@ fn passed_on(request) { helper(request) }
 fn helper(r) { r.method }
 fn counted(request) { request.len() }
 fn computed(request) { let k = "pe" + "er"; request[k] }
+fn via_break(request) { let r = loop { break request; }; r.method }
 "#;
         let app = App::from_sources(
             MANIFEST,
@@ -811,7 +820,7 @@ fn computed(request) { let k = "pe" + "er"; request[k] }
         };
         assert_eq!(fields("body_only"), named(&["body"]));
         assert_eq!(fields("headers_and_id"), named(&["headers", "id"]));
-        for all in ["whole", "passed_on", "counted", "computed"] {
+        for all in ["whole", "passed_on", "counted", "computed", "via_break"] {
             assert_eq!(fields(all), RequestFields::ALL, "{all}");
         }
         let head = Head {
@@ -844,6 +853,7 @@ fn computed(request) { let k = "pe" + "er"; request[k] }
         assert_eq!(run("passed_on"), serde_json::json!("POST"));
         assert_eq!(run("counted"), serde_json::json!(8));
         assert_eq!(run("computed"), serde_json::json!("127.0.0.1"));
+        assert_eq!(run("via_break"), serde_json::json!("POST"));
     }
 
     /// A panic inside a call comes back as `Panicked` naming the handler; the write's change is

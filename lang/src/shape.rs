@@ -161,6 +161,7 @@ impl Declared {
                 match (&shape.default, shape.optional) {
                     (Some(default), _) => query.push((name.clone(), default.clone())),
                     (None, true) => {}
+                    (None, false) if matches!(shape.kind, Kind::Any) => {}
                     (None, false) => {
                         return Err(format!(
                             "the query parameter {name} is required: {}",
@@ -584,6 +585,8 @@ impl Shape {
                     _ => refuse(),
                 }
             }
+            // As for an integer, no sign but `-`.
+            Kind::Float { .. } if text.starts_with('+') => refuse(),
             Kind::Float { min, max } => match text.parse::<f64>() {
                 Ok(n) if n.is_finite() && !outside(n, *min, *max) => Ok(Dynamic::from_float(n)),
                 _ => refuse(),
@@ -766,6 +769,11 @@ mod tests {
                 );
             }
         }
+        let mut query = vec![("f".to_string(), Dynamic::from("+5"))];
+        assert_eq!(
+            d.check_query(&mut query),
+            Err("f must be a number, not \"+5\"".into())
+        );
         let mut query = vec![("b".to_string(), Dynamic::from("yes"))];
         assert_eq!(
             d.check_query(&mut query),
@@ -779,6 +787,9 @@ mod tests {
             d.check_params(&mut params),
             Err("id must be an integer, not \"x\"".into())
         );
+        let entry = serde_json::json!({"handler": "h", "query": {"a": "any"}});
+        let d = Declared::parse("GET /x", &entry, "/x").expect("ok");
+        assert_eq!(d.check_query(&mut Vec::new()), Ok(()), "any may be absent");
         let entry = serde_json::json!({"handler": "h", "query": {"n": "int"}});
         let d = Declared::parse("GET /x", &entry, "/x").expect("ok");
         assert_eq!(

@@ -56,10 +56,14 @@ impl IndexDef {
     /// unique constraints).
     pub fn values(&self, fields: &Fields) -> Result<Option<Vec<KeyPart>>, String> {
         let mut parts = Vec::with_capacity(self.slots.len() + 1);
+        let mut unset = false;
         for (slot, name) in self.slots.iter().zip(&self.fields) {
             let value = fields.value(*slot);
+            // Every field is checked, set or not: whether a value may be stored must not
+            // depend on its neighbours.
             if value.is_unit() {
-                return Ok(None);
+                unset = true;
+                continue;
             }
             let part = key_part(&value).map_err(|_| {
                 format!(
@@ -71,7 +75,7 @@ impl IndexDef {
             })?;
             parts.push(part);
         }
-        Ok(Some(parts))
+        Ok((!unset).then_some(parts))
     }
 
     /// The key of a row's entry: its indexed values, then (unless unique) its own key's parts,

@@ -265,3 +265,33 @@ fn a_declaration_that_cannot_hold_is_a_load_error_and_bad_rows_fail_the_build() 
     assert!(error.contains("unique index by_a"), "{error}");
     assert_eq!(tables.index_count(), 0);
 }
+
+/// `find` takes the rows whose value is the one asked for, not every value that starts with
+/// its bytes: a string with a NUL after the same text encodes with the same first bytes.
+#[test]
+fn find_matches_whole_values_only() {
+    let app = App::from_sources(
+        MANIFEST,
+        vec![("shop.rhai".into(), SCRIPT.into())],
+        Limits::default(),
+    )
+    .expect("loads");
+    let mut tables = Tables::new(1);
+    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
+    let mut writes = WriteSet::default();
+    let mut call = |handler: &str, body: Value| {
+        let answer = app.run_write(handler, &request(body), &mut tables, &mut writes);
+        writes.clear();
+        answer.expect("runs").body
+    };
+    for (id, cat) in [(1, "ab"), (2, "ab\u{0}x"), (3, "abc"), (4, "a")] {
+        call(
+            "op",
+            json!({"op": "put", "id": id, "cat": cat, "sku": id, "fail": false}),
+        );
+    }
+    assert_eq!(call("find", json!({"cat": "ab"})), json!([1]));
+    assert_eq!(call("find_rev", json!({"cat": "ab"})), json!([1]));
+    assert_eq!(call("find", json!({"cat": "ab\u{0}x"})), json!([2]));
+    assert_eq!(call("find", json!({"cat": "a"})), json!([4]));
+}

@@ -131,3 +131,45 @@ fn edge_values_round_trip_byte_for_byte() {
     assert_eq!(all["a"].as_array().unwrap().len(), a_lines.len(), "{all}");
     rt.shutdown();
 }
+
+/// Rows that a declared unique index refuses are not imported: the server builds its indexes
+/// from the rows at start and would not open the directory.
+#[test]
+fn an_import_that_a_unique_index_refuses_writes_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("app");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("app.json"),
+        r#"{"name": "t", "routes": {"GET /n": "n"}, "tables": {"users": ["email"]},
+            "indexes": {"by_email": {"table": "users", "fields": ["email"], "unique": true}}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("main.rhai"), "fn n(request) { users.count() }").unwrap();
+    let input = root.path().join("users.jsonl");
+    let rows = |second: &str| {
+        format!("{{\"key\": 1, \"row\": {{\"email\": \"a@x\"}}}}\n{{\"key\": 2, \"row\": {{\"email\": \"{second}\"}}}}\n")
+    };
+    std::fs::write(&input, rows("a@x")).unwrap();
+    let data = root.path().join("data");
+    let app = App::load(&dir).unwrap();
+    let error = import(
+        &app,
+        &data,
+        std::slice::from_ref(&input),
+        &options(),
+        &Progress::default(),
+    )
+    .expect_err("a duplicate email");
+    assert!(
+        error.to_string().contains("unique index by_email"),
+        "{error}"
+    );
+    assert!(!data.exists(), "nothing written, not even the directory");
+
+    std::fs::write(&input, rows("b@x")).unwrap();
+    import(&app, &data, &[input], &options(), &Progress::default()).expect("distinct emails");
+    let runtime = Runtime::open(App::load(&dir).unwrap(), &data, RuntimeOptions::default())
+        .expect("opens, with its index");
+    runtime.shutdown();
+}

@@ -870,6 +870,10 @@ fn scoreboard(args: &Args) -> anyhow::Result<()> {
         body(json!({"player": format!("player-{player}"), "score": score}))
     };
     let mut tables = Tables::new(app.schema().tables.len());
+    // The app's declared indexes, kept by every post as the runtime keeps them.
+    tables
+        .set_indexes(app.indexes().to_vec())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut ws = WriteSet::default();
     let mut record_bytes = Vec::new();
     for p in 0..PLAYERS {

@@ -57,6 +57,10 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
     for (id, map) in maps.into_iter().enumerate() {
         tables.set_map(id as u32, map);
     }
+    // As the runtime does once the rows are recovered.
+    tables
+        .set_indexes(app.indexes().to_vec())
+        .map_err(|e| anyhow!("{e}"))?;
     Ok((app, tables))
 }
 

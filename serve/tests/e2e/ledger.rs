@@ -145,7 +145,11 @@ fn index_answers(client: &mut Client, owners: &[String], accounts: i64) -> (Valu
     let mut by_index = Vec::new();
     let mut by_rows = Vec::new();
     for owner in owners {
-        by_index.push(client.get(&format!("/accounts?owner={}", owner.replace(' ', "+"))).json());
+        by_index.push(
+            client
+                .get(&format!("/accounts?owner={}", owner.replace(' ', "+")))
+                .json(),
+        );
         let mine: Vec<Value> = (1..=accounts)
             .map(|id| client.get(&format!("/accounts/{id}")).json())
             .filter(|account| account["owner"] == json!(owner))
@@ -154,7 +158,11 @@ fn index_answers(client: &mut Client, owners: &[String], accounts: i64) -> (Valu
     }
     let all = client.get("/transfers?limit=1000").json();
     for id in 1..=accounts {
-        by_index.push(client.get(&format!("/accounts/{id}/transfers?limit=1000")).json());
+        by_index.push(
+            client
+                .get(&format!("/accounts/{id}/transfers?limit=1000"))
+                .json(),
+        );
         let mine: Vec<Value> = all
             .as_array()
             .expect("a list")
@@ -168,7 +176,8 @@ fn index_answers(client: &mut Client, owners: &[String], accounts: i64) -> (Valu
 }
 
 #[test]
-fn indexes_are_built_at_a_redeploy_that_adds_them_dropped_by_one_that_does_not_and_survive_kill_9() {
+fn indexes_are_built_at_a_redeploy_that_adds_them_dropped_by_one_that_does_not_and_survive_kill_9()
+{
     let seed = seed("ledger_indexes");
     let mut rng = StdRng::seed_from_u64(seed);
     let dirs = tempfile::tempdir().expect("tempdir");
@@ -196,7 +205,10 @@ fn indexes_are_built_at_a_redeploy_that_adds_them_dropped_by_one_that_does_not_a
         let from = rng.random_range(1..=accounts);
         let to = from % accounts + 1;
         let amount = rng.random_range(1..=100);
-        let answer = client.post("/transfers", &json!({"from": from, "to": to, "amount": amount}));
+        let answer = client.post(
+            "/transfers",
+            &json!({"from": from, "to": to, "amount": amount}),
+        );
         assert!([201, 409].contains(&answer.status), "{}", answer.text());
     };
     for _ in 0..60 {
