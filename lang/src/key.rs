@@ -304,6 +304,15 @@ impl Key {
         encoder.finish()
     }
 
+    /// The key of `parts` followed by the parts of `tail` (an index entry's key: the indexed
+    /// values, then the row's key), without decoding `tail`.
+    pub(crate) fn from_parts_then(parts: &[KeyPart], tail: &Key) -> Key {
+        let mut encoder = Encoder::new();
+        parts.iter().for_each(|p| encoder.part(p));
+        encoder.push(tail.as_bytes());
+        encoder.finish()
+    }
+
     /// The order-preserving encoding (see the module doc).
     pub fn as_bytes(&self) -> &[u8] {
         match self.repr() {

@@ -81,13 +81,14 @@ impl IndexDef {
     /// The key of a row's entry: its indexed values, then (unless unique) its own key's parts,
     /// so that rows with equal values are distinct entries in key order.
     pub fn entry_key(&self, key: &Key, fields: &Fields) -> Result<Option<Key>, String> {
-        let Some(mut parts) = self.values(fields)? else {
+        let Some(parts) = self.values(fields)? else {
             return Ok(None);
         };
-        if !self.unique {
-            parts.extend(key.parts());
-        }
-        Ok(Some(Key::from_parts(parts)))
+        Ok(Some(if self.unique {
+            Key::from_parts(parts)
+        } else {
+            Key::from_parts_then(&parts, key)
+        }))
     }
 }
 
@@ -199,14 +200,16 @@ impl Tables {
     }
 
     /// Moves the entries of row `key` of `table` from what `old` makes them to what `new` does.
-    /// With `check`, refuses (changing nothing) a value an index cannot order or a duplicate in
-    /// a unique index; without, the caller knows the values were indexed before.
+    /// `changed` has a bit per slot that may differ between them (all, for a whole row), so
+    /// that an update of other fields costs the indexes nothing. With `check`, refuses
+    /// (changing nothing) a value an index cannot order or a duplicate in a unique index;
+    /// without, the caller knows the values were indexed before.
     fn reindex(
         &mut self,
         table: TableId,
         key: &Key,
-        old: Option<&Fields>,
-        new: Option<&Fields>,
+        (old, new): (Option<&Fields>, Option<&Fields>),
+        changed: u64,
         check: bool,
     ) -> Result<(), String> {
         if self.indexes.is_empty() {
@@ -214,7 +217,13 @@ impl Tables {
         }
         let mut moves = Vec::new();
         for (at, index) in self.indexes.iter().enumerate() {
-            if index.def.table != table {
+            if index.def.table != table
+                || !index
+                    .def
+                    .slots
+                    .iter()
+                    .any(|slot| changed & (1 << slot) != 0)
+            {
                 continue;
             }
             let entry = |fields: Option<&Fields>| match fields {
@@ -319,7 +328,8 @@ impl Tables {
                 return Err("insert: a row with this key exists (use put to replace it)".into());
             }
         }
-        if let Err(error) = self.reindex(table, &key, old.as_ref(), Some(&fields), true) {
+        if let Err(error) = self.reindex(table, &key, (old.as_ref(), Some(&fields)), u64::MAX, true)
+        {
             let map = &mut self.maps[table as usize];
             match old {
                 Some(old) => map.insert(key, old),
@@ -358,7 +368,7 @@ impl Tables {
             _ => slot.merge(fields, mask),
         };
         let old = std::mem::replace(slot, new.clone());
-        if let Err(error) = self.reindex(table, key, Some(&old), Some(&new), true) {
+        if let Err(error) = self.reindex(table, key, (Some(&old), Some(&new)), mask, true) {
             self.maps[table as usize].insert(key.clone(), old);
             return Err(error);
         }
@@ -380,7 +390,7 @@ impl Tables {
         let Some(old) = self.maps[table as usize].remove(&key) else {
             return false;
         };
-        self.reindex(table, &key, Some(&old), None, false)
+        self.reindex(table, &key, (Some(&old), None), u64::MAX, false)
             .expect("removing entries cannot fail");
         writes.undo.push(Undo {
             table,
@@ -403,8 +413,8 @@ impl Tables {
             self.reindex(
                 undo.table,
                 &undo.key,
-                now.as_ref(),
-                undo.old.as_ref(),
+                (now.as_ref(), undo.old.as_ref()),
+                u64::MAX,
                 false,
             )
             .expect("restoring entries cannot fail");
