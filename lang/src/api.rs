@@ -253,6 +253,30 @@ fn bound(value: &Dynamic, inclusive: bool) -> Fallible<Bound<Key>> {
     })
 }
 
+/// Checks a scan's limit and the call's wall-clock budget, before any row is read: a scan
+/// (of a table or an index) is one operation to Rhai but may take milliseconds.
+fn scan_allowed(limit: i64) -> Fallible<()> {
+    if !(0..=SCAN_ROWS_MAX).contains(&limit) {
+        return Err(api_error(format!(
+            "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
+        )));
+    }
+    if crate::context::deadline_passed() {
+        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
+        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
+    }
+    Ok(())
+}
+
+/// Charges the rows a scan returned to the call's budget of scanned rows.
+fn charge_scan_rows(rows: usize) -> Fallible<()> {
+    if crate::context::take_scan_rows(rows as u64) {
+        return Ok(());
+    }
+    let limit = Dynamic::from(crate::engine::SCAN_LIMIT);
+    Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into())
+}
+
 fn scan_rows(
     table: Table,
     low: &Dynamic,
@@ -260,23 +284,11 @@ fn scan_rows(
     limit: i64,
     reverse: bool,
 ) -> Fallible<Vec<Row>> {
-    if !(0..=SCAN_ROWS_MAX).contains(&limit) {
-        return Err(api_error(format!(
-            "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
-        )));
-    }
-    // A scan is one operation to Rhai but may take milliseconds: check the wall clock here too.
-    if crate::context::deadline_passed() {
-        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
-        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
-    }
+    scan_allowed(limit)?;
     let (low, high) = (bound(low, true)?, bound(high, false)?);
     let rows =
         with_tables(|t| t.scan(table.id, low, high, reverse, limit as usize)).map_err(api_error)?;
-    if !crate::context::take_scan_rows(rows.len() as u64) {
-        let limit = Dynamic::from(crate::engine::SCAN_LIMIT);
-        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
-    }
+    charge_scan_rows(rows.len())?;
     Ok(rows
         .into_iter()
         .map(|(key, fields)| Row::new(table.id, key, fields))
@@ -313,19 +325,7 @@ pub struct IndexRef {
     pub table: TableId,
 }
 
-/// Checks a scan's limit and the call's budgets, as a table scan does.
-fn scan_allowed(limit: i64) -> Fallible<()> {
-    if !(0..=SCAN_ROWS_MAX).contains(&limit) {
-        return Err(api_error(format!(
-            "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
-        )));
-    }
-    if crate::context::deadline_passed() {
-        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
-        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
-    }
-    Ok(())
-}
+const NOT_BUILT: &str = "the app's indexes are not built on these tables";
 
 /// Up to `limit` rows of the index's table, in the index's order between `low` and `high`.
 fn index_rows(
@@ -338,7 +338,7 @@ fn index_rows(
     scan_allowed(limit)?;
     let rows = with_tables(|t| {
         if index.id >= t.index_count() {
-            return Err("the app's indexes are not built on these tables".to_string());
+            return Err(NOT_BUILT.to_string());
         }
         let range = t.index_entries(index.id).range((low, high));
         let row = |(_, key): (&Key, &Key)| {
@@ -357,16 +357,11 @@ fn index_rows(
     })
     .and_then(|rows| rows)
     .map_err(api_error)?;
-    if !crate::context::take_scan_rows(rows.len() as u64) {
-        let limit = Dynamic::from(crate::engine::SCAN_LIMIT);
-        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
-    }
+    charge_scan_rows(rows.len())?;
     Ok(Dynamic::from_array(
         rows.into_iter().map(Dynamic::from).collect(),
     ))
 }
-
-const NOT_BUILT: &str = "the app's indexes are not built on these tables";
 
 /// `index.find(values, limit)`: the rows whose indexed fields equal `values` (a value, or an
 /// array of them for an index on several fields: a prefix of them finds every row that starts
