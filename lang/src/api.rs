@@ -328,7 +328,7 @@ pub struct IndexRef {
 const NOT_BUILT: &str = "the app's indexes are not built on these tables";
 
 /// Up to `limit` rows of the index's table, in the index's order between `low` and `high`.
-fn index_rows(
+pub(crate) fn index_rows(
     index: IndexRef,
     low: Bound<Key>,
     high: Bound<Key>,
@@ -366,8 +366,13 @@ fn index_rows(
 /// `index.find(values, limit)`: the rows whose indexed fields equal `values` (a value, or an
 /// array of them for an index on several fields: a prefix of them finds every row that starts
 /// so), in their keys' order.
-fn index_find(index: IndexRef, values: Dynamic, limit: i64, reverse: bool) -> Fallible<Dynamic> {
-    let prefix = key_from_dynamic(&values).map_err(api_error)?;
+pub(crate) fn index_find(
+    index: IndexRef,
+    values: Dynamic,
+    limit: i64,
+    reverse: bool,
+) -> Fallible<Dynamic> {
+    let prefix = index_key(index, &values)?;
     // The entries that start with the parts of `prefix` are the range [prefix, prefix + FF):
     // every part starts with a code below FF. Comparing bytes alone would not do: a string
     // with a NUL after the same text (`00 FF` escaped) starts with the same bytes.
@@ -378,8 +383,7 @@ fn index_find(index: IndexRef, values: Dynamic, limit: i64, reverse: bool) -> Fa
 }
 
 /// `index.get(values)` on a unique index: the one row with these values, or `()`.
-fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
-    let entry = key_from_dynamic(&values).map_err(api_error)?;
+pub(crate) fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
     let found = with_tables(|t| {
         if index.id >= t.index_count() {
             return Err(NOT_BUILT.to_string());
@@ -391,6 +395,7 @@ fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
                 def.name
             ));
         }
+        let entry = def.lookup_key(&values)?;
         Ok(t.index_entries(index.id).get(&entry).map(|key| {
             (
                 key.clone(),
@@ -405,6 +410,33 @@ fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
     Ok(found.map_or(Dynamic::UNIT, |(key, fields)| {
         Dynamic::from(Row::new(index.table, key, fields))
     }))
+}
+
+/// The key `values` stand for in the index's order (see [`IndexDef::lookup_key`]).
+fn index_key(index: IndexRef, values: &Dynamic) -> Fallible<Key> {
+    with_tables(|t| match index.id < t.index_count() {
+        true => t.index_def(index.id).lookup_key(values),
+        false => Err(NOT_BUILT.to_string()),
+    })
+    .and_then(|key| key)
+    .map_err(api_error)
+}
+
+/// A bound of a scan of an index: `()` is none.
+pub(crate) fn index_bound(
+    index: IndexRef,
+    value: &Dynamic,
+    inclusive: bool,
+) -> Fallible<Bound<Key>> {
+    if value.is_unit() {
+        return Ok(Bound::Unbounded);
+    }
+    let key = index_key(index, value)?;
+    Ok(if inclusive {
+        Bound::Included(key)
+    } else {
+        Bound::Excluded(key)
+    })
 }
 
 fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
@@ -424,10 +456,12 @@ fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
         );
     }
     engine.register_fn("scan", |i: &mut IndexRef, lo: D, hi: D, n: i64| {
-        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, false, n)
+        let (lo, hi) = (index_bound(*i, &lo, true)?, index_bound(*i, &hi, false)?);
+        index_rows(*i, lo, hi, false, n)
     });
     engine.register_fn("scan_rev", |i: &mut IndexRef, lo: D, hi: D, n: i64| {
-        index_rows(*i, bound(&lo, true)?, bound(&hi, false)?, true, n)
+        let (lo, hi) = (index_bound(*i, &lo, true)?, index_bound(*i, &hi, false)?);
+        index_rows(*i, lo, hi, true, n)
     });
     engine.register_fn("find", |i: &mut IndexRef, values: D, n: i64| {
         index_find(*i, values, n, false)
@@ -436,15 +470,17 @@ fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
         index_find(*i, values, n, true)
     });
     engine.register_fn("get", |i: &mut IndexRef, values: D| index_get(*i, values));
-    engine.register_fn("count", |i: &mut IndexRef| -> Fallible<i64> {
-        let id = i.id;
-        with_tables(|t| match id < t.index_count() {
-            true => Ok(t.index_entries(id).len() as i64),
-            false => Err(NOT_BUILT.to_string()),
-        })
-        .and_then(|count| count)
-        .map_err(api_error)
-    });
+    engine.register_fn("count", |i: &mut IndexRef| index_count(*i));
+}
+
+/// `index.count()`: its entries, one per row whose indexed fields are all set.
+pub(crate) fn index_count(index: IndexRef) -> Fallible<i64> {
+    with_tables(|t| match index.id < t.index_count() {
+        true => Ok(t.index_entries(index.id).len() as i64),
+        false => Err(NOT_BUILT.to_string()),
+    })
+    .and_then(|count| count)
+    .map_err(api_error)
 }
 
 /// Registers tables, rows, indexes and their functions on `engine`.

@@ -21,7 +21,7 @@ use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableSchema};
 use crate::shape::Declared;
-use crate::tables::{IndexDef, Tables, WriteSet};
+use crate::tables::{IndexDef, IndexSource, Tables, WriteSet};
 use crate::value::{self, RequestFields};
 use crate::world::{self, LogSink, World};
 
@@ -225,7 +225,7 @@ impl App {
         }
         let name = name.to_string();
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
-        let program = Program::compile(&ast, &schema, &handler_names);
+        let program = Program::compile(&ast, &schema, &indexes, &handler_names);
         Ok(App {
             name,
             routes,
@@ -618,7 +618,7 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
 /// `"indexes": {"by_category": {"table": "items", "fields": ["category"], "unique": false}}`.
 fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<IndexDef>, String> {
     let shape = "\"indexes\" must be an object of \"name\": {\"table\": \"...\", \"fields\": \
-                 [\"...\", ...], \"unique\": true or false}";
+                 [\"field\", \"-field\" (descending) or \"key[i]\", ...], \"unique\": true or false}";
     if indexes.is_null() {
         return Ok(Vec::new());
     }
@@ -664,11 +664,28 @@ fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<IndexDef>, Stri
                 .ok_or_else(
                     || bad("\"fields\" must be a list of one or more field names".into()),
                 )?;
-            let slots = fields
+            // "-best": the largest best first.
+            let descending: Vec<bool> = fields.iter().map(|f| f.starts_with('-')).collect();
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|f| f.strip_prefix('-').unwrap_or(f).to_string())
+                .collect();
+            let sources = fields
                 .iter()
                 .map(|field| {
+                    if let Some(part) = field.strip_prefix("key[").and_then(|f| f.strip_suffix(']'))
+                    {
+                        return match part.parse::<usize>() {
+                            Ok(i) if i < crate::key::KEY_PARTS_MAX => Ok(IndexSource::KeyPart(i)),
+                            _ => Err(bad(format!(
+                                "{field:?}: a key part is key[0] to key[{}]",
+                                crate::key::KEY_PARTS_MAX - 1
+                            ))),
+                        };
+                    }
                     schema
                         .field_slot(table, field)
+                        .map(IndexSource::Field)
                         .ok_or_else(|| bad(format!("table {table_name} has no field {field:?}")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -680,8 +697,9 @@ fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<IndexDef>, Stri
             Ok(IndexDef {
                 name: name.clone(),
                 table,
-                slots,
+                sources,
                 fields,
+                descending,
                 unique,
             })
         })

@@ -36,6 +36,9 @@ const INT_ZERO: u8 = 0x18;
 const INT_MIN_CODE: u8 = INT_ZERO - 9;
 const INT_MAX_CODE: u8 = INT_ZERO + 8;
 
+/// The most parts a table's key has: the table API takes a key as 1 to 4 arguments.
+pub const KEY_PARTS_MAX: usize = 4;
+
 /// One part of a key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum KeyPart {

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use imbl::OrdMap;
 
 pub use crate::fields::Fields;
-use crate::key::{key_part, Key, KeyPart};
+use rhai::{Dynamic, ImmutableString};
+
+use crate::key::{key_part, Key, KeyPart, PartRef};
 use crate::schema::TableId;
 
 /// The state of every table, and of the declared indexes on them.
@@ -34,12 +36,25 @@ pub struct Tables {
 pub struct IndexDef {
     pub name: String,
     pub table: TableId,
-    /// The indexed fields' slots, in order.
-    pub slots: Vec<usize>,
-    /// Their names, for messages.
+    /// Where each indexed value comes from, in order.
+    pub sources: Vec<IndexSource>,
+    /// Their names as declared (without a leading `-`), for messages.
     pub fields: Vec<String>,
+    /// Per field: ordered from the largest value down (declared `"-best"`). Only integers can
+    /// be: the entry holds `!value` (bitwise not, `-1 - value`), which reverses the order of
+    /// every i64 without overflow and is still an integer part.
+    pub descending: Vec<bool>,
     /// At most one row per combination of values.
     pub unique: bool,
+}
+
+/// Where an indexed value comes from: a row's field (its slot), or a part of the row's key
+/// (declared `key[i]`, so that an index can start with a composite key's leading parts and
+/// keep, say, a district's customers together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexSource {
+    Field(usize),
+    KeyPart(usize),
 }
 
 /// An index's entries. Invariant: exactly one entry per row of `def.table` whose indexed
@@ -54,15 +69,36 @@ impl IndexDef {
     /// The values of the indexed fields of a row, as the leading parts of its entry's key;
     /// `None` when one of them is `()` (the row is not in the index, as SQL leaves NULLs out of
     /// unique constraints).
-    pub fn values(&self, fields: &Fields) -> Result<Option<Vec<KeyPart>>, String> {
-        let mut parts = Vec::with_capacity(self.slots.len() + 1);
+    pub fn values(&self, key: &Key, fields: &Fields) -> Result<Option<Vec<KeyPart>>, String> {
+        let mut parts = Vec::with_capacity(self.sources.len() + 1);
         let mut unset = false;
-        for (slot, name) in self.slots.iter().zip(&self.fields) {
-            let value = fields.value(*slot);
+        for (at, (source, name)) in self.sources.iter().zip(&self.fields).enumerate() {
+            let value = match *source {
+                IndexSource::Field(slot) => fields.value(slot),
+                // A key with fewer parts has no such part: the row is not in the index.
+                IndexSource::KeyPart(i) => {
+                    key.part_refs().nth(i).map_or(Dynamic::UNIT, |p| match p {
+                        PartRef::Int(i) => Dynamic::from_int(i),
+                        PartRef::Str(s) => Dynamic::from(ImmutableString::from(s.as_ref())),
+                    })
+                }
+            };
             // Every field is checked, set or not: whether a value may be stored must not
             // depend on its neighbours.
             if value.is_unit() {
                 unset = true;
+                continue;
+            }
+            if self.descending[at] {
+                let Ok(value) = value.as_int() else {
+                    return Err(format!(
+                        "the index {} orders rows by {name} descending, which must be an \
+                         integer or (), not {}",
+                        self.name,
+                        value.type_name()
+                    ));
+                };
+                parts.push(KeyPart::Int(!value));
                 continue;
             }
             let part = key_part(&value).map_err(|_| {
@@ -78,10 +114,40 @@ impl IndexDef {
         Ok((!unset).then_some(parts))
     }
 
+    /// The key that `values` (a value, or an array of them, as a script gives them to `find`,
+    /// `get` or a scan's bound) stand for in the index's order: the parts in descending
+    /// fields are turned as the entries' are; parts past the indexed fields (a row key's, in a
+    /// bound) are taken as they are.
+    pub fn lookup_key(&self, values: &rhai::Dynamic) -> Result<Key, String> {
+        let mut parts = match values.read_lock::<rhai::Array>() {
+            Some(array) if array.is_empty() => {
+                return Err(format!("{}: give at least one value", self.name))
+            }
+            Some(array) => array.iter().map(key_part).collect::<Result<Vec<_>, _>>()?,
+            None => vec![key_part(values)?],
+        };
+        for (part, (descending, name)) in parts
+            .iter_mut()
+            .zip(self.descending.iter().zip(&self.fields))
+        {
+            if !*descending {
+                continue;
+            }
+            let KeyPart::Int(value) = part else {
+                return Err(format!(
+                    "the index {} orders {name} descending: give it an integer",
+                    self.name
+                ));
+            };
+            *part = KeyPart::Int(!*value);
+        }
+        Ok(Key::from_parts(parts))
+    }
+
     /// The key of a row's entry: its indexed values, then (unless unique) its own key's parts,
     /// so that rows with equal values are distinct entries in key order.
     pub fn entry_key(&self, key: &Key, fields: &Fields) -> Result<Option<Key>, String> {
-        let Some(parts) = self.values(fields)? else {
+        let Some(parts) = self.values(key, fields)? else {
             return Ok(None);
         };
         Ok(Some(if self.unique {
@@ -217,13 +283,12 @@ impl Tables {
         }
         let mut moves = Vec::new();
         for (at, index) in self.indexes.iter().enumerate() {
-            if index.def.table != table
-                || !index
-                    .def
-                    .slots
-                    .iter()
-                    .any(|slot| changed & (1 << slot) != 0)
-            {
+            // A row's key never changes, so key parts matter only when the whole row does.
+            let touched = index.def.sources.iter().any(|source| match *source {
+                IndexSource::Field(slot) => changed & (1 << slot) != 0,
+                IndexSource::KeyPart(_) => changed == u64::MAX,
+            });
+            if index.def.table != table || !touched {
                 continue;
             }
             let entry = |fields: Option<&Fields>| match fields {

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pure_lang::{App, Dynamic, Execution, HandlerKind, Limits, Request, Tables, WriteSet};
+use pure_lang::{App, Dynamic, Execution, HandlerKind, Limits, Request, Tables, World, WriteSet};
 use serde_json::{json, Value};
 
 struct Rng(u64);
@@ -62,7 +62,13 @@ impl Pair {
         let compiled = load();
         let mut interpreted = load();
         interpreted.set_interpreted(true);
-        let tables = || Tables::new(compiled.schema().tables.len());
+        let tables = || {
+            let mut tables = Tables::new(compiled.schema().tables.len());
+            tables
+                .set_indexes(compiled.indexes().to_vec())
+                .expect("empty tables index");
+            tables
+        };
         Pair {
             state: [tables(), tables()],
             compiled,
@@ -84,6 +90,17 @@ impl Pair {
     /// route declares is checked (and a refusal runs nothing), or with the body as it is for a
     /// handler that no route names.
     fn call(&mut self, handler: &str, body: Value) -> Result<Value, Value> {
+        self.call_route(handler, Vec::new(), Vec::new(), body)
+    }
+
+    /// Calls `handler` through its route's declared shapes, with these path and query parameters.
+    fn call_route(
+        &mut self,
+        handler: &str,
+        params: Vec<(String, String)>,
+        query: Vec<(String, String)>,
+        body: Value,
+    ) -> Result<Value, Value> {
         let route = self
             .compiled
             .routes()
@@ -91,10 +108,13 @@ impl Pair {
             .position(|route| route.handler == handler);
         let request = match route {
             Some(route) => {
-                let text = serde_json::to_vec(&body).expect("serialize");
+                let text = match body {
+                    Value::Null => Vec::new(),
+                    _ => serde_json::to_vec(&body).expect("serialize"),
+                };
                 let request =
                     self.compiled
-                        .request(route, Vec::new(), Vec::new(), Default::default(), &text);
+                        .request(route, params, query, Default::default(), &text);
                 match request {
                     Ok(request) => request,
                     Err(refused) => {
@@ -553,6 +573,60 @@ fn the_scoreboard_runs_compiled_exactly_as_in_rhai() {
         };
     }
     assert!(pair.compiled.fallbacks() * 10 < pair.calls);
+}
+
+/// The ledger (apps/ledger): its reads through declared indexes (`find`, `find_rev`) run compiled,
+/// on random opens, deposits and transfers, refused ones included.
+#[test]
+fn the_ledger_runs_compiled_exactly_as_in_rhai() {
+    let (seed, scale) = seed_and_scale("ledger");
+    let mut rng = Rng(seed);
+    let mut pair = Pair::new(|| {
+        let mut app = App::load_with(&repo().join("apps/ledger"), limits()).expect("loads");
+        app.set_world(World::fixed(Some(1_767_225_600_000), None));
+        app
+    });
+    for handler in ["transfers_of", "transfer", "deposit", "get_account"] {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+    }
+    let owners = ["ann", "bob", "cy"];
+    let id = |rng: &mut Rng| (rng.below(12) as i64).to_string();
+    for _ in 0..1500 * scale {
+        let _ = match rng.below(10) {
+            0 | 1 => {
+                let body = json!({"owner": rng.pick(&owners), "deposit": rng.below(100)});
+                pair.call("open_account", body)
+            }
+            2 => {
+                let params = vec![("id".to_string(), id(&mut rng))];
+                let body = json!({"amount": 1 + rng.below(50)});
+                pair.call_route("deposit", params, Vec::new(), body)
+            }
+            3..=5 => {
+                let body = json!({
+                    "from": rng.below(12), "to": rng.below(12), "amount": 1 + rng.below(80)
+                });
+                pair.call("transfer", body)
+            }
+            6 | 7 => {
+                let params = vec![("id".to_string(), id(&mut rng))];
+                let query = match rng.below(3) {
+                    0 => Vec::new(),
+                    n => vec![("limit".to_string(), (n * 3).to_string())],
+                };
+                pair.call_route("transfers_of", params, query, Value::Null)
+            }
+            _ => {
+                let query = vec![("owner".to_string(), rng.pick(&owners).to_string())];
+                pair.call_route("accounts_of", Vec::new(), query, Value::Null)
+            }
+        };
+    }
+    assert_eq!(pair.compiled.fallbacks(), 0, "index reads never fall back");
 }
 
 #[test]

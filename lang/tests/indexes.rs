@@ -13,7 +13,8 @@ const MANIFEST: &str = r#"{
   "tables": { "items": ["category", "sku", "qty"] },
   "indexes": {
     "by_category": { "table": "items", "fields": ["category"] },
-    "by_sku": { "table": "items", "fields": ["sku"], "unique": true }
+    "by_sku": { "table": "items", "fields": ["sku"], "unique": true },
+    "by_cat_qty": { "table": "items", "fields": ["category", "-qty"] }
   }
 }"#;
 
@@ -44,12 +45,25 @@ fn find(req) { items.by_category.find(req.body.cat, 10000).map(|row| row.key) }
 fn find_rev(req) { items.by_category.find_rev(req.body.cat, 2).map(|row| row.key) }
 fn sku(req) { let row = items.by_sku.get(req.body.sku); if row == () { () } else { row.key } }
 fn counts(req) { [items.by_category.count(), items.by_sku.count()] }
+fn ranked(req) {
+    let out = [];
+    for row in items.by_cat_qty.scan((), (), 10000) { out.push([row.category, row.qty, row.key]); }
+    out
+}
+fn qty_range(req) {
+    let out = [];
+    let b = req.body;
+    for row in items.by_cat_qty.scan([b.cat, b.hi], [b.cat, b.lo], 10000) { out.push(row.key); }
+    out
+}
+fn qty_bound(req) { items.by_cat_qty.find(["a", "most"], 10) }
 "#;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Item {
     category: Option<String>,
     sku: Option<i64>,
+    qty: i64,
 }
 
 struct Rng(u64);
@@ -108,6 +122,7 @@ fn indexes_stay_exact_under_random_writes_throws_and_unique_violations() {
             let new = Item {
                 category: cat.clone(),
                 sku,
+                qty: 1,
             };
             match op {
                 "put" => {
@@ -118,7 +133,13 @@ fn indexes_stay_exact_under_random_writes_throws_and_unique_violations() {
                 }
                 "update" => {
                     if let Some(item) = next.get_mut(&id) {
-                        *item = new;
+                        item.category = new.category;
+                        item.sku = new.sku;
+                    }
+                }
+                "qty" => {
+                    if let Some(item) = next.get_mut(&id) {
+                        item.qty += 1;
                     }
                 }
                 "delete" => {
@@ -184,6 +205,34 @@ fn indexes_stay_exact_under_random_writes_throws_and_unique_violations() {
             assert_eq!(
                 read(&mut tables, &mut writes, "sku", json!({"sku": wanted})),
                 json!(owner)
+            );
+            // The descending field: category ascending, then qty descending, then key.
+            let mut ranked: Vec<(String, i64, i64)> = model
+                .iter()
+                .filter_map(|(k, item)| item.category.clone().map(|c| (c, item.qty, *k)))
+                .collect();
+            ranked.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+            let ranked_json: Vec<Value> = ranked.iter().map(|(c, q, k)| json!([c, q, k])).collect();
+            assert_eq!(
+                read(&mut tables, &mut writes, "ranked", json!({})),
+                json!(ranked_json),
+                "step {step}: the descending index after {body}"
+            );
+            let (hi, lo) = (1 + rng.below(4) as i64, rng.below(3) as i64);
+            let in_range: Vec<i64> = ranked
+                .iter()
+                .filter(|(c, q, _)| c == probe && *q <= hi && *q > lo)
+                .map(|(_, _, k)| *k)
+                .collect();
+            assert_eq!(
+                read(
+                    &mut tables,
+                    &mut writes,
+                    "qty_range",
+                    json!({"cat": probe, "hi": hi, "lo": lo})
+                ),
+                json!(in_range),
+                "step {step}: qty from {hi} down to above {lo}"
             );
             let with_sku = model.values().filter(|item| item.sku.is_some()).count();
             assert_eq!(
@@ -294,4 +343,49 @@ fn find_matches_whole_values_only() {
     assert_eq!(call("find_rev", json!({"cat": "ab"})), json!([1]));
     assert_eq!(call("find", json!({"cat": "ab\u{0}x"})), json!([2]));
     assert_eq!(call("find", json!({"cat": "a"})), json!([4]));
+}
+
+/// A descending field holds integers only: a lookup by another value, or a row with one, is an
+/// error naming the index and the field, and the row is not written.
+#[test]
+fn a_descending_field_takes_integers_only() {
+    let app = App::from_sources(
+        MANIFEST,
+        vec![("shop.rhai".into(), SCRIPT.into())],
+        Limits::default(),
+    )
+    .expect("loads");
+    let mut tables = Tables::new(1);
+    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
+    let mut writes = WriteSet::default();
+    let error = app
+        .run_write("qty_bound", &request(json!({})), &mut tables, &mut writes)
+        .expect_err("a string for a descending field");
+    let message = error.to_json()["error"].to_string();
+    assert!(
+        message.contains("by_cat_qty orders qty descending: give it an integer"),
+        "{message}"
+    );
+    writes.clear();
+
+    let mut bad = Tables::new(1);
+    bad.put(
+        &mut writes,
+        0,
+        pure_lang::Key::int(1),
+        pure_lang::Fields::from_values(&[
+            pure_lang::to_dynamic(&json!("a")),
+            pure_lang::to_dynamic(&json!(7)),
+            pure_lang::to_dynamic(&json!("many")),
+        ]),
+        false,
+    )
+    .expect("no indexes yet");
+    let error = bad
+        .set_indexes(app.indexes().to_vec())
+        .expect_err("a string in a descending field");
+    assert!(
+        error.contains("orders rows by qty descending, which must be an integer"),
+        "{error}"
+    );
 }

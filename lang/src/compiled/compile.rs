@@ -17,8 +17,9 @@ use rhai::{ASTFlags, BinaryExpr, Dynamic, Expr, FnCallExpr, ImmutableString, Map
 
 use super::ops::{self, BinOp, Method, Property};
 use super::{Code, Frame, Function, Outcome, Program, Stop};
-use crate::api::Table;
+use crate::api::{IndexRef, Table};
 use crate::schema::{Schema, TableId};
+use crate::tables::IndexDef;
 
 type Compiled<T> = Result<T, String>;
 
@@ -26,7 +27,12 @@ type Compiled<T> = Result<T, String>;
 /// measured to charge, as a margin.
 const CHARGE_PER_NODE: u64 = 4;
 
-pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -> Program {
+pub(crate) fn compile_program(
+    ast: &AST,
+    schema: &Schema,
+    indexes: &[IndexDef],
+    handlers: &[String],
+) -> Program {
     let definitions: Vec<_> = ast.iter_fn_def().collect();
     let index: HashMap<(ImmutableString, usize), usize> = definitions
         .iter()
@@ -44,6 +50,7 @@ pub(crate) fn compile_program(ast: &AST, schema: &Schema, handlers: &[String]) -
     for definition in &definitions {
         let mut compiler = Compiler {
             schema,
+            indexes,
             index: &index,
             script_names: &script_names,
             scope: definition
@@ -164,6 +171,7 @@ impl Local {
 
 struct Compiler<'a> {
     schema: &'a Schema,
+    indexes: &'a [IndexDef],
     index: &'a HashMap<(ImmutableString, usize), usize>,
     script_names: &'a HashSet<ImmutableString>,
     /// Locals in declaration order: a local's slot is its position here.
@@ -176,11 +184,13 @@ struct Compiler<'a> {
 }
 
 /// The start of a chain: a local (borrowed in place), a table whose method the chain calls first
-/// (called directly: a table as a `Dynamic` is a boxed custom type, two allocations a clone), or
-/// any other value.
+/// (called directly: a table as a `Dynamic` is a boxed custom type, two allocations a clone), a
+/// declared index of a table whose method the chain calls first (`items.by_category.find(..)`),
+/// or any other value.
 enum Root {
     Local { slot: usize, constant: bool },
     Table(Table),
+    Index(IndexRef),
     Value(Code),
 }
 
@@ -223,6 +233,14 @@ impl Compiler<'_> {
         self.scope.push(Local { name, constant });
         self.slots = self.slots.max(self.scope.len());
         self.scope.len() - 1
+    }
+
+    /// The declared index `name` of `table`, if there is one.
+    fn index_of(&self, table: TableId, name: &str) -> Option<IndexRef> {
+        self.indexes
+            .iter()
+            .position(|def| def.table == table && def.name == name)
+            .map(|id| IndexRef { id, table })
     }
 
     fn property(&self, name: &ImmutableString) -> Property {
@@ -848,13 +866,31 @@ impl Compiler<'_> {
         let root = match root {
             Expr::Variable(variable, ..) => match self.local(&variable.1) {
                 Some((slot, constant)) => Root::Local { slot, constant },
-                None => match (self.schema.table_id(&variable.1), steps.first()) {
-                    (Some(id), Some(Step::Method(..))) => Root::Table(Table { id }),
+                None => match (self.schema.table_id(&variable.1), steps.as_slice()) {
+                    (Some(id), [Step::Method(..), ..]) => Root::Table(Table { id }),
+                    (Some(id), [Step::Property(p), Step::Method(..), ..]) => {
+                        match self.index_of(id, &p.name) {
+                            Some(index) => {
+                                steps.remove(0);
+                                Root::Index(index)
+                            }
+                            None => Root::Value(self.expr(root)?),
+                        }
+                    }
                     _ => Root::Value(self.expr(root)?),
                 },
             },
             other => Root::Value(self.expr(other)?),
         };
+        // `find` is an index's alone: on anything else it would fall back on every call.
+        let first_is_index = matches!(root, Root::Index(_));
+        for (at, step) in steps.iter().enumerate() {
+            if let Step::Method(Method::Find | Method::FindRev, _) = step {
+                if !(first_is_index && at == 0) {
+                    return Err("the method find() on something other than an index".into());
+                }
+            }
+        }
         // Of the methods the compiled path calls, only `push` changes what a value holds as the
         // size limits count it (`save` changes a row, which counts as nothing).
         let grows = steps
@@ -869,12 +905,16 @@ impl Compiler<'_> {
                 values.push(arg(f)?);
             }
             let env = f.env;
-            if let Root::Table(table) = &root {
+            if let Root::Table(_) | Root::Index(_) = &root {
                 let Some((Step::Method(method, count), rest)) = steps.split_first() else {
-                    unreachable!("a table root starts with a method");
+                    unreachable!("a table or index root starts with a method");
                 };
                 let later = values.split_off(*count);
-                let mut result = ops::table_method(*method, *table, values, env)?;
+                let mut result = match &root {
+                    Root::Table(table) => ops::table_method(*method, *table, values, env)?,
+                    Root::Index(index) => ops::index_method(*method, *index, values, env)?,
+                    _ => unreachable!("a table or an index"),
+                };
                 return if rest.is_empty() {
                     Ok(result)
                 } else {
@@ -906,7 +946,7 @@ impl Compiler<'_> {
                     Ok(value)
                 }
                 Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
-                Root::Table(_) => unreachable!("called above"),
+                Root::Table(_) | Root::Index(_) => unreachable!("called above"),
             }
         }))
     }

@@ -26,6 +26,7 @@ use rhai::{Dynamic, Engine, AST};
 
 use crate::engine::Limits;
 use crate::schema::Schema;
+use crate::tables::IndexDef;
 
 /// Why compiled code stopped before its value.
 pub(crate) enum Stop {
@@ -186,8 +187,13 @@ impl Frame<'_> {
 }
 
 impl Program {
-    pub(crate) fn compile(ast: &AST, schema: &Schema, handlers: &[String]) -> Program {
-        compile::compile_program(ast, schema, handlers)
+    pub(crate) fn compile(
+        ast: &AST,
+        schema: &Schema,
+        indexes: &[IndexDef],
+        handlers: &[String],
+    ) -> Program {
+        compile::compile_program(ast, schema, indexes, handlers)
     }
 
     /// The compiled form of `handler`, if it has one.

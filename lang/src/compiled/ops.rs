@@ -482,6 +482,9 @@ pub(crate) enum Method {
     Delete,
     Scan,
     ScanRev,
+    /// An index's `find`/`find_rev`, compiled only on a declared index (see `compile.rs`).
+    Find,
+    FindRev,
     First,
     Last,
     Count,
@@ -504,6 +507,8 @@ impl Method {
             "delete" => Method::Delete,
             "scan" => Method::Scan,
             "scan_rev" => Method::ScanRev,
+            "find" => Method::Find,
+            "find_rev" => Method::FindRev,
             "first" => Method::First,
             "last" => Method::Last,
             "count" => Method::Count,
@@ -749,6 +754,45 @@ pub(crate) fn table_method(
         (Method::Count, 0) => api(api::count(table)).map(Dynamic::from_int),
         _ => Err(Stop::Fallback),
     }
+}
+
+/// `index.method(args)` on a declared index of the table the chain starts with.
+pub(crate) fn index_method(
+    method: Method,
+    index: api::IndexRef,
+    mut args: Vec<Dynamic>,
+    env: &Env,
+) -> Result<Dynamic> {
+    let int = |value: &Dynamic| value.as_int().map_err(|_| Stop::Fallback);
+    let rows = match (method, args.len()) {
+        (Method::Get, 1) => return api(api::index_get(index, args.pop().expect("one argument"))),
+        (Method::Count, 0) => return api(api::index_count(index)).map(Dynamic::from_int),
+        (Method::Find | Method::FindRev, 2) => {
+            let limit = int(&args[1])?;
+            let values = std::mem::take(&mut args[0]);
+            api(api::index_find(
+                index,
+                values,
+                limit,
+                method == Method::FindRev,
+            ))?
+        }
+        (Method::Scan | Method::ScanRev, 3) => {
+            let limit = int(&args[2])?;
+            let low = api(api::index_bound(index, &args[0], true))?;
+            let high = api(api::index_bound(index, &args[1], false))?;
+            api(api::index_rows(
+                index,
+                low,
+                high,
+                method == Method::ScanRev,
+                limit,
+            ))?
+        }
+        _ => return Err(Stop::Fallback),
+    };
+    fits(&rows, env)?;
+    Ok(rows)
 }
 
 /// `type_of(value)`, as Rhai names types (registered names for Pure's types).

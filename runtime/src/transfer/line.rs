@@ -8,11 +8,9 @@ use std::fmt;
 
 use pure_lang::{
     negative_zeros, Array, Dynamic, ImmutableString, Key, KeyPart, Limits, Map, TableSchema,
+    KEY_PARTS_MAX,
 };
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-
-/// Most parts of a key a script can address (`t.get(a, b, c, d)`).
-const KEY_PARTS_MAX: usize = 4;
 
 /// One line: `{"key": ..., "row": {...}}` into a key and the row's fields in declared order.
 /// The error is `column: message` (or ` message` when serde_json has no column for it).
