@@ -682,84 +682,6 @@ fn load_distributions(db: &Db, r: &mut Report) {
     }
 }
 
-/// The app's own index tables (Pure only) against the tables they index: `customer_by_name`
-/// holds exactly every customer under (w, d, last, first), ids ascending; `order_by_customer`
-/// exactly every order under (w, d, customer, order). A stale entry would send a by-name
-/// lookup or Order-Status to the wrong row.
-pub fn check_indexes(
-    db: &Db,
-    by_name: &[CustomerByName],
-    by_customer: &[OrderByCustomer],
-) -> Vec<Failure> {
-    let mut r = Report {
-        failures: Vec::new(),
-        counts: HashMap::new(),
-    };
-    let mut names: std::collections::BTreeMap<(i64, i64, &str, &str), Vec<i64>> =
-        std::collections::BTreeMap::new();
-    for c in &db.customer {
-        names
-            .entry((c.c_w_id, c.c_d_id, &c.c_last, &c.c_first))
-            .or_default()
-            .push(c.c_id);
-    }
-    let expected: Vec<CustomerByName> = names
-        .into_iter()
-        .map(|((w, d, last, first), mut ids)| {
-            ids.sort_unstable();
-            CustomerByName {
-                c_w_id: w,
-                c_d_id: d,
-                c_last: last.to_string(),
-                c_first: first.to_string(),
-                c_ids: ids,
-            }
-        })
-        .collect();
-    compare_rows("I1", "customer_by_name", &expected, by_name, &mut r);
-    let mut orders: Vec<OrderByCustomer> = db
-        .orders
-        .iter()
-        .map(|o| OrderByCustomer {
-            o_w_id: o.o_w_id,
-            o_d_id: o.o_d_id,
-            o_c_id: o.o_c_id,
-            o_id: o.o_id,
-        })
-        .collect();
-    orders.sort_unstable_by_key(|o| (o.o_w_id, o.o_d_id, o.o_c_id, o.o_id));
-    compare_rows("I2", "order_by_customer", &orders, by_customer, &mut r);
-    r.failures
-}
-
-fn compare_rows<T: TableRow + PartialEq>(
-    condition: &'static str,
-    table: &str,
-    expected: &[T],
-    found: &[T],
-    r: &mut Report,
-) {
-    if let Some(i) = (0..expected.len().max(found.len())).find(|&i| expected.get(i) != found.get(i))
-    {
-        let show = |row: Option<&T>| row.map_or_else(|| "(none)".into(), TableRow::line);
-        r.fail(condition, || {
-            format!(
-                "{table} row {}: {} where the tables say {}",
-                i + 1,
-                show(found.get(i)),
-                show(expected.get(i))
-            )
-        });
-    }
-    r.expect(expected.len() == found.len(), condition, || {
-        format!(
-            "{table}: {} rows where the tables say {}",
-            found.len(),
-            expected.len()
-        )
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -805,37 +727,5 @@ mod tests {
         db.order_line[100].ol_delivery_d = None;
         let failed: Vec<_> = check(&db, None).into_iter().map(|f| f.condition).collect();
         assert!(failed.contains(&"C7"), "{failed:?}");
-    }
-
-    #[test]
-    fn the_index_tables_must_match_the_tables_they_index() {
-        let mut indexes = population::Indexes::default();
-        let mut db = Db::default();
-        population::generate(4, 1, &mut |row| {
-            indexes.add(&row);
-            db.push(row);
-        });
-        let parse = |line: String| serde_json::from_str::<serde_json::Value>(&line).unwrap();
-        let mut by_name: Vec<CustomerByName> = indexes
-            .by_name_lines()
-            .map(|l| CustomerByName::from_line(&parse(l)).unwrap())
-            .collect();
-        let mut by_customer: Vec<OrderByCustomer> = indexes
-            .by_customer_lines()
-            .map(|l| OrderByCustomer::from_line(&parse(l)).unwrap())
-            .collect();
-        assert_eq!(check_indexes(&db, &by_name, &by_customer), vec![]);
-        by_customer.remove(77);
-        let failed: Vec<_> = check_indexes(&db, &by_name, &by_customer)
-            .into_iter()
-            .map(|f| f.condition)
-            .collect();
-        assert_eq!(failed, ["I2", "I2"]);
-        by_name[5].c_first.push('x');
-        let failed: Vec<_> = check_indexes(&db, &by_name, &by_customer)
-            .into_iter()
-            .map(|f| f.condition)
-            .collect();
-        assert_eq!(failed, ["I1", "I2", "I2"]);
     }
 }

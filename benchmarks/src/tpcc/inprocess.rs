@@ -10,7 +10,7 @@ use pure_lang::{App, Dynamic, Fields, Key, KeyPart, Request, Tables, WriteSet};
 use serde_json::Value;
 
 use super::input::Txn;
-use super::population::{self, Indexes};
+use super::population;
 use super::Answer;
 
 /// The app with every table loaded with the population of `warehouses`.
@@ -36,22 +36,14 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
         maps[id as usize].insert(Key::from_parts(key), Fields::from_values(&values));
         Ok(())
     };
-    let mut indexes = Indexes::default();
     let mut failed = None;
     population::generate(seed, warehouses, &mut |row| {
-        indexes.add(&row);
         if let Err(e) = put(row.table(), &row.line()) {
             failed.get_or_insert(e);
         }
     });
     if let Some(e) = failed {
         return Err(e);
-    }
-    for line in indexes.by_name_lines().collect::<Vec<_>>() {
-        put("customer_by_name", &line)?;
-    }
-    for line in indexes.by_customer_lines().collect::<Vec<_>>() {
-        put("order_by_customer", &line)?;
     }
     let mut tables = Tables::new(schema.tables.len());
     for (id, map) in maps.into_iter().enumerate() {

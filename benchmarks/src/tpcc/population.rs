@@ -2,8 +2,6 @@
 //! within each table, for every engine. Warehouse `w` draws from its own stream, so a warehouse's
 //! rows do not depend on how many others there are.
 
-use std::collections::BTreeMap;
-
 use super::rng::{last_name, Constants, Rng};
 use super::rows::*;
 
@@ -202,54 +200,4 @@ pub fn load_counts(warehouses: i64) -> [u64; 9] {
         100_000 * w,
         100_000,
     ]
-}
-
-/// The app's index tables for a population, as `pure-serve import` lines: built from the
-/// customer and order rows the generator streams.
-#[derive(Default)]
-pub struct Indexes {
-    by_name: BTreeMap<(i64, i64, String, String), Vec<i64>>,
-    by_customer: Vec<OrderByCustomer>,
-}
-
-impl Indexes {
-    pub fn add(&mut self, row: &Row) {
-        match row {
-            Row::Customer(c) => self
-                .by_name
-                .entry((c.c_w_id, c.c_d_id, c.c_last.clone(), c.c_first.clone()))
-                .or_default()
-                .push(c.c_id),
-            Row::Order(o) => self.by_customer.push(OrderByCustomer {
-                o_w_id: o.o_w_id,
-                o_d_id: o.o_d_id,
-                o_c_id: o.o_c_id,
-                o_id: o.o_id,
-            }),
-            _ => {}
-        }
-    }
-
-    /// `customer_by_name` lines, in key order.
-    pub fn by_name_lines(&self) -> impl Iterator<Item = String> + '_ {
-        self.by_name.iter().map(|((w, d, last, first), ids)| {
-            let mut ids = ids.clone();
-            ids.sort_unstable();
-            CustomerByName {
-                c_w_id: *w,
-                c_d_id: *d,
-                c_last: last.clone(),
-                c_first: first.clone(),
-                c_ids: ids,
-            }
-            .line()
-        })
-    }
-
-    /// `order_by_customer` lines, in key order.
-    pub fn by_customer_lines(&mut self) -> impl Iterator<Item = String> + '_ {
-        self.by_customer
-            .sort_unstable_by_key(|o| (o.o_w_id, o.o_d_id, o.o_c_id, o.o_id));
-        self.by_customer.iter().map(|o| o.line())
-    }
 }

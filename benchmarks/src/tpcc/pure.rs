@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::input::Txn;
-use super::population::{self, Indexes};
-use super::rows::{CustomerByName, OrderByCustomer, Row, TableRow, TABLES};
+use super::population;
+use super::rows::{Row, TABLES};
 use super::Answer;
 
 /// The pure-serve binary beside this one (cargo builds them into one directory).
@@ -26,8 +26,9 @@ pub fn binary() -> Result<PathBuf> {
     Ok(binary)
 }
 
-/// Writes the population of `warehouses` as `out/<table>.jsonl` (the nine tables and the app's
-/// two index tables); returns the files and the rows written per file.
+/// Writes the population of `warehouses` as `out/<table>.jsonl` (the nine tables; the app's
+/// indexes are built from them when the server starts); returns the files and the rows written
+/// per file.
 pub fn write_population(
     out: &Path,
     seed: u64,
@@ -42,13 +43,11 @@ pub fn write_population(
             std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
         writers.push((path, BufWriter::with_capacity(1 << 20, file), 0u64));
     }
-    let mut indexes = Indexes::default();
     let mut failed: Option<std::io::Error> = None;
     population::generate(seed, warehouses, &mut |row: Row| {
         if failed.is_some() {
             return;
         }
-        indexes.add(&row);
         let slot = TABLES
             .iter()
             .position(|t| *t == row.table())
@@ -70,31 +69,7 @@ pub fn write_population(
             .with_context(|| format!("write {}", path.display()))?;
         written.push((path, rows));
     }
-    let by_name = out.join(format!("{}.jsonl", CustomerByName::TABLE));
-    written.push((
-        by_name.clone(),
-        write_lines(&by_name, indexes.by_name_lines())?,
-    ));
-    let by_customer = out.join(format!("{}.jsonl", OrderByCustomer::TABLE));
-    written.push((
-        by_customer.clone(),
-        write_lines(&by_customer, indexes.by_customer_lines())?,
-    ));
     Ok(written)
-}
-
-fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> Result<u64> {
-    let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
-    let mut writer = BufWriter::with_capacity(1 << 20, file);
-    let mut n = 0;
-    for line in lines {
-        writeln!(writer, "{line}")?;
-        n += 1;
-    }
-    writer
-        .flush()
-        .with_context(|| format!("write {}", path.display()))?;
-    Ok(n)
 }
 
 /// Runs `pure-serve <args>` to completion; its output goes to ours, a failure is an error.

@@ -127,13 +127,6 @@ table!(Item, "item", key [i_id: i64], row [
     i_im_id: i64, i_name: String, i_price: i64, i_data: String
 ]);
 
-// The app's index tables (Pure only: SQLite keeps these paths as indexes).
-table!(CustomerByName, "customer_by_name", key [c_w_id: i64, c_d_id: i64, c_last: String, c_first: String], row [
-    c_ids: Vec<i64>
-]);
-
-table!(OrderByCustomer, "order_by_customer", key [o_w_id: i64, o_d_id: i64, o_c_id: i64, o_id: i64], row []);
-
 impl Stock {
     /// S_DIST_xx for district `d`; `None` outside 1..=10.
     pub fn dist(&self, d: i64) -> Option<&str> {

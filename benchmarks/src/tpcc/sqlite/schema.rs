@@ -25,8 +25,7 @@
 //!   (c_first, c_id) order of the midpoint rule (in a WITHOUT ROWID table an index carries the
 //!   primary key anyway, so the trailing c_id only matters to the rowid layout), and
 //!   `orders_customer` on orders(o_w_id, o_d_id, o_c_id, o_id) for a customer's newest order.
-//!   They stand in for the app's index tables customer_by_name and order_by_customer, which
-//!   are not tables here.
+//!   They are the app's declared indexes customer.by_last_name and orders.by_customer.
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};

@@ -10,9 +10,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode};
 
 use super::super::input::Txn;
-use super::super::rows::{read_table, Db};
+use super::super::rows::Db;
 use super::super::sqlite::{self, Grouped, Session, Settings};
-use super::super::{check, inprocess, pure, Answer};
+use super::super::{inprocess, pure, Answer};
 
 /// Which engine, as `--engine` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -78,9 +78,8 @@ pub trait Engine: Send + Sync {
     fn alive(&self) -> Result<()> {
         Ok(())
     }
-    /// Stops the engine and returns its tables (`None`: not reachable, as behind `--url`),
-    /// with the consistency failures of its own index tables.
-    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>>;
+    /// Stops the engine and returns its tables (`None`: not reachable, as behind `--url`).
+    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<Db>>;
 }
 
 /// pure-serve over HTTP.
@@ -176,7 +175,7 @@ impl Engine for PureHttp {
         })
     }
 
-    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
+    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<Db>> {
         let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(server) = server else {
             return Ok(None);
@@ -186,15 +185,13 @@ impl Engine for PureHttp {
     }
 }
 
-/// Pure's tables as `pure-serve export` writes them from a stopped data directory, and the
-/// conditions on its index tables.
-fn pure_tables(app: &Path, data: &Path, scratch: &Path) -> Result<(Db, Vec<check::Failure>)> {
+/// Pure's tables as `pure-serve export` writes them from a stopped data directory.
+fn pure_tables(app: &Path, data: &Path, scratch: &Path) -> Result<Db> {
     let out = scratch.join("pure-export");
     pure::export(app, data, &out)?;
     let db = Db::read_dir(&out)?;
-    let failures = check::check_indexes(&db, &read_table(&out)?, &read_table(&out)?);
     std::fs::remove_dir_all(&out).with_context(|| format!("remove {}", out.display()))?;
-    Ok((db, failures))
+    Ok(db)
 }
 
 /// The runtime in this process.
@@ -279,7 +276,7 @@ impl Engine for PureInprocess {
         })
     }
 
-    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
+    fn finish(self: Box<Self>, scratch: &Path) -> Result<Option<Db>> {
         self.runtime.shutdown();
         if let Some(reason) = self.runtime.poisoned() {
             bail!("the runtime is poisoned: {reason}");
@@ -395,10 +392,10 @@ impl Engine for SqlitePool {
         })
     }
 
-    fn finish(self: Box<Self>, _scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
+    fn finish(self: Box<Self>, _scratch: &Path) -> Result<Option<Db>> {
         let path = self.path.clone();
         drop(self);
-        Ok(Some((sqlite::read_db(&path)?, Vec::new())))
+        Ok(Some(sqlite::read_db(&path)?))
     }
 }
 
@@ -472,10 +469,10 @@ impl Engine for SqliteGrouped {
         })
     }
 
-    fn finish(self: Box<Self>, _scratch: &Path) -> Result<Option<(Db, Vec<check::Failure>)>> {
+    fn finish(self: Box<Self>, _scratch: &Path) -> Result<Option<Db>> {
         let SqliteGrouped { path, grouped, .. } = *self;
         grouped.close()?;
-        Ok(Some((sqlite::read_db(&path)?, Vec::new())))
+        Ok(Some(sqlite::read_db(&path)?))
     }
 }
 
