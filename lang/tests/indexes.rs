@@ -389,3 +389,72 @@ fn a_descending_field_takes_integers_only() {
         "{error}"
     );
 }
+
+/// An index may start with parts of the row's key (`key[0]`): a district's customers by name
+/// stay together, and a key too short for the index leaves the row out of it.
+#[test]
+fn key_parts_in_an_index_group_rows_by_their_key() {
+    let manifest = r#"{
+      "name": "shop", "routes": {},
+      "tables": { "people": ["name"] },
+      "indexes": { "by_name": { "table": "people", "fields": ["key[0]", "name"] } }
+    }"#;
+    let script = r#"
+fn add(req) { let b = req.body; if b.k1 == () { people.put(b.k0, #{ name: b.name }); } else { people.put(b.k0, b.k1, #{ name: b.name }); } }
+fn rename(req) { let b = req.body; let row = people.get(b.k0, b.k1); row.name = b.name; row.save(); }
+fn named(req) { people.by_name.find([req.body.k0, req.body.name], 100).map(|row| row.key) }
+fn all(req) { people.by_name.count() }
+"#;
+    let app = App::from_sources(
+        manifest,
+        vec![("p.rhai".into(), script.into())],
+        Limits::default(),
+    )
+    .expect("loads");
+    let mut tables = Tables::new(1);
+    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
+    let mut writes = WriteSet::default();
+    let mut call = |handler: &str, body: Value| {
+        let answer = app.run_write(handler, &request(body), &mut tables, &mut writes);
+        writes.clear();
+        answer.expect("runs").body
+    };
+    for (k0, k1, name) in [(1, 5, "ann"), (2, 3, "ann"), (1, 2, "bob"), (1, 9, "ann")] {
+        call("add", json!({"k0": k0, "k1": k1, "name": name}));
+    }
+    assert_eq!(
+        call("named", json!({"k0": 1, "name": "ann"})),
+        json!([[1, 5], [1, 9]])
+    );
+    assert_eq!(
+        call("named", json!({"k0": 2, "name": "ann"})),
+        json!([[2, 3]])
+    );
+    call("rename", json!({"k0": 1, "k1": 5, "name": "bob"}));
+    assert_eq!(
+        call("named", json!({"k0": 1, "name": "bob"})),
+        json!([[1, 2], [1, 5]])
+    );
+    // A one-part key has a key[0]: the row is in the index.
+    call("add", json!({"k0": 7, "name": "cy"}));
+    assert_eq!(call("named", json!({"k0": 7, "name": "cy"})), json!([7]));
+    assert_eq!(call("all", json!({})), json!(5));
+
+    for (fields, says) in [
+        (r#"["key[4]"]"#, "key[0] to key[3]"),
+        (r#"["key[x]"]"#, "key[0] to key[3]"),
+    ] {
+        let manifest = format!(
+            r#"{{"name": "x", "routes": {{}}, "tables": {{"t": ["a"]}}, "indexes": {{"i": {{"table": "t", "fields": {fields}}}}}}}"#
+        );
+        let error = App::from_sources(
+            &manifest,
+            vec![("x.rhai".into(), String::new())],
+            Limits::default(),
+        )
+        .err()
+        .expect(fields)
+        .to_string();
+        assert!(error.contains(says), "{fields}: {error}");
+    }
+}
