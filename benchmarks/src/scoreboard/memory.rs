@@ -2,7 +2,7 @@
 //!
 //! Starts pure-serve on the scoreboard app in a fresh directory, posts a warm-up, then one score
 //! for each of `--players` new players (17-character names, so each is one `players` row and one
-//! `leaderboard` entry), lets the checkpoints the log triggers finish, and reports the growth of
+//! entry of its `by_best` index), lets the checkpoints the log triggers finish, and reports the growth of
 //! the server's resident set per player, against the growth of the `state_bytes` it reports in
 //! `/_pure/health` (its own estimate of the state's memory).
 
