@@ -507,7 +507,15 @@ fn build_indexes(app: &App, tables: &mut Tables) -> Result<(), OpenError> {
             "pure-runtime: index {} on {}({}){}: {} entries",
             def.name,
             app.schema().table(def.table).name,
-            def.fields.join(", "),
+            def.fields
+                .iter()
+                .zip(&def.descending)
+                .map(|(field, descending)| match descending {
+                    true => format!("{field} descending"),
+                    false => field.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
             if def.unique { ", unique" } else { "" },
             tables.index_entries(id).len()
         );

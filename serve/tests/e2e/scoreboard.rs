@@ -211,3 +211,48 @@ fn state_survives_a_restart() {
     assert_eq!(client.get("/top").json(), top);
     server.stop();
 }
+
+/// Data written by the scoreboard of before its declared index (a `leaderboard` table kept by
+/// the handler) is served by today's: the index is built from `players` at start, and the old
+/// table, which the manifest no longer declares, is left alone.
+#[test]
+fn data_of_the_hand_kept_leaderboard_serves_the_same_board() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let old = Launch::new(&crate::harness::test_app_dir("scoreboard-v1"), data.path()).start();
+    let mut client = old.client();
+    for (player, score) in [
+        ("ann", 10),
+        ("bob", 20),
+        ("cy", 20),
+        ("ann", 30),
+        ("dee", -5),
+    ] {
+        post(&mut client, player, score);
+    }
+    let board = client.get("/top?n=10").json();
+    assert_eq!(
+        board,
+        json!([
+            {"player": "ann", "best": 30},
+            {"player": "bob", "best": 20},
+            {"player": "cy", "best": 20},
+            {"player": "dee", "best": -5}
+        ])
+    );
+    old.stop();
+
+    let new = Launch::new(&scoreboard_dir(), data.path()).start();
+    assert!(
+        new.stderr_text().contains("index by_best on players"),
+        "{}",
+        new.stderr_text()
+    );
+    let mut client = new.client();
+    assert_eq!(client.get("/top?n=10").json(), board);
+    post(&mut client, "bob", 40);
+    assert_eq!(
+        client.get("/top?n=2").json(),
+        json!([{"player": "bob", "best": 40}, {"player": "ann", "best": 30}])
+    );
+    new.stop();
+}
