@@ -1,7 +1,7 @@
 //! An app: its manifest, its compiled scripts, and calling its handlers.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +19,7 @@ use crate::cors::Cors;
 use crate::engine::{self, Limits};
 use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
-use crate::schema::{Schema, TableSchema};
+use crate::schema::{Schema, TableId, TableSchema};
 use crate::shape::Declared;
 use crate::tables::{IndexDef, IndexSource, Tables, WriteSet};
 use crate::value::{self, RequestFields};
@@ -171,6 +171,7 @@ impl App {
             message,
         };
         let manifest: Value = serde_json::from_str(manifest).map_err(|e| bad(e.to_string()))?;
+        check_manifest_keys(&manifest).map_err(bad)?;
         let name = manifest["name"]
             .as_str()
             .ok_or_else(|| bad("no \"name\" string".into()))?;
@@ -179,6 +180,15 @@ impl App {
         let cors = Cors::parse(&manifest["cors"], &methods).map_err(bad)?;
         let schema = Arc::new(parse_tables(&manifest["tables"]).map_err(bad)?);
         schema.check().map_err(bad)?;
+        for table in &schema.tables {
+            if is_script_word(&table.name) {
+                return Err(bad(format!(
+                    "a table cannot be named {:?}: scripts could not name it (it is a word of \
+                     the script language, or the name handlers give their request)",
+                    table.name
+                )));
+            }
+        }
 
         // One text, so that functions of one file can call those of another; the source map
         // turns positions back into files.
@@ -195,15 +205,25 @@ impl App {
         }
         let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
         let engine = engine::build(&schema, &indexes, &limits);
-        let ast = engine.compile(&text).map_err(|e| {
-            let (file, line, column) = sources.locate(e.1);
+        let mut declared = Scope::new();
+        for (id, table) in schema.tables.iter().enumerate() {
+            declared.push_constant(table.name.as_str(), crate::api::Table { id: id as TableId });
+        }
+        // Strict variables (engine::build): a name that is neither a table, a parameter nor a
+        // local is an error here, not a 500 on every call.
+        let located = |position: Position, message: String| {
+            let (file, line, column) = sources.locate(position);
             LoadError::Compile {
                 file,
                 line,
                 column,
-                message: e.0.to_string(),
+                message,
             }
-        })?;
+        };
+        let ast = engine
+            .compile_with_scope(&declared, &text)
+            .map_err(|e| located(e.1, explain_compile_error(&e.0, &text, &schema)))?;
+        check_calls(&ast, &engine).map_err(|(position, message)| located(position, message))?;
         let handlers: HashMap<String, Handler> = ast
             .iter_functions()
             .filter(|f| f.params.len() == 1)
@@ -220,6 +240,11 @@ impl App {
                 return Err(LoadError::MissingHandler {
                     route: format!("{} {}", route.method, route.path),
                     handler: route.handler.clone(),
+                    arities: ast
+                        .iter_fn_def()
+                        .filter(|f| f.name == route.handler.as_str())
+                        .map(|f| f.params.len())
+                        .collect(),
                 });
             }
         }
@@ -608,11 +633,118 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
                 }
                 _ => return Err(format!("route {pattern:?}: {shape}")),
             };
+            check_pattern(pattern, path)?;
             let declared = Arc::new(Declared::parse(pattern, entry, path)?);
             let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
             Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared })
         })
-        .collect()
+        .collect::<Result<Vec<Route>, String>>()
+        .and_then(|routes| {
+            // Two patterns that differ only in their parameters' names match the same requests:
+            // the router would always take one of them.
+            let shape = |route: &Route| {
+                let segments: Vec<&str> = route
+                    .path
+                    .split('/')
+                    .map(|s| if s.starts_with('{') { "{}" } else { s })
+                    .collect();
+                (route.method.clone(), segments.join("/"))
+            };
+            for (i, route) in routes.iter().enumerate() {
+                if let Some(other) = routes[..i].iter().find(|o| shape(o) == shape(route)) {
+                    return Err(format!(
+                        "routes \"{} {}\" and \"{} {}\" match the same requests: one of them \
+                         could never be reached",
+                        other.method, other.path, route.method, route.path
+                    ));
+                }
+            }
+            Ok(routes)
+        })
+}
+
+/// The manifest's own keys: a misspelt one (`"table"`) would otherwise be ignored, and the app
+/// would start without what it declares.
+fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
+    const KEYS: [&str; 5] = ["name", "routes", "tables", "indexes", "cors"];
+    let Some(object) = manifest.as_object() else {
+        return Err("app.json must hold an object".into());
+    };
+    for key in object.keys() {
+        if KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        let near = KEYS
+            .iter()
+            .find(|k| k.starts_with(key.as_str()) || key.starts_with(*k) || edits(k, key) <= 2);
+        return Err(match near {
+            Some(near) => format!("unknown key {key:?}: did you mean {near:?}?"),
+            None => format!("unknown key {key:?}: an app.json holds {KEYS:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// The Levenshtein distance between two short names.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// A path pattern: literal segments, and parameters `{name}` or `{name:type}` that take a whole
+/// segment each, with distinct names.
+fn check_pattern(pattern: &str, path: &str) -> Result<(), String> {
+    let mut names = Vec::new();
+    for segment in path.split('/').skip(1) {
+        let Some(inner) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+            if segment.contains(['{', '}']) {
+                return Err(format!(
+                    "route {pattern:?}: a parameter takes a whole segment (/{{name}}/), not part \
+                     of {segment:?}"
+                ));
+            }
+            continue;
+        };
+        let name = inner.split_once(':').map_or(inner, |(name, _)| name);
+        if !rhai::is_valid_identifier(name) {
+            return Err(format!(
+                "route {pattern:?}: {segment:?} is not a parameter: write {{name}} or \
+                 {{name:type}}, with a name like request.params.name"
+            ));
+        }
+        if names.contains(&name) {
+            return Err(format!(
+                "route {pattern:?}: the parameter {name} appears twice"
+            ));
+        }
+        names.push(name);
+    }
+    Ok(())
+}
+
+/// Whether scripts could not use `name` as a variable: a word of the language (`let`, `true`,
+/// a reserved one) or `request`, the name handlers give their parameter, which would hide it.
+fn is_script_word(name: &str) -> bool {
+    if name == "request" {
+        return true;
+    }
+    let parsed = Engine::new_raw().compile_expression(name);
+    !matches!(
+        parsed.as_ref().map(|ast| ast.statements()),
+        Ok([Stmt::Expr(expr)]) if matches!(**expr, Expr::Variable(..))
+    )
 }
 
 /// `"indexes": {"by_category": {"table": "items", "fields": ["category"], "unique": false}}`.
@@ -778,6 +910,107 @@ fn request_fields(ast: &AST, name: &str) -> RequestFields {
         true
     });
     fields
+}
+
+/// Rhai's parse error, with what Pure knows of the mistake: a name that is not defined is
+/// often a table's, misspelt, or a top-level constant, which handlers never see (they run
+/// without the top level).
+fn explain_compile_error(error: &rhai::ParseErrorType, text: &str, schema: &Schema) -> String {
+    let rhai::ParseErrorType::VariableUndefined(name) = error else {
+        return error.to_string();
+    };
+    let top_level = Engine::new_raw().compile(text).ok().is_some_and(|ast| {
+        ast.statements()
+            .iter()
+            .any(|stmt| matches!(stmt, Stmt::Var(var, ..) if var.0.as_str() == name))
+    });
+    if top_level {
+        return format!(
+            "{name} is defined at the top level, which handlers never run: define it inside the \
+             function, or make it a function (fn {}() {{ ... }})",
+            name.to_lowercase()
+        );
+    }
+    let tables: Vec<&str> = schema.tables.iter().map(|t| t.name.as_str()).collect();
+    format!(
+        "no variable or table named {name} (the app's tables: {})",
+        if tables.is_empty() {
+            "none".to_string()
+        } else {
+            tables.join(", ")
+        }
+    )
+}
+
+/// Rhai's own functions that are syntax rather than registered functions.
+const KEYWORD_FUNCTIONS: [&str; 10] = [
+    "print",
+    "debug",
+    "type_of",
+    "eval",
+    "Fn",
+    "call",
+    "curry",
+    "is_shared",
+    "is_def_var",
+    "is_def_fn",
+];
+
+/// Every call of a function by name (not a method) must reach one: a script function with that
+/// many parameters, or a built-in one. Rhai would only say so when the call runs.
+fn check_calls(ast: &AST, engine: &Engine) -> Result<(), (Position, String)> {
+    let builtin: HashSet<String> = engine
+        .gen_fn_signatures(true)
+        .into_iter()
+        .filter_map(|signature| signature.split('(').next().map(str::to_string))
+        .collect();
+    let scripts: Vec<(ImmutableString, usize)> = ast
+        .iter_fn_def()
+        .map(|f| (f.name.clone(), f.params.len()))
+        .collect();
+    let mut found = Ok(());
+    ast.walk(&mut |path: &[ASTNode]| {
+        // A call is an expression, or a statement of its own.
+        let (call, position) = match path.last() {
+            Some(ASTNode::Expr(expr @ Expr::FnCall(call, ..))) => (call, expr.position()),
+            Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => (call, *position),
+            _ => return true,
+        };
+        let name = call.name.as_str();
+        if call.is_operator_call()
+            || !name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+            || KEYWORD_FUNCTIONS.contains(&name)
+            || builtin.contains(name)
+            || scripts
+                .iter()
+                .any(|(n, arity)| n == name && *arity == call.args.len())
+        {
+            return true;
+        }
+        let defined: Vec<usize> = scripts
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, arity)| *arity)
+            .collect();
+        let message = match defined.as_slice() {
+            [] => format!("no function {name}(): no script defines it, and it is not built in"),
+            arities => format!(
+                "{name}() is called with {} argument(s), but fn {name} takes {}",
+                call.args.len(),
+                arities
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        };
+        found = Err((position, message));
+        false
+    });
+    found
 }
 
 /// Where `fn name` is defined in `text` (the first match), for errors that have no position.

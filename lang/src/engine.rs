@@ -98,13 +98,15 @@ pub(crate) fn build(
 ) -> Engine {
     let mut engine = Engine::new();
     engine.disable_symbol("eval");
-    // `Simple` does not evaluate registered functions at compile time (RHAI.md pitfall).
+    // `Simple` does not evaluate registered functions at compile time: `Full` would call the
+    // table API while compiling, with no tables there.
     engine.set_optimization_level(OptimizationLevel::Simple);
     // Rhai's string interner is one locked cache shared by every thread; with more distinct
     // strings than its 256 entries (player names, say) it rescans itself after every few new
     // ones: 12% of the owner's time in the scoreboard at 64 connections
     // (docs/research/002-serve-cpu-per-post.md). Strings in handlers are short-lived anyway.
     engine.set_max_strings_interned(0);
+    engine.set_strict_variables(true);
 
     engine.set_max_operations(limits.operations_max);
     engine.set_max_call_levels(limits.call_levels_max);

@@ -56,8 +56,13 @@ pub enum LoadError {
         column: usize,
         message: String,
     },
-    /// A route names a function that is not defined with one parameter.
-    MissingHandler { route: String, handler: String },
+    /// A route names a function that is not defined with one parameter; `arities` are the
+    /// parameter counts of the functions of that name the scripts do define.
+    MissingHandler {
+        route: String,
+        handler: String,
+        arities: Vec<usize>,
+    },
 }
 
 impl fmt::Display for LoadError {
@@ -68,9 +73,27 @@ impl fmt::Display for LoadError {
             LoadError::Compile { file, line, column, message } => {
                 write!(f, "{file}:{line}:{column}: {message}")
             }
-            LoadError::MissingHandler { route, handler } => write!(
+            LoadError::MissingHandler {
+                route,
+                handler,
+                arities,
+            } if arities.is_empty() => write!(
                 f,
                 "route {route:?} names handler {handler:?}, but no script defines fn {handler}(request)"
+            ),
+            LoadError::MissingHandler {
+                route,
+                handler,
+                arities,
+            } => write!(
+                f,
+                "route {route:?} names handler {handler:?}: fn {handler} is defined with {} \
+                 parameters, but a handler takes one (request)",
+                arities
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             ),
         }
     }

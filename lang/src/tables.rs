@@ -1,8 +1,8 @@
 //! The state: one persistent ordered map per table, and the transactional operations on it.
 //!
 //! A write handler changes the owner's maps in place (so it sees its own writes) and records two
-//! things per change: an undo entry (the old row, to roll back on throw or limit: RHAI.md point 5,
-//! cheaper than keeping the old root alive) and a [`Change`] (the redo, which the runtime encodes
+//! things per change: an undo entry (the old row, to roll back on throw or limit: cheaper than
+//! keeping the old root alive, which would make every later change copy its path again) and a [`Change`] (the redo, which the runtime encodes
 //! as the transaction's record). A snapshot is a clone of [`Tables`]: O(1) per table.
 //!
 //! Declared indexes live beside the tables: one persistent map per index from the indexed

@@ -480,3 +480,109 @@ fn the_stack_estimate_saturates_for_huge_or_unlimited_limits() {
         assert!(bytes > default && bytes <= 256 << 20, "{limits:?}: {bytes}");
     }
 }
+
+/// Mistakes that used to load and then fail every call are load errors naming the file, line
+/// and column: a table the manifest does not declare, a function no script defines or one
+/// called with another number of arguments, a top-level constant used in a function, and a
+/// handler defined with more parameters than a request.
+#[test]
+fn mistakes_every_call_would_hit_are_load_errors() {
+    let manifest = r#"{"name": "x", "tables": {"items": ["n"]}, "routes": {"GET /a": "a"}}"#;
+    let load = |script: &str| {
+        App::from_sources(
+            manifest,
+            vec![("a.rhai".into(), script.into())],
+            Limits::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+    };
+    for (script, says) in [
+        (
+            "fn a(r) {\n    itemz.get(1)\n}",
+            "a.rhai:2:5: no variable or table named itemz (the app's tables: items)",
+        ),
+        (
+            "fn a(r) { helper(1) }\nfn b(r) { nope(2); 1 }\nfn helper(x) { x }",
+            "a.rhai:2:11: no function nope(): no script defines it, and it is not built in",
+        ),
+        (
+            "fn a(r) { helper(1, 2) }\nfn helper(x) { x }",
+            "a.rhai:1:11: helper() is called with 2 argument(s), but fn helper takes 1",
+        ),
+        (
+            "const LIMIT = 5;\nfn a(r) { LIMIT }",
+            "a.rhai:2:11: LIMIT is defined at the top level, which handlers never run",
+        ),
+        (
+            "fn a(r, extra) { 1 }",
+            "fn a is defined with 2 parameters, but a handler takes one (request)",
+        ),
+    ] {
+        let error = load(script).unwrap_or_else(|| panic!("{script:?} loaded"));
+        assert!(error.contains(says), "{script:?}: {error}");
+    }
+    // What is built in, Rhai's own keywords and script functions of the right arity load.
+    let fine = "fn a(r) { print(\"x\"); let f = Fn(\"h\"); type_of(now()) + uuid() + h(1) + \
+                items.count() }\nfn h(x) { `${x}` }";
+    assert_eq!(load(fine), None);
+}
+
+/// The manifest is read as strictly as the scripts: a misspelt key, a route that can never be
+/// reached, a malformed pattern and a table no script could name are load errors.
+#[test]
+fn a_manifest_with_a_mistake_does_not_load() {
+    let load = |manifest: &str| {
+        App::from_sources(
+            manifest,
+            vec![("a.rhai".into(), "fn a(r) { 1 }".into())],
+            Limits::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+    };
+    for (manifest, says) in [
+        (
+            r#"{"name": "x", "table": {"t": ["n"]}, "routes": {}}"#,
+            r#"unknown key "table": did you mean "tables"?"#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/{p}": "a", "GET /a/{q}": "a"}}"#,
+            r#"routes "GET /a/{p}" and "GET /a/{q}" match the same requests"#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/{*rest}": "a"}}"#,
+            r#""{*rest}" is not a parameter"#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/{}": "a"}}"#,
+            r#""{}" is not a parameter"#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/x{p}": "a"}}"#,
+            "a parameter takes a whole segment",
+        ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/{p}/{p:int}": "a"}}"#,
+            "the parameter p appears twice",
+        ),
+        (
+            r#"{"name": "x", "tables": {"request": []}, "routes": {}}"#,
+            r#"a table cannot be named "request""#,
+        ),
+        (
+            r#"{"name": "x", "tables": {"let": []}, "routes": {}}"#,
+            r#"a table cannot be named "let""#,
+        ),
+    ] {
+        let error = load(manifest).unwrap_or_else(|| panic!("{manifest} loaded"));
+        assert!(error.contains(says), "{manifest}: {error}");
+    }
+    // Different methods on one shape, and a literal beside a parameter, are distinct routes.
+    assert_eq!(
+        load(
+            r#"{"name": "x", "routes": {"GET /a/{p:int}": "a", "POST /a/{q}": "a", "GET /a/b": "a"}}"#
+        ),
+        None
+    );
+}

@@ -17,7 +17,8 @@
 //! 2. add the record and the answer to the group.
 //!
 //! The syncer takes the group, with a snapshot of the tables after it (O(1) per table; one per
-//! group, not per write: RHAI.md point 6), the moment it is done with the previous one. So
+//! group, not per write: a clone is cheap, but a clone per write would keep every write's
+//! copied tree nodes alive until the syncer drops them), the moment it is done with the previous one. So
 //! group N+1 is built while the syncer commits group N, every write that arrives meanwhile
 //! joins N+1, and the owner never runs further ahead: it stops when a group is full.
 //!

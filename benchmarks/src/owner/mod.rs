@@ -5,7 +5,7 @@
 //! `always` on a disk directory and `none`. Prints writes/s, latency quantiles, bytes written
 //! to the device per write, the owner's busy share and the process CPU per write.
 //!
-//! Part 2, handler cost: a TPC-C-New-Order-like handler (RHAI.md: 23 reads and 23 writes on
+//! Part 2, handler cost: a TPC-C-New-Order-like handler (23 reads and 23 writes on
 //! warehouse, district, customer, item, stock, order, new-order and order-line rows) written as a
 //! Pure script, against the same logic in native Rust on the same maps through the same
 //! transactional operations (undo log and write set). Calls alternate in batches; medians of the

@@ -1,6 +1,6 @@
 //! The SQLite twin of apps/tpcc (rusqlite, in-process): the same nine tables, the same five
 //! transactions giving the same answers (status and JSON body) and leaving the same rows, for
-//! the same population and request stream (TPCC.md §4, §5).
+//! the same population and request stream (docs/benchmarks.md: `tpcc-equal`, `tpcc`).
 //!
 //! - [`Settings`] / [`SqliteOptions`]: the pragmas, with the `default` and `tuned` presets.
 //! - [`load`]: a new database file with the population of a seed ([`schema`] documents the

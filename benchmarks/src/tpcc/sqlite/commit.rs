@@ -1,4 +1,4 @@
-//! The two ways of committing (TPCC.md §4.3, §4.4):
+//! The two ways of committing:
 //!
 //! - [`Session`] (`sqlite`): one connection per terminal thread, every transaction committed on
 //!   its own. Writers take a fair (FIFO) application-level lock around BEGIN IMMEDIATE ..

@@ -1,4 +1,4 @@
-//! The nine tables in SQLite: the schema (TPCC.md §4.1), the loader, and the dump that writes
+//! The nine tables in SQLite: the schema (below), the loader, and the dump that writes
 //! the rows as `pure-serve export` writes the app's.
 //!
 //! Schema choices:

@@ -111,7 +111,8 @@ impl Settings {
         }
     }
 
-    /// The configuration for a fair, durable comparison with Pure (TPCC.md §4.2).
+    /// The configuration for a fair, durable comparison with Pure: the sweep that chose it is
+    /// in docs/research/012-tpcc-vs-sqlite.md.
     pub fn tuned() -> Settings {
         Settings {
             journal_mode: JournalMode::Wal,
