@@ -172,6 +172,7 @@ impl App {
         };
         let manifest: Value = serde_json::from_str(manifest).map_err(|e| bad(e.to_string()))?;
         check_manifest_keys(&manifest).map_err(bad)?;
+        let limits = limits.with_manifest(&manifest["limits"]).map_err(bad)?;
         let name = manifest["name"]
             .as_str()
             .ok_or_else(|| bad("no \"name\" string".into()))?;
@@ -666,7 +667,7 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
 /// The manifest's own keys: a misspelt one (`"table"`) would otherwise be ignored, and the app
 /// would start without what it declares.
 fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
-    const KEYS: [&str; 5] = ["name", "routes", "tables", "indexes", "cors"];
+    const KEYS: [&str; 6] = ["name", "routes", "tables", "indexes", "cors", "limits"];
     let Some(object) = manifest.as_object() else {
         return Err("app.json must hold an object".into());
     };

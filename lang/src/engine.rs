@@ -54,6 +54,69 @@ impl Default for Limits {
     }
 }
 
+/// The most an app's `"limits"` may ask for: the server's hard caps. Past them a handler could
+/// hold the owner for seconds, or grow a value to a size that the heap of a small server would
+/// not hold, and nothing else could run meanwhile.
+pub const LIMIT_CAPS: Limits = Limits {
+    operations_max: 100_000_000,
+    wall_clock_max: Duration::from_secs(10),
+    call_levels_max: 64,
+    expr_depth_max: (64, 32),
+    scan_rows_max: 10_000_000,
+    string_bytes_max: 16 << 20,
+    array_items_max: 1_000_000,
+    map_items_max: 1_000_000,
+};
+
+impl Limits {
+    /// These limits with those of a manifest's `"limits"` object (`null`: none) in their
+    /// place; an error names a key that is not a limit or a value that is not an integer from 1
+    /// to its cap.
+    pub fn with_manifest(mut self, limits: &serde_json::Value) -> Result<Limits, String> {
+        if limits.is_null() {
+            return Ok(self);
+        }
+        let names = "operations, wall_clock_ms, call_depth, scan_rows, string_bytes, \
+                     array_items, map_items";
+        let limits = limits
+            .as_object()
+            .ok_or_else(|| format!("\"limits\" must be an object of {names}"))?;
+        let caps = LIMIT_CAPS;
+        for (name, value) in limits {
+            let cap = match name.as_str() {
+                "operations" => caps.operations_max,
+                "wall_clock_ms" => caps.wall_clock_max.as_millis() as u64,
+                "call_depth" => caps.call_levels_max as u64,
+                "scan_rows" => caps.scan_rows_max,
+                "string_bytes" => caps.string_bytes_max as u64,
+                "array_items" => caps.array_items_max as u64,
+                "map_items" => caps.map_items_max as u64,
+                _ => {
+                    return Err(format!(
+                        "limits: unknown limit {name:?}: the limits are {names}"
+                    ))
+                }
+            };
+            let n = value
+                .as_u64()
+                .filter(|n| (1..=cap).contains(n))
+                .ok_or_else(|| {
+                    format!("limits.{name} must be an integer from 1 to {cap} (the server's cap), not {value}")
+                })?;
+            match name.as_str() {
+                "operations" => self.operations_max = n,
+                "wall_clock_ms" => self.wall_clock_max = Duration::from_millis(n),
+                "call_depth" => self.call_levels_max = n as usize,
+                "scan_rows" => self.scan_rows_max = n,
+                "string_bytes" => self.string_bytes_max = n as usize,
+                "array_items" => self.array_items_max = n as usize,
+                _ => self.map_items_max = n as usize,
+            }
+        }
+        Ok(self)
+    }
+}
+
 /// Native stack per level of expression nesting, per script call level: a handler recursing to
 /// the call-depth limit (32) with its recursive call as deep in an expression as the limit in
 /// functions (32) allows needed up to 1.1 MB in a release build (a chain of additions; nested

@@ -34,7 +34,7 @@ pub use api::{Row, SCAN_ROWS_MAX};
 pub use app::{panic_message, App, Execution, HandlerKind, Head, Request, Route};
 pub use body::{negative_zeros, BodyError};
 pub use cors::Cors;
-pub use engine::Limits;
+pub use engine::{Limits, LIMIT_CAPS};
 pub use error::{HandlerError, LoadError};
 pub use fields::{Fields, FieldsBuilder, SLOTS_MAX};
 pub use key::{Key, KeyPart, PartRef, KEY_PARTS_MAX};

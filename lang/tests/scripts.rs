@@ -586,3 +586,71 @@ fn a_manifest_with_a_mistake_does_not_load() {
         None
     );
 }
+
+/// An app may set its handlers' limits in app.json, up to the server's caps: a sum over
+/// 100,001 rows stops at a default limit, and runs to the end with the app's.
+#[test]
+fn an_app_sets_its_own_limits_within_the_caps() {
+    let script = r#"
+fn sum(r) {
+    let total = 0;
+    let from = 0;
+    loop {
+        let rows = t.scan(from, (), 10000);
+        if rows.len() == 0 { break; }
+        for row in rows { total += row.n; }
+        from = rows[-1].key + 1;
+    }
+    total
+}"#;
+    let load = |limits: &str| {
+        let manifest =
+            format!(r#"{{"name": "x", "tables": {{"t": ["n"]}}, "routes": {{}}{limits}}}"#);
+        App::from_sources(
+            &manifest,
+            vec![("a.rhai".into(), script.into())],
+            Limits::default(),
+        )
+    };
+    let mut tables = Tables::new(1);
+    let mut writes = WriteSet::default();
+    for i in 0..100_001 {
+        tables
+            .put(
+                &mut writes,
+                0,
+                pure_lang::Key::int(i),
+                pure_lang::Fields::from_values(&[pure_lang::Dynamic::from_int(1)]),
+                true,
+            )
+            .expect("a new key");
+    }
+    writes.clear();
+    let sum = |app: &App, tables: &mut Tables| {
+        let mut writes = WriteSet::default();
+        app.run_write("sum", &Request::default(), tables, &mut writes)
+            .map(|answer| answer.body)
+            .map_err(|e| e.to_json())
+    };
+    let stopped = sum(&load("").expect("loads"), &mut tables).expect_err("a default limit");
+    assert!(stopped["limit"].is_string(), "{stopped}");
+    let roomy =
+        load(r#", "limits": {"scan_rows": 200000, "operations": 5000000, "wall_clock_ms": 10000}"#)
+            .expect("loads");
+    assert_eq!(sum(&roomy, &mut tables), Ok(serde_json::json!(100_001)));
+
+    for (limits, says) in [
+        (
+            r#", "limits": {"operations": 100000001}"#,
+            "limits.operations must be an integer from 1 to 100000000 (the server's cap)",
+        ),
+        (
+            r#", "limits": {"scan_rows": 0}"#,
+            "limits.scan_rows must be",
+        ),
+        (r#", "limits": {"ops": 5}"#, r#"unknown limit "ops""#),
+    ] {
+        let error = load(limits).err().expect(limits).to_string();
+        assert!(error.contains(says), "{limits}: {error}");
+    }
+}

@@ -7,6 +7,16 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 const EXIT_CODES: &str = "\
+Handler limits: an app sets its own in app.json (\"limits\"), up to these caps; the defaults
+and what each stops are in docs/guide.md (Limits and the sandbox).
+  operations      100000000
+  wall_clock_ms   10000
+  call_depth      64
+  scan_rows       10000000
+  string_bytes    16777216
+  array_items     1000000
+  map_items       1000000
+
 Exit codes:
   0   stopped cleanly (SIGTERM or SIGINT): in-flight requests were answered and synced
   1   an unexpected error while serving
@@ -307,5 +317,33 @@ impl Options {
 
     pub fn body_timeout(&self) -> Duration {
         Duration::from_millis(self.body_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The caps `--help` names are the ones the server applies.
+    #[test]
+    fn the_help_names_the_handler_limit_caps() {
+        let caps = pure_lang::LIMIT_CAPS;
+        for (name, cap) in [
+            ("operations", caps.operations_max),
+            ("wall_clock_ms", caps.wall_clock_max.as_millis() as u64),
+            ("call_depth", caps.call_levels_max as u64),
+            ("scan_rows", caps.scan_rows_max),
+            ("string_bytes", caps.string_bytes_max as u64),
+            ("array_items", caps.array_items_max as u64),
+            ("map_items", caps.map_items_max as u64),
+        ] {
+            let line = super::EXIT_CODES
+                .lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} in the help"));
+            assert_eq!(
+                line.split_whitespace().nth(1),
+                Some(cap.to_string().as_str()),
+                "{line}"
+            );
+        }
     }
 }
