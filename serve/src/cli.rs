@@ -211,6 +211,20 @@ pub enum Command {
         #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
         log_capacity: u64,
     },
+    /// Runs the app's transcripts (APP_DIR/tests/*.transcript), each against a fresh server on
+    /// a new data directory, with the clock and randomness fixed; prints every answer that
+    /// differs from the transcript, with the request, the expected and the actual answer.
+    /// Exit 0 when every answer is as written, 1 when one is not, 3 when there is nothing to
+    /// run or the app does not start.
+    #[command(after_help = TEST_HELP)]
+    Test {
+        /// The app directory, whose tests/ holds the transcripts.
+        app_dir: PathBuf,
+        /// Write the answers the app gives into the transcripts where they differ, instead of
+        /// failing: to add a case, write its request and any status, and run with --update.
+        #[arg(long)]
+        update: bool,
+    },
     /// Writes the rows of a stopped server's data directory into JSON Lines files, one per
     /// table the app declares, OUT/<table>.jsonl, in key order: the format `import` reads.
     /// Changes nothing in DIR (it only takes the directory's lock, so the server must be
@@ -227,6 +241,17 @@ pub enum Command {
         out: PathBuf,
     },
 }
+
+const TEST_HELP: &str = "\
+A transcript holds exchanges: a request line, then the expected answer line.
+  POST /scores {\"player\": \"ann\", \"score\": 10}
+  200 {\"player\": \"ann\", \"best\": 10, \"posts\": 1}
+The request is METHOD /PATH [JSON BODY]; the answer STATUS [JSON] (without JSON only the status
+is compared; JSON is compared as values, not text). '#' starts a comment line. A line
+'#! --flag value' gives the server more flags; a line 'restart' stops the server and starts it
+again on the same data (what follows sees what recovery brought back). Each transcript gets a
+new data directory and --sync none; now() is 1767225600000 and random()/uuid() are seeded with 1
+unless its flags say otherwise.";
 
 const IMPORT_HELP: &str = "\
 Each line of <table>.jsonl is one row:

@@ -15,6 +15,7 @@ mod log;
 mod metrics;
 mod route;
 mod server;
+mod transcript;
 mod transfer;
 mod wire;
 
@@ -74,6 +75,7 @@ fn main() -> ExitCode {
             log_capacity,
         }) => transfer::import(app_dir, data, files, *log_capacity),
         Some(Command::Export { app_dir, data, out }) => transfer::export(app_dir, data, out),
+        Some(Command::Test { app_dir, update }) => transcript::run(app_dir, *update),
         None => start(&options),
     };
     match outcome {

@@ -1,126 +1,144 @@
-//! Runs the bundled apps' transcripts: every `apps/*/tests/*.transcript` against a fresh server.
-//!
-//! A transcript is a list of exchanges separated by blank lines; `#` starts a comment line. An
-//! exchange is a request line `METHOD PATH [JSON BODY]` and an expected line `STATUS [JSON]`.
-//! When the expected JSON is given the answer must equal it; otherwise only the status counts.
-//! A line `#! --flag value ...` gives the server flags (`--fixed-now 1767225600000`), so that
-//! answers holding the time or random values can be compared exactly.
+//! `pure-serve test`: every bundled app's transcripts pass through it; a transcript whose
+//! answers differ fails with the request, the expected and the actual answer; `--update`
+//! rewrites only the answers that differ; `restart` inside a transcript serves what recovery
+//! brought back.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
-use serde_json::Value;
+use crate::harness::{binary, repo_path, scoreboard_dir};
 
-use crate::harness::{repo_path, Client, Launch};
-
-struct Exchange {
-    line: usize,
-    method: String,
-    path: String,
-    body: Option<String>,
-    status: u16,
-    expected: Option<Value>,
+fn test(app: &Path, update: bool) -> Output {
+    let mut command = std::process::Command::new(binary());
+    command.arg("test").arg(app);
+    if update {
+        command.arg("--update");
+    }
+    command.output().expect("run pure-serve test")
 }
 
-fn parse(text: &str, file: &Path) -> Vec<Exchange> {
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .map(|(index, line)| (index + 1, line.trim()))
-        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
-        .collect();
-    assert!(
-        lines.len().is_multiple_of(2),
-        "{}: a request line without its answer",
-        file.display()
-    );
-    lines
-        .chunks(2)
-        .map(|pair| {
-            let (line, request) = pair[0];
-            let mut parts = request.splitn(3, ' ');
-            let method = parts.next().expect("method").to_string();
-            let path = parts
-                .next()
-                .unwrap_or_else(|| panic!("{}:{line}: no path", file.display()))
-                .to_string();
-            let body = parts.next().map(str::to_string);
-            let (status, expected) = pair[1].1.split_once(' ').unwrap_or((pair[1].1, ""));
-            let status = status
-                .parse()
-                .unwrap_or_else(|_| panic!("{}:{}: bad status", file.display(), pair[1].0));
-            let expected = (!expected.is_empty()).then(|| {
-                serde_json::from_str(expected)
-                    .unwrap_or_else(|e| panic!("{}:{}: {e}", file.display(), pair[1].0))
-            });
-            Exchange {
-                line,
-                method,
-                path,
-                body,
-                status,
-                expected,
-            }
-        })
-        .collect()
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
-fn transcripts() -> Vec<(PathBuf, PathBuf)> {
-    let mut found = Vec::new();
-    for app in std::fs::read_dir(repo_path("apps"))
+/// Every bundled app with transcripts: `pure-serve test` runs them all and they pass.
+#[test]
+fn bundled_app_transcripts() {
+    let mut apps: Vec<PathBuf> = std::fs::read_dir(repo_path("apps"))
         .expect("apps/")
         .flatten()
-    {
-        let Ok(tests) = std::fs::read_dir(app.path().join("tests")) else {
-            continue;
-        };
-        for file in tests.flatten() {
-            if file
-                .path()
-                .extension()
-                .is_some_and(|ext| ext == "transcript")
-            {
-                found.push((app.path(), file.path()));
-            }
-        }
+        .map(|entry| entry.path())
+        .filter(|app| app.join("tests").is_dir())
+        .collect();
+    apps.sort();
+    assert!(
+        apps.iter().any(|app| app.ends_with("scoreboard")),
+        "no scoreboard transcripts"
+    );
+    for app in apps {
+        let output = test(&app, false);
+        let all = text(&output);
+        assert!(output.status.success(), "{}: {all}", app.display());
+        assert!(all.contains("answers as written"), "{all}");
     }
-    found.sort();
-    found
+}
+
+/// A copy of the scoreboard with one more transcript, `text`.
+fn scoreboard_with(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = scoreboard_dir();
+    for name in ["app.json", "scores.rhai"] {
+        std::fs::copy(source.join(name), dir.path().join(name)).expect("copy the app");
+    }
+    std::fs::create_dir(dir.path().join("tests")).expect("tests/");
+    std::fs::write(dir.path().join("tests/case.transcript"), text).expect("write");
+    dir
+}
+
+const CASE: &str = "\
+# posts, then a restart
+POST /scores {\"player\": \"zed\", \"score\": 5}
+200 {\"player\": \"zed\", \"best\": 4, \"posts\": 1}
+
+POST /scores {\"player\": \"amy\", \"score\": 1}
+200 {\"player\": \"amy\", \"best\": 1, \"posts\": 1}
+
+restart
+
+GET /players/zed
+404
+";
+
+#[test]
+fn a_differing_answer_fails_naming_the_request_and_both_answers() {
+    let app = scoreboard_with(CASE);
+    let output = test(app.path(), false);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(all.contains("case.transcript:2: POST /scores"), "{all}");
+    assert!(
+        all.contains("  expected: 200 {\"player\": \"zed\", \"best\": 4, \"posts\": 1}"),
+        "{all}"
+    );
+    assert!(
+        all.contains("  actual:   200 {\"best\":5,\"player\":\"zed\",\"posts\":1}"),
+        "{all}"
+    );
+    // After the restart, zed is still there: recovery brought the post back.
+    assert!(
+        all.contains("case.transcript:10: GET /players/zed"),
+        "{all}"
+    );
+    assert!(all.contains("2 of 3 answers differ"), "{all}");
 }
 
 #[test]
-fn bundled_app_transcripts() {
-    let all = transcripts();
-    assert!(
-        all.iter().any(|(app, _)| app.ends_with("scoreboard")),
-        "no scoreboard transcript"
+fn update_rewrites_only_the_answers_that_differ_and_then_they_pass() {
+    let app = scoreboard_with(CASE);
+    let output = test(app.path(), true);
+    assert!(output.status.success(), "{}", text(&output));
+    let rewritten =
+        std::fs::read_to_string(app.path().join("tests/case.transcript")).expect("read");
+    assert_eq!(
+        rewritten,
+        CASE.replace(
+            "200 {\"player\": \"zed\", \"best\": 4, \"posts\": 1}",
+            "200 {\"best\":5,\"player\":\"zed\",\"posts\":1}"
+        )
+        .replace("404\n", "200 {\"best\":5,\"player\":\"zed\",\"posts\":1}\n")
     );
-    for (app, file) in all {
-        let data = tempfile::tempdir().expect("tempdir");
-        let text = std::fs::read_to_string(&file).expect("read transcript");
-        let mut launch = Launch::new(&app, data.path());
-        for line in text.lines().filter_map(|line| line.strip_prefix("#!")) {
-            launch
-                .flags
-                .extend(line.split_whitespace().map(str::to_string));
-        }
-        let server = launch.start();
-        let mut client: Client = server.client();
-        for exchange in parse(&text, &file) {
-            let body = exchange.body.as_deref().map(str::as_bytes);
-            let response = client
-                .request(&exchange.method, &exchange.path, body)
-                .expect("answered");
-            let place = format!("{}:{}", file.display(), exchange.line);
-            assert_eq!(
-                response.status,
-                exchange.status,
-                "{place}: {}",
-                response.text()
-            );
-            if let Some(expected) = &exchange.expected {
-                assert_eq!(&response.json(), expected, "{place}");
-            }
-        }
-        server.stop();
-    }
+    let output = test(app.path(), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("3 answers as written"));
+}
+
+#[test]
+fn an_app_that_does_not_start_or_has_no_transcripts_exits_3() {
+    let app = scoreboard_with("GET /top\n200 []\n");
+    std::fs::write(
+        app.path().join("scores.rhai"),
+        "fn post_score(r) { nope() }",
+    )
+    .expect("write");
+    let output = test(app.path(), false);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        text(&output).contains("no function nope()"),
+        "{}",
+        text(&output)
+    );
+
+    let empty = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(empty.path().join("tests")).expect("tests/");
+    let output = test(empty.path(), false);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        text(&output).contains("no transcripts"),
+        "{}",
+        text(&output)
+    );
 }

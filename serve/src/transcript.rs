@@ -1,0 +1,315 @@
+//! `pure-serve test APP_DIR`: runs an app's transcripts (`APP_DIR/tests/*.transcript`), each
+//! against a fresh server of its own, and says where an answer differs; `--update` writes the
+//! answers the app gives into the transcripts instead (golden files).
+//!
+//! A transcript is a list of exchanges: a request line `METHOD PATH [JSON BODY]`, then the
+//! expected answer `STATUS [JSON]` (without JSON only the status is compared). `#` starts a
+//! comment line; blank lines separate exchanges. A line `#! --flag value ...` gives the server
+//! more flags; a line `restart` stops the server (SIGTERM, as an operator would) and starts it
+//! again on the same data: what follows tests what recovery brings back.
+//!
+//! The server is this binary, started as `pure-serve APP_DIR` on a fresh data directory, on a
+//! free port of 127.0.0.1, with `--sync none` (a test's data is thrown away) and a fixed world
+//! (`--fixed-now 1767225600000 --seed 1`, unless the transcript's flags say otherwise), so
+//! that answers holding the time, an id or a random number compare exactly, run after run.
+//! It knows nothing of the runtime: it speaks HTTP to the server as a client would.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::Value;
+
+use crate::exit;
+
+/// The time `now()` answers in a transcript unless its flags say otherwise: 2026-01-01 UTC.
+const FIXED_NOW_MS: &str = "1767225600000";
+
+enum Line {
+    /// A line kept as it is: a comment, a flag line, a blank line.
+    Verbatim(String),
+    /// `restart`, as written.
+    Restart(String),
+    Exchange(Exchange),
+}
+
+struct Exchange {
+    /// The request's line number (from 1) and text, as written.
+    line: usize,
+    request_text: String,
+    method: String,
+    path: String,
+    body: Option<String>,
+    status: u16,
+    expected: Option<Value>,
+    /// The expected answer's line as written, rewritten by `--update` only when it differs.
+    answer_text: String,
+}
+
+fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
+    let mut lines = Vec::new();
+    let mut flags = Vec::new();
+    let mut numbered = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+    while let Some((number, raw)) = numbered.next() {
+        let line = raw.trim();
+        if let Some(more) = line.strip_prefix("#!") {
+            flags.extend(more.split_whitespace().map(str::to_string));
+            lines.push(Line::Verbatim(raw.to_string()));
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            lines.push(Line::Verbatim(raw.to_string()));
+            continue;
+        }
+        if line == "restart" {
+            lines.push(Line::Restart(raw.to_string()));
+            continue;
+        }
+        let at = |n: usize| format!("{}:{n}", file.display());
+        let mut parts = line.splitn(3, ' ');
+        let method = parts.next().unwrap_or_default().to_string();
+        let path = parts
+            .next()
+            .filter(|p| p.starts_with('/'))
+            .with_context(|| format!("{}: a request is METHOD /PATH [JSON BODY]", at(number)))?
+            .to_string();
+        let body = parts.next().map(str::to_string);
+        let (answer_line, answer_raw) = numbered
+            .by_ref()
+            .find(|(_, l)| !l.trim().is_empty() && !l.trim().starts_with('#'))
+            .with_context(|| format!("{}: a request without its expected answer", at(number)))?;
+        let answer = answer_raw.trim();
+        let (status, expected) = answer.split_once(' ').unwrap_or((answer, ""));
+        let status = status
+            .parse()
+            .with_context(|| format!("{}: an answer is STATUS [JSON]", at(answer_line)))?;
+        let expected = match expected.trim() {
+            "" => None,
+            json => Some(
+                serde_json::from_str(json)
+                    .with_context(|| format!("{}: the expected JSON", at(answer_line)))?,
+            ),
+        };
+        lines.push(Line::Exchange(Exchange {
+            line: number,
+            request_text: raw.to_string(),
+            method,
+            path,
+            body,
+            status,
+            expected,
+            answer_text: answer_raw.to_string(),
+        }));
+    }
+    Ok((lines, flags))
+}
+
+/// A server started for one transcript, on its data directory.
+struct Server {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Server {
+    fn start(app_dir: &Path, data: &Path, flags: &[String]) -> anyhow::Result<Server> {
+        let binary = std::env::current_exe().context("finding this program")?;
+        let mut args: Vec<String> = vec![
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--sync".into(),
+            "none".into(),
+        ];
+        if !flags.iter().any(|f| f == "--fixed-now") {
+            args.extend(["--fixed-now".into(), FIXED_NOW_MS.into()]);
+        }
+        if !flags.iter().any(|f| f == "--seed") {
+            args.extend(["--seed".into(), "1".into()]);
+        }
+        args.extend(flags.iter().cloned());
+        let mut child = Command::new(binary)
+            .arg(app_dir)
+            .arg("--data")
+            .arg(data)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting pure-serve")?;
+        let stderr = child.stderr.take().expect("piped");
+        // The server's log is shown only when it does not start; drained meanwhile so that a
+        // full pipe never blocks it.
+        let log = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            text
+        });
+        let stdout = child.stdout.take().expect("piped");
+        let mut ready = String::new();
+        let read = BufReader::new(stdout).read_line(&mut ready);
+        let address = ready
+            .trim()
+            .rsplit_once("http://")
+            .and_then(|(_, address)| address.parse().ok());
+        match (read, address) {
+            (Ok(_), Some(address)) => Ok(Server { child, address }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = log.join().unwrap_or_default();
+                bail!("the server did not start:\n{}", log.trim_end())
+            }
+        }
+    }
+
+    fn stop(mut self) -> anyhow::Result<()> {
+        // SAFETY: kill(2) on our own child's pid, which has not been waited for.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().context("waiting for the server")?;
+        if !status.success() {
+            bail!("the server stopped with {status}");
+        }
+        Ok(())
+    }
+
+    /// Sends one request and returns the answer's status and body.
+    fn exchange(&self, exchange: &Exchange) -> anyhow::Result<(u16, String)> {
+        let mut stream = TcpStream::connect(self.address).context("connecting to the server")?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let body = exchange.body.as_deref().unwrap_or("");
+        write!(
+            stream,
+            "{} {} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            exchange.method,
+            exchange.path,
+            body.len()
+        )?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer)?;
+        let answer = String::from_utf8_lossy(&answer);
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| anyhow!("an answer without a head"))?;
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("an answer without a status"))?;
+        Ok((status, body.to_string()))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs one transcript; returns how many exchanges differed, and (with `update`) the text to
+/// write back.
+fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, usize, String)> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let (lines, flags) = parse(&text, file)?;
+    let data = tempfile::tempdir().context("a data directory for the test")?;
+    let mut server = Some(Server::start(app_dir, data.path(), &flags)?);
+    let (mut differed, mut exchanges) = (0, 0);
+    let mut out = Vec::new();
+    for line in lines {
+        match line {
+            Line::Verbatim(raw) => out.push(raw),
+            Line::Restart(raw) => {
+                server.take().expect("a running server").stop()?;
+                server = Some(Server::start(app_dir, data.path(), &flags)?);
+                out.push(raw);
+            }
+            Line::Exchange(exchange) => {
+                exchanges += 1;
+                let running = server.as_ref().expect("a running server");
+                let (status, body) = running.exchange(&exchange)?;
+                let actual: Option<Value> = serde_json::from_str(&body).ok();
+                let same = status == exchange.status
+                    && exchange
+                        .expected
+                        .as_ref()
+                        .is_none_or(|expected| actual.as_ref() == Some(expected));
+                out.push(exchange.request_text.clone());
+                if same {
+                    out.push(exchange.answer_text);
+                    continue;
+                }
+                differed += 1;
+                let actual_line = match &actual {
+                    Some(json) => format!("{status} {json}"),
+                    None if body.is_empty() => status.to_string(),
+                    None => format!("{status} {body}"),
+                };
+                if update {
+                    out.push(actual_line);
+                } else {
+                    println!(
+                        "{}:{}: {}\n  expected: {}\n  actual:   {}",
+                        file.display(),
+                        exchange.line,
+                        exchange.request_text.trim(),
+                        exchange.answer_text.trim(),
+                        actual_line
+                    );
+                    out.push(exchange.answer_text);
+                }
+            }
+        }
+    }
+    server.take().expect("a running server").stop()?;
+    let mut written = out.join("\n");
+    if text.ends_with('\n') {
+        written.push('\n');
+    }
+    Ok((differed, exchanges, written))
+}
+
+/// `pure-serve test`: 0 when every exchange of every transcript answered as written (or, with
+/// `update`, once the transcripts are rewritten), 1 when one did not, 3 when there is no
+/// transcript to run or one cannot be read.
+pub fn run(app_dir: &Path, update: bool) -> Result<u8, exit::Failure> {
+    let tests = app_dir.join("tests");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&tests)
+        .with_context(|| format!("reading {}", tests.display()))
+        .map_err(|e| exit::Failure::new(exit::APP, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "transcript"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(exit::Failure::new(
+            exit::APP,
+            anyhow!(
+                "no transcripts in {} (files named *.transcript)",
+                tests.display()
+            ),
+        ));
+    }
+    let mut failed = 0;
+    for file in &files {
+        let (differed, exchanges, text) =
+            run_one(app_dir, file, update).map_err(|e| exit::Failure::new(exit::APP, e))?;
+        let name = file.display();
+        if update && differed > 0 {
+            std::fs::write(file, text)
+                .with_context(|| format!("writing {name}"))
+                .map_err(exit::Failure::internal)?;
+            println!("{name}: {differed} of {exchanges} answers rewritten");
+        } else if differed > 0 {
+            println!("{name}: {differed} of {exchanges} answers differ");
+            failed += 1;
+        } else {
+            println!("{name}: {exchanges} answers as written");
+        }
+    }
+    Ok(u8::from(failed > 0))
+}
