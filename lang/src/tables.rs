@@ -2,8 +2,9 @@
 //!
 //! A write handler changes the owner's maps in place (so it sees its own writes) and records two
 //! things per change: an undo entry (the old row, to roll back on throw or limit: cheaper than
-//! keeping the old root alive, which would make every later change copy its path again) and a [`Change`] (the redo, which the runtime encodes
-//! as the transaction's record). A snapshot is a clone of [`Tables`]: O(1) per table.
+//! keeping the old root alive, which would make every later change copy its path again) and a
+//! [`Change`] (the redo, which the runtime encodes as the transaction's record). A snapshot is
+//! a clone of [`Tables`]: O(1) per table.
 //!
 //! Declared indexes live beside the tables: one persistent map per index from the indexed
 //! fields' values (then the row's key, unless the index is unique) to the row's key. Every row

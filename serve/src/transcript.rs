@@ -147,9 +147,11 @@ impl Server {
             let _ = BufReader::new(stderr).read_to_string(&mut text);
             text
         });
-        let stdout = child.stdout.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         let mut ready = String::new();
-        let read = BufReader::new(stdout).read_line(&mut ready);
+        let read = stdout.read_line(&mut ready);
+        // Whatever it prints later is read too: a closed pipe would fail its next line.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let address = ready
             .trim()
             .rsplit_once("http://")

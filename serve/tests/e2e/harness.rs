@@ -187,6 +187,18 @@ impl Server {
     pub fn stderr_text(&self) -> String {
         self.stderr.try_iter().collect::<Vec<_>>().join("\n")
     }
+
+    /// Waits until the server's standard error has said `needle` (its lines arrive through a
+    /// thread, perhaps after the ready line); returns what it said until then.
+    pub fn wait_for_stderr(&self, needle: &str) -> String {
+        let mut seen = String::new();
+        wait_until(needle, || {
+            seen.push_str(&self.stderr_text());
+            seen.push('\n');
+            seen.contains(needle)
+        });
+        seen
+    }
 }
 
 impl Drop for Server {

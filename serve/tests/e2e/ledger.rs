@@ -224,11 +224,7 @@ fn indexes_are_built_at_a_redeploy_that_adds_them_dropped_by_one_that_does_not_a
     let (by_index, by_rows) = index_answers(&mut client, &owners, accounts);
     assert_eq!(by_index, by_rows);
     assert!(by_index[0].as_array().is_some_and(|a| a.len() == 3));
-    let stderr = server.stderr_text();
-    assert!(
-        stderr.contains("index by_owner on accounts(owner): 9 entries"),
-        "{stderr}"
-    );
+    server.wait_for_stderr("index by_owner on accounts(owner): 9 entries");
 
     // Kept by the writes that follow, and rebuilt after kill -9.
     for _ in 0..60 {

@@ -242,11 +242,7 @@ fn data_of_the_hand_kept_leaderboard_serves_the_same_board() {
     old.stop();
 
     let new = Launch::new(&scoreboard_dir(), data.path()).start();
-    assert!(
-        new.stderr_text().contains("index by_best on players"),
-        "{}",
-        new.stderr_text()
-    );
+    new.wait_for_stderr("index by_best on players(best descending)");
     let mut client = new.client();
     assert_eq!(client.get("/top?n=10").json(), board);
     post(&mut client, "bob", 40);
