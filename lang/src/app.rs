@@ -634,7 +634,6 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
                 }
                 _ => return Err(format!("route {pattern:?}: {shape}")),
             };
-            check_pattern(pattern, path)?;
             let declared = Arc::new(Declared::parse(pattern, entry, path)?);
             let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
             Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared })
@@ -702,37 +701,6 @@ fn edits(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
-}
-
-/// A path pattern: literal segments, and parameters `{name}` or `{name:type}` that take a whole
-/// segment each, with distinct names.
-fn check_pattern(pattern: &str, path: &str) -> Result<(), String> {
-    let mut names = Vec::new();
-    for segment in path.split('/').skip(1) {
-        let Some(inner) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
-            if segment.contains(['{', '}']) {
-                return Err(format!(
-                    "route {pattern:?}: a parameter takes a whole segment (/{{name}}/), not part \
-                     of {segment:?}"
-                ));
-            }
-            continue;
-        };
-        let name = inner.split_once(':').map_or(inner, |(name, _)| name);
-        if !rhai::is_valid_identifier(name) {
-            return Err(format!(
-                "route {pattern:?}: {segment:?} is not a parameter: write {{name}} or \
-                 {{name:type}}, with a name like request.params.name"
-            ));
-        }
-        if names.contains(&name) {
-            return Err(format!(
-                "route {pattern:?}: the parameter {name} appears twice"
-            ));
-        }
-        names.push(name);
-    }
-    Ok(())
 }
 
 /// Whether scripts could not use `name` as a variable: a word of the language (`let`, `true`,

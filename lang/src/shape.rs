@@ -95,17 +95,38 @@ impl Declared {
     }
 
     /// The route's declarations from its manifest entry (an object beside `"handler"`) and the
-    /// typed parameters of its path pattern. `route` names the route in errors.
+    /// typed parameters of its path pattern, whose parameters must each take a whole segment
+    /// (`{name}` or `{name:type}`) and have distinct names. `route` names the route in errors.
     pub(crate) fn parse(route: &str, entry: &Value, path: &str) -> Result<Declared, String> {
         let mut declared = Declared::default();
+        let mut names = Vec::new();
         for segment in path.split('/') {
             let Some(inner) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+                if segment.contains(['{', '}']) {
+                    return Err(format!(
+                        "route {route:?}: a parameter takes a whole segment (/{{name}}/), not \
+                         part of {segment:?}"
+                    ));
+                }
                 continue;
             };
+            let name = inner.split_once(':').map_or(inner, |(name, _)| name);
+            if !rhai::is_valid_identifier(name) {
+                return Err(format!(
+                    "route {route:?}: {segment:?} is not a parameter: write {{name}} or \
+                     {{name:type}}, with a name like request.params.name"
+                ));
+            }
+            if names.contains(&name) {
+                return Err(format!(
+                    "route {route:?}: the parameter {name} appears twice"
+                ));
+            }
+            names.push(name);
             let Some((name, kind)) = inner.split_once(':') else {
                 continue;
             };
-            if name.is_empty() || !SCALARS.contains(&kind) {
+            if !SCALARS.contains(&kind) {
                 return Err(format!(
                     "route {route:?}: a path parameter is {{name}} or {{name:type}} with a type \
                      from {SCALARS:?}, not {{{inner}}}"

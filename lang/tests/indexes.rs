@@ -76,6 +76,27 @@ impl Rng {
     }
 }
 
+/// An app from `manifest` and `script`, with empty tables and its indexes built on them.
+fn load(manifest: &str, script: &str) -> (App, Tables) {
+    let app = App::from_sources(
+        manifest,
+        vec![("app.rhai".into(), script.into())],
+        Limits::default(),
+    )
+    .expect("loads");
+    let mut tables = Tables::new(app.schema().tables.len());
+    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
+    (app, tables)
+}
+
+/// Runs `handler` as a write on `tables`: its answer's body, or the error's.
+fn call(app: &App, tables: &mut Tables, handler: &str, body: Value) -> Result<Value, Value> {
+    let mut writes = WriteSet::default();
+    app.run_write(handler, &request(body), tables, &mut writes)
+        .map(|answer| answer.body)
+        .map_err(|error| error.to_json())
+}
+
 fn request(body: Value) -> Request {
     Request {
         body: pure_lang::to_dynamic(&body),
@@ -319,20 +340,9 @@ fn a_declaration_that_cannot_hold_is_a_load_error_and_bad_rows_fail_the_build() 
 /// its bytes: a string with a NUL after the same text encodes with the same first bytes.
 #[test]
 fn find_matches_whole_values_only() {
-    let app = App::from_sources(
-        MANIFEST,
-        vec![("shop.rhai".into(), SCRIPT.into())],
-        Limits::default(),
-    )
-    .expect("loads");
-    let mut tables = Tables::new(1);
-    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
-    let mut writes = WriteSet::default();
-    let mut call = |handler: &str, body: Value| {
-        let answer = app.run_write(handler, &request(body), &mut tables, &mut writes);
-        writes.clear();
-        answer.expect("runs").body
-    };
+    let (app, mut tables) = load(MANIFEST, SCRIPT);
+    let mut call =
+        |handler: &str, body: Value| call(&app, &mut tables, handler, body).expect("runs");
     for (id, cat) in [(1, "ab"), (2, "ab\u{0}x"), (3, "abc"), (4, "a")] {
         call(
             "op",
@@ -349,25 +359,16 @@ fn find_matches_whole_values_only() {
 /// error naming the index and the field, and the row is not written.
 #[test]
 fn a_descending_field_takes_integers_only() {
-    let app = App::from_sources(
-        MANIFEST,
-        vec![("shop.rhai".into(), SCRIPT.into())],
-        Limits::default(),
-    )
-    .expect("loads");
-    let mut tables = Tables::new(1);
-    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
-    let mut writes = WriteSet::default();
-    let error = app
-        .run_write("qty_bound", &request(json!({})), &mut tables, &mut writes)
+    let (app, mut tables) = load(MANIFEST, SCRIPT);
+    let error = call(&app, &mut tables, "qty_bound", json!({}))
         .expect_err("a string for a descending field");
-    let message = error.to_json()["error"].to_string();
+    let message = error["error"].to_string();
     assert!(
         message.contains("by_cat_qty orders qty descending: give it an integer"),
         "{message}"
     );
-    writes.clear();
 
+    let mut writes = WriteSet::default();
     let mut bad = Tables::new(1);
     bad.put(
         &mut writes,
@@ -405,20 +406,9 @@ fn rename(req) { let b = req.body; let row = people.get(b.k0, b.k1); row.name = 
 fn named(req) { people.by_name.find([req.body.k0, req.body.name], 100).map(|row| row.key) }
 fn all(req) { people.by_name.count() }
 "#;
-    let app = App::from_sources(
-        manifest,
-        vec![("p.rhai".into(), script.into())],
-        Limits::default(),
-    )
-    .expect("loads");
-    let mut tables = Tables::new(1);
-    tables.set_indexes(app.indexes().to_vec()).expect("indexes");
-    let mut writes = WriteSet::default();
-    let mut call = |handler: &str, body: Value| {
-        let answer = app.run_write(handler, &request(body), &mut tables, &mut writes);
-        writes.clear();
-        answer.expect("runs").body
-    };
+    let (app, mut tables) = load(manifest, script);
+    let mut call =
+        |handler: &str, body: Value| call(&app, &mut tables, handler, body).expect("runs");
     for (k0, k1, name) in [(1, 5, "ann"), (2, 3, "ann"), (1, 2, "bob"), (1, 9, "ann")] {
         call("add", json!({"k0": k0, "k1": k1, "name": name}));
     }
