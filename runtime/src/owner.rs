@@ -29,7 +29,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use pure_lang::{panic_message, Answer, HandlerError, Request, Schema, Tables, WriteSet};
+use pure_lang::{panic_message, Answer, App, HandlerError, Request, Schema, Tables, WriteSet};
 use tokio::sync::oneshot;
 
 use crate::building::{Building, State};
@@ -41,6 +41,9 @@ pub(crate) type Reply = oneshot::Sender<Result<Answer, HandlerError>>;
 
 /// A queued write call.
 pub(crate) struct Job {
+    /// The version of the app the request was checked against; it runs on that version even
+    /// if a reload replaced it meanwhile (the schema, which the tables depend on, is the same).
+    pub app: Arc<App>,
     pub handler: String,
     pub request: Request,
     pub reply: Reply,
@@ -268,8 +271,9 @@ impl Owner {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(HandlerError::Unavailable { reason });
         }
-        let app = &self.shared.app;
-        let result = app.run_write(&job.handler, &job.request, &mut state.tables, writes);
+        let result = job
+            .app
+            .run_write(&job.handler, &job.request, &mut state.tables, writes);
         if let Err(HandlerError::Panicked { handler, message }) = &result {
             // A bug in Pure or Rhai struck halfway through a change to the tables: the undo log
             // may not know all of it. Nothing from here on is made durable or published; the

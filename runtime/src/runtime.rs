@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use pure_lang::{Answer, App, HandlerError, Request, Tables};
+use arc_swap::ArcSwap;
+use pure_lang::{Answer, App, HandlerError, Request, Schema, Tables};
 use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
 use tokio::sync::oneshot;
 
@@ -103,6 +104,28 @@ impl fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
+/// Why a new version of the app cannot replace the running one without a restart: it changes
+/// what the state in memory is built on (tables, their fields, indexes). A restart can take it:
+/// recovery maps the rows by name into the new declaration and builds the new indexes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloadError {
+    /// What changed, e.g. `table players gains or loses fields (best, posts -> best)`.
+    pub change: String,
+}
+
+impl fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the new version changes the tables: {}; a reload cannot change tables, fields or \
+             indexes: restart pure-serve to take it (the data is kept)",
+            self.change
+        )
+    }
+}
+
+impl std::error::Error for ReloadError {}
+
 pub type WriteReply = oneshot::Receiver<Result<Answer, HandlerError>>;
 
 /// A published state: durable, immutable, shared by every reader.
@@ -168,7 +191,10 @@ fn estimate_bytes(tables: &Tables) -> u64 {
 
 /// What the owner, the syncer and callers share.
 pub(crate) struct Shared {
-    pub app: Arc<App>,
+    /// The app's current version; a reload replaces it (`Runtime::reload`).
+    app: ArcSwap<App>,
+    /// Fallbacks counted by versions a reload replaced, so that the metric only grows.
+    retired_fallbacks: AtomicU64,
     /// The published snapshot. A `Mutex<Arc<..>>`: readers hold the lock only to clone the `Arc`.
     published: Mutex<Arc<Snapshot>>,
     /// Set once, on the first failed write or sync; never cleared (reopen to recover).
@@ -296,7 +322,8 @@ impl Runtime {
         // A frame holds at most half the log; groups stay under a quarter (see `Owner`).
         let group_bytes_max = (store.log_capacity_bytes() / 8).min(4 << 20) as usize;
         let shared = Arc::new(Shared {
-            app: Arc::new(app),
+            app: ArcSwap::from_pointee(app),
+            retired_fallbacks: AtomicU64::new(0),
             published: Mutex::new(Arc::new(Snapshot::new(
                 Arc::new(state.tables.clone()),
                 state.lsn.0,
@@ -358,8 +385,30 @@ impl Runtime {
         })
     }
 
-    pub fn app(&self) -> &App {
-        &self.inner.shared.app
+    /// The app's current version.
+    pub fn app(&self) -> Arc<App> {
+        self.inner.shared.app.load_full()
+    }
+
+    /// Replaces the app with a new version of it, for every write and read that starts after
+    /// this returns; those already queued or running finish on the version they started with.
+    /// Refused, the old version staying, when the new one declares other tables, fields or
+    /// indexes than the state in memory was built for (`ReloadError` says which). Returns the
+    /// version now current, to give `write_on` and `read_on`.
+    pub fn reload(&self, app: App) -> Result<Arc<App>, ReloadError> {
+        let shared = &self.inner.shared;
+        let old = shared.app.load_full();
+        if let Some(change) =
+            schema_change(old.schema(), app.schema()).or_else(|| index_change(&old, &app))
+        {
+            return Err(ReloadError { change });
+        }
+        let app = Arc::new(app);
+        let replaced = shared.app.swap(app.clone());
+        shared
+            .retired_fallbacks
+            .fetch_add(replaced.fallbacks(), Ordering::Relaxed);
+        Ok(app)
     }
 
     /// What opening read to rebuild the state, and how long it took.
@@ -376,11 +425,26 @@ impl Runtime {
     /// reply arrives after the group holding this write is durable (or with the handler's
     /// error, or `Unavailable`).
     pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
+        self.write_on(&self.app(), handler, request)
+    }
+
+    /// `write` on the given version of the app, which must be one this runtime gave out
+    /// (`app`, `reload`): the version the request was routed and checked by.
+    pub fn write_on(
+        &self,
+        app: &Arc<App>,
+        handler: &str,
+        request: Request,
+    ) -> Result<WriteReply, HandlerError> {
         let shared = &self.inner.shared;
+        debug_assert!(
+            app.schema() == shared.app.load().schema(),
+            "a write on a version of the app with other tables than the state's"
+        );
         if let Some(reason) = shared.poison_reason().or_else(|| shared.log_full_reason()) {
             return Err(HandlerError::Unavailable { reason });
         }
-        if !shared.app.has_handler(handler) {
+        if !app.has_handler(handler) {
             return Err(HandlerError::NoSuchHandler {
                 handler: handler.to_string(),
             });
@@ -388,6 +452,7 @@ impl Runtime {
         let (reply, receiver) = oneshot::channel();
         shared.queue_depth.fetch_add(1, Ordering::Relaxed);
         match self.inner.inbox.push(Job {
+            app: app.clone(),
             handler: handler.to_string(),
             request,
             reply,
@@ -411,11 +476,18 @@ impl Runtime {
     /// Runs a read handler on the calling thread against the latest published (durable)
     /// snapshot.
     pub fn read(&self, handler: &str, request: Request) -> Result<Answer, HandlerError> {
+        self.read_on(&self.inner.shared.app.load(), handler, request)
+    }
+
+    /// `read` on the given version of the app (see `write_on`).
+    pub fn read_on(
+        &self,
+        app: &App,
+        handler: &str,
+        request: Request,
+    ) -> Result<Answer, HandlerError> {
         let snapshot = self.inner.shared.published();
-        self.inner
-            .shared
-            .app
-            .run_read(handler, &request, snapshot.tables.clone())
+        app.run_read(handler, &request, snapshot.tables.clone())
     }
 
     pub fn health(&self) -> Health {
@@ -436,7 +508,8 @@ impl Runtime {
             queue_depth: shared.queue_depth.load(Ordering::Relaxed),
             snapshot_age_seconds: snapshot.made_at.elapsed().as_secs_f64(),
             state_bytes: snapshot.state_bytes,
-            handler_fallbacks_total: self.app().fallbacks(),
+            handler_fallbacks_total: self.app().fallbacks()
+                + shared.retired_fallbacks.load(Ordering::Relaxed),
             ..shared.metrics.snapshot()
         }
     }
@@ -485,6 +558,51 @@ fn unavailable(reason: &str) -> HandlerError {
     HandlerError::Unavailable {
         reason: reason.to_string(),
     }
+}
+
+/// How `new` declares other tables or fields than `old`, if it does.
+fn schema_change(old: &Schema, new: &Schema) -> Option<String> {
+    if old == new {
+        return None;
+    }
+    let names =
+        |schema: &Schema| -> Vec<String> { schema.tables.iter().map(|t| t.name.clone()).collect() };
+    let (old_names, new_names) = (names(old), names(new));
+    if let Some(added) = new_names.iter().find(|n| !old_names.contains(n)) {
+        return Some(format!("it adds table {added}"));
+    }
+    if let Some(removed) = old_names.iter().find(|n| !new_names.contains(n)) {
+        return Some(format!("it removes table {removed}"));
+    }
+    for table in &new.tables {
+        let before = old.tables.iter().find(|t| t.name == table.name)?;
+        if before.fields != table.fields {
+            return Some(format!(
+                "table {} declares the fields [{}] instead of [{}]",
+                table.name,
+                table.fields.join(", "),
+                before.fields.join(", ")
+            ));
+        }
+    }
+    Some("it declares the tables in another order".into())
+}
+
+/// How `new` declares other indexes than `old`, if it does.
+fn index_change(old: &App, new: &App) -> Option<String> {
+    if old.indexes() == new.indexes() {
+        return None;
+    }
+    let names =
+        |app: &App| -> Vec<String> { app.indexes().iter().map(|d| d.name.clone()).collect() };
+    let (old_names, new_names) = (names(old), names(new));
+    Some(match new_names.iter().find(|n| !old_names.contains(n)) {
+        Some(added) => format!("it adds index {added}"),
+        None => match old_names.iter().find(|n| !new_names.contains(n)) {
+            Some(removed) => format!("it removes index {removed}"),
+            None => "it declares an index with other fields or uniqueness".into(),
+        },
+    })
 }
 
 /// Builds the app's declared indexes from the recovered rows (they are never logged), with a

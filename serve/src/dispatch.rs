@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::header::{
@@ -40,14 +41,14 @@ use hyper::header::{
 };
 use hyper::{Method, Response, StatusCode, Version};
 use pure_runtime::{
-    has_no_body, Answer, BodyError, Cors, HandlerError, HandlerKind, Head, ImmutableString,
+    has_no_body, Answer, App, BodyError, Cors, HandlerError, HandlerKind, Head, ImmutableString,
     Request, Route, Runtime,
 };
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::log::{Access, Log};
-use crate::metrics::{Label, ServerMetrics};
+use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
 use crate::route::{parse_query, RouteMatch, Router};
 use crate::wire::REQUEST_TARGET_BYTES_MAX;
 
@@ -88,11 +89,33 @@ pub struct RequestLimits {
     pub parsers: Arc<Semaphore>,
 }
 
+/// One version of the app as requests see it: a request takes the version current when it
+/// arrives and is routed, checked and run by that version alone, whatever a reload does
+/// meanwhile.
+pub struct Deployment {
+    app: Arc<App>,
+    routes: Vec<Route>,
+    router: Router,
+    /// Per route, in the order of `routes`.
+    counters: Vec<Arc<RouteCounters>>,
+}
+
+impl Deployment {
+    fn new(app: Arc<App>, previous: Option<&Deployment>) -> Deployment {
+        let routes = app.routes().to_vec();
+        Deployment {
+            router: Router::new(&routes),
+            counters: route_counters(&routes, previous.map_or(&[], |p| &p.counters)),
+            routes,
+            app,
+        }
+    }
+}
+
 /// Everything a request needs, shared by all connections.
 pub struct Dispatch {
     runtime: Runtime,
-    routes: Vec<Route>,
-    router: Router,
+    deployment: ArcSwap<Deployment>,
     pub metrics: ServerMetrics,
     limits: RequestLimits,
     ids: RequestIds,
@@ -157,16 +180,21 @@ struct ReadBody {
 
 impl Dispatch {
     pub fn new(runtime: Runtime, limits: RequestLimits, log: Arc<Log>) -> Dispatch {
-        let routes = runtime.app().routes().to_vec();
         Dispatch {
-            router: Router::new(&routes),
-            metrics: ServerMetrics::new(&routes),
-            routes,
+            deployment: ArcSwap::from_pointee(Deployment::new(runtime.app(), None)),
+            metrics: ServerMetrics::new(),
             runtime,
             ids: RequestIds::new(),
             log,
             limits,
         }
+    }
+
+    /// Serves `app` (a version `Runtime::reload` gave) to every request that arrives from now
+    /// on.
+    pub fn deploy(&self, app: Arc<App>) {
+        let deployment = Deployment::new(app, Some(&self.deployment.load()));
+        self.deployment.store(Arc::new(deployment));
     }
 
     /// hyper's service entry point: never fails, every outcome is a JSON response (but a
@@ -177,6 +205,7 @@ impl Dispatch {
         peer: ImmutableString,
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
+        let deployment = self.deployment.load_full();
         let id = self.ids.for_request(request.headers());
         let line = self
             .log
@@ -184,9 +213,9 @@ impl Dispatch {
             .then(|| (request.method().clone(), request.uri().path().to_string()));
         // A page on another origin may read the answer if the app's "cors" lets it; whether it
         // may depends on the origin, which caches must know of every app answer.
-        let varies =
-            self.runtime.app().cors().is_some() && !request.uri().path().starts_with("/_pure/");
-        let cors_origin = match (self.runtime.app().cors(), request.headers().get(ORIGIN)) {
+        let cors = deployment.app.cors();
+        let varies = cors.is_some() && !request.uri().path().starts_with("/_pure/");
+        let cors_origin = match (cors, request.headers().get(ORIGIN)) {
             (Some(cors), Some(origin)) if !request.uri().path().starts_with("/_pure/") => origin
                 .to_str()
                 .ok()
@@ -194,10 +223,11 @@ impl Dispatch {
                 .map(|o| (cors, o.to_string())),
             _ => None,
         };
-        let (label, mut reply) = self.route(request, &peer, &id).await;
+        let (label, mut reply) = self.route(&deployment, request, &peer, &id).await;
         let elapsed = started.elapsed();
         let status = reply.status().as_u16();
-        self.metrics.record(label, status, elapsed);
+        self.metrics
+            .record(label, &deployment.counters, status, elapsed);
         if let Some((cors, origin)) = cors_origin {
             if !reply.headers().contains_key(ACCESS_CONTROL_ALLOW_ORIGIN) {
                 allow_origin(&mut reply, cors, &origin);
@@ -235,6 +265,7 @@ impl Dispatch {
 
     async fn route(
         &self,
+        deployment: &Deployment,
         request: hyper::Request<Incoming>,
         peer: &ImmutableString,
         id: &ImmutableString,
@@ -250,12 +281,12 @@ impl Dispatch {
                 "metrics" => Label::Metrics,
                 _ => Label::Unmatched,
             };
-            let reply = self.builtin(&method, name);
+            let reply = self.builtin(deployment, &method, name);
             return (label, self.answer_unread(request, reply).await);
         }
         if method == Method::OPTIONS {
-            if let Some(cors) = self.runtime.app().cors() {
-                if let Some(reply) = self.preflight(cors, &request, &path) {
+            if let Some(cors) = deployment.app.cors() {
+                if let Some(reply) = self.preflight(deployment, cors, &request, &path) {
                     return (Label::Unmatched, self.answer_unread(request, reply).await);
                 }
             }
@@ -266,7 +297,7 @@ impl Dispatch {
         } else {
             method.as_str()
         };
-        let (label, reply) = match self.router.find(lookup, &path) {
+        let (label, reply) = match deployment.router.find(lookup, &path) {
             RouteMatch::Found { index, params } => {
                 let head = Box::new(Head {
                     method: method.as_str().into(),
@@ -277,7 +308,7 @@ impl Dispatch {
                 });
                 return (
                     Label::Route(index),
-                    self.call(index, params, head, request).await,
+                    self.call(deployment, index, params, head, request).await,
                 );
             }
             RouteMatch::MethodNotAllowed { allow } if method == Method::OPTIONS => {
@@ -307,7 +338,13 @@ impl Dispatch {
     /// A browser's CORS preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`):
     /// 204 with what the app's "cors" allows, or 403 saying what it does not. `None` for an
     /// OPTIONS that is not a preflight.
-    fn preflight<B>(&self, cors: &Cors, request: &hyper::Request<B>, path: &str) -> Option<Reply> {
+    fn preflight<B>(
+        &self,
+        deployment: &Deployment,
+        cors: &Cors,
+        request: &hyper::Request<B>,
+        path: &str,
+    ) -> Option<Reply> {
         let headers = request.headers();
         let origin = headers.get(ORIGIN)?.to_str().ok()?;
         let method = headers.get(ACCESS_CONTROL_REQUEST_METHOD)?.to_str().ok()?;
@@ -323,7 +360,10 @@ impl Dispatch {
                 cors.methods.join(", ")
             ));
         }
-        if !matches!(self.router.find(method, path), RouteMatch::Found { .. }) {
+        if !matches!(
+            deployment.router.find(method, path),
+            RouteMatch::Found { .. }
+        ) {
             return Some(error_reply(
                 StatusCode::NOT_FOUND,
                 format!("no route for {method} {path}"),
@@ -387,6 +427,7 @@ impl Dispatch {
 
     async fn call(
         &self,
+        deployment: &Deployment,
         index: usize,
         params: Vec<(String, String)>,
         head: Box<Head>,
@@ -404,11 +445,14 @@ impl Dispatch {
         };
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
-        let request = match self.parse(index, params, query, head, bytes).await {
+        let request = match self
+            .parse(deployment, index, params, query, head, bytes)
+            .await
+        {
             Ok(request) => request,
             Err(error) => return body_error_reply(&error),
         };
-        let reply = match self.run(&self.routes[index], request).await {
+        let reply = match self.run(deployment, index, request).await {
             Ok(answer) => answer_reply(&answer),
             Err(error) => handler_error_reply(&error),
         };
@@ -420,6 +464,7 @@ impl Dispatch {
     /// else on the blocking pool, a few at a time.
     async fn parse(
         &self,
+        deployment: &Deployment,
         route: usize,
         params: Vec<(String, String)>,
         query: Vec<(String, String)>,
@@ -427,35 +472,36 @@ impl Dispatch {
         bytes: Bytes,
     ) -> Result<Request, BodyError> {
         if bytes.len() <= PARSE_INLINE_BYTES_MAX {
-            return self
-                .runtime
-                .app()
-                .request(route, params, query, head, &bytes);
+            return deployment.app.request(route, params, query, head, &bytes);
         }
-        let runtime = self.runtime.clone();
+        let app = deployment.app.clone();
         let _parser = self
             .limits
             .parsers
             .acquire()
             .await
             .expect("the parser semaphore is never closed");
-        tokio::task::spawn_blocking(move || {
-            runtime.app().request(route, params, query, head, &bytes)
-        })
-        .await
-        .unwrap_or_else(|panicked| {
-            std::panic::resume_unwind(panicked.into_panic());
-        })
+        tokio::task::spawn_blocking(move || app.request(route, params, query, head, &bytes))
+            .await
+            .unwrap_or_else(|panicked| {
+                std::panic::resume_unwind(panicked.into_panic());
+            })
     }
 
-    async fn run(&self, route: &Route, request: Request) -> Result<Answer, HandlerError> {
+    async fn run(
+        &self,
+        deployment: &Deployment,
+        route: usize,
+        request: Request,
+    ) -> Result<Answer, HandlerError> {
+        let (app, route) = (&deployment.app, &deployment.routes[route]);
         match route.kind {
             HandlerKind::Read if self.limits.offload_reads => {
-                tokio::task::block_in_place(|| self.runtime.read(&route.handler, request))
+                tokio::task::block_in_place(|| self.runtime.read_on(app, &route.handler, request))
             }
-            HandlerKind::Read => self.runtime.read(&route.handler, request),
+            HandlerKind::Read => self.runtime.read_on(app, &route.handler, request),
             HandlerKind::Write => {
-                let reply = self.runtime.write(&route.handler, request)?;
+                let reply = self.runtime.write_on(app, &route.handler, request)?;
                 reply.await.unwrap_or_else(|_| {
                     Err(HandlerError::Unavailable {
                         reason: "the runtime stopped before answering this write".into(),
@@ -544,7 +590,7 @@ impl Dispatch {
         closing(error_reply(StatusCode::REQUEST_TIMEOUT, message))
     }
 
-    fn builtin(&self, method: &Method, name: &str) -> Reply {
+    fn builtin(&self, deployment: &Deployment, method: &Method, name: &str) -> Reply {
         if !matches!(name, "health" | "metrics") {
             let message =
                 format!("no built-in endpoint /_pure/{name} (there are health and metrics)");
@@ -561,9 +607,12 @@ impl Dispatch {
             return self.health();
         }
         let held = self.limits.body_budget_bytes - self.limits.body_budget.available_permits();
-        let text = self
-            .metrics
-            .render(&self.runtime.metrics(), held as u64, &self.log);
+        let text = self.metrics.render(
+            &deployment.counters,
+            &self.runtime.metrics(),
+            held as u64,
+            &self.log,
+        );
         let mut reply = Response::new(Full::new(Bytes::from(text)));
         reply.headers_mut().insert(
             CONTENT_TYPE,

@@ -87,12 +87,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn start(options: &Options) -> Result<u8, exit::Failure> {
+/// Loads and checks the app directory, with the world `options` fix for tests (at start and at
+/// each reload).
+fn load_app(options: &Options) -> anyhow::Result<App> {
     let mut app = App::load(options.app_dir())
-        .with_context(|| format!("loading the app in {}", options.app_dir().display()))
-        .map_err(|error| exit::Failure::new(exit::APP, error))?;
+        .with_context(|| format!("loading the app in {}", options.app_dir().display()))?;
     if options.fixed_now.is_some() || options.seed.is_some() {
         app.set_world(World::fixed(options.fixed_now, options.seed));
+    }
+    Ok(app)
+}
+
+fn start(options: &Options) -> Result<u8, exit::Failure> {
+    let mut app = load_app(options).map_err(|error| exit::Failure::new(exit::APP, error))?;
+    if options.fixed_now.is_some() || options.seed.is_some() {
         eprintln!(
             "pure-serve: for tests: now() is {}, random() and uuid() are {}",
             options

@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pure_runtime::{Metrics, Route};
@@ -19,7 +20,7 @@ const LATENCY_BOUNDS_SECONDS: [f64; 16] = [
 const STATUS_LIMIT: usize = 600;
 
 /// Counters of one route (or of one pseudo-route: built-in endpoints, unmatched requests).
-struct RouteCounters {
+pub struct RouteCounters {
     method: String,
     route: String,
     by_status: Box<[AtomicU64]>,
@@ -38,7 +39,11 @@ pub enum Label {
 }
 
 pub struct ServerMetrics {
-    routes: Vec<RouteCounters>,
+    /// The built-in endpoints' and unmatched requests' counters (the routes' are the
+    /// deployment's: a reload may change the routes).
+    health: RouteCounters,
+    metrics: RouteCounters,
+    unmatched: RouteCounters,
     pub connections_open: AtomicU64,
     pub connections_total: AtomicU64,
     pub accept_errors_total: AtomicU64,
@@ -48,42 +53,56 @@ pub struct ServerMetrics {
     pub connections_shed_total: AtomicU64,
     /// Requests refused with 503 because the bodies already held took the whole budget.
     pub body_budget_refusals_total: AtomicU64,
+    /// Reloads (SIGHUP) that replaced the app, and those that left the old version serving.
+    pub reloads_total: AtomicU64,
+    pub reload_failures_total: AtomicU64,
 }
 
 impl ServerMetrics {
-    pub fn new(routes: &[Route]) -> ServerMetrics {
-        let mut counters: Vec<RouteCounters> = routes
-            .iter()
-            .map(|route| RouteCounters::new(&route.method, &route.path))
-            .collect();
-        counters.push(RouteCounters::new("GET", "/_pure/health"));
-        counters.push(RouteCounters::new("GET", "/_pure/metrics"));
-        counters.push(RouteCounters::new("", "unmatched"));
+    pub fn new() -> ServerMetrics {
         ServerMetrics {
-            routes: counters,
+            health: RouteCounters::new("GET", "/_pure/health"),
+            metrics: RouteCounters::new("GET", "/_pure/metrics"),
+            unmatched: RouteCounters::new("", "unmatched"),
             connections_open: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             accept_errors_total: AtomicU64::new(0),
             connections_refused_total: AtomicU64::new(0),
             connections_shed_total: AtomicU64::new(0),
             body_budget_refusals_total: AtomicU64::new(0),
+            reloads_total: AtomicU64::new(0),
+            reload_failures_total: AtomicU64::new(0),
         }
     }
 
-    pub fn record(&self, label: Label, status: u16, elapsed: Duration) {
-        let index = match label {
-            Label::Route(index) => index,
-            Label::Health => self.routes.len() - 3,
-            Label::Metrics => self.routes.len() - 2,
-            Label::Unmatched => self.routes.len() - 1,
+    /// Counts a request; `routes` are the counters of the deployment that routed it.
+    pub fn record(
+        &self,
+        label: Label,
+        routes: &[Arc<RouteCounters>],
+        status: u16,
+        elapsed: Duration,
+    ) {
+        let counters = match label {
+            Label::Route(index) => &routes[index],
+            Label::Health => &self.health,
+            Label::Metrics => &self.metrics,
+            Label::Unmatched => &self.unmatched,
         };
-        self.routes[index].record(status, elapsed);
+        counters.record(status, elapsed);
     }
 
-    /// The Prometheus text exposition of the server's and the runtime's figures.
-    pub fn render(&self, runtime: &Metrics, body_budget_held_bytes: u64, log: &Log) -> String {
+    /// The Prometheus text exposition of the server's and the runtime's figures, with the
+    /// counters of the routes served now.
+    pub fn render(
+        &self,
+        routes: &[Arc<RouteCounters>],
+        runtime: &Metrics,
+        body_budget_held_bytes: u64,
+        log: &Log,
+    ) -> String {
         let mut out = String::with_capacity(8 * 1024);
-        self.render_requests(&mut out);
+        self.render_requests(&mut out, routes);
         render_runtime(&mut out, runtime);
         metric(
             &mut out,
@@ -130,6 +149,18 @@ impl ServerMetrics {
                 &self.body_budget_refusals_total,
             ),
             (
+                "pure_reloads_total",
+                "Reloads (SIGHUP) that replaced the app.",
+                "counter",
+                &self.reloads_total,
+            ),
+            (
+                "pure_reload_failures_total",
+                "Reloads (SIGHUP) refused: the new version did not load, or changed the tables.",
+                "counter",
+                &self.reload_failures_total,
+            ),
+            (
                 "pure_log_lines_total",
                 "Log lines (handlers' and the access log) handed to the log writer.",
                 "counter",
@@ -148,14 +179,21 @@ impl ServerMetrics {
         out
     }
 
-    fn render_requests(&self, out: &mut String) {
+    fn render_requests(&self, out: &mut String, routes: &[Arc<RouteCounters>]) {
+        let all = || {
+            routes.iter().map(|counters| &**counters).chain([
+                &self.health,
+                &self.metrics,
+                &self.unmatched,
+            ])
+        };
         header(
             out,
             "pure_http_requests_total",
             "HTTP requests by route and status.",
             "counter",
         );
-        for counters in &self.routes {
+        for counters in all() {
             for (status, count) in counters.by_status.iter().enumerate() {
                 let count = count.load(Relaxed);
                 if count > 0 {
@@ -174,14 +212,28 @@ impl ServerMetrics {
             "Time from request head to response, by route.",
             "histogram",
         );
-        for counters in self
-            .routes
-            .iter()
-            .filter(|counters| counters.count.load(Relaxed) > 0)
-        {
+        for counters in all().filter(|counters| counters.count.load(Relaxed) > 0) {
             counters.render_latency(out, name);
         }
     }
+}
+
+/// Counters for `routes`, in their order: a route that `previous` (the version a reload
+/// replaces) also served, by method and path, keeps its counters, so that they only grow.
+pub fn route_counters(
+    routes: &[Route],
+    previous: &[Arc<RouteCounters>],
+) -> Vec<Arc<RouteCounters>> {
+    routes
+        .iter()
+        .map(|route| {
+            previous
+                .iter()
+                .find(|c| c.method == route.method && c.route == route.path)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(RouteCounters::new(&route.method, &route.path)))
+        })
+        .collect()
 }
 
 impl RouteCounters {

@@ -7,11 +7,12 @@
 
 use crate::log::Log;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use pure_runtime::Runtime;
+use pure_runtime::{App, Runtime};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
@@ -27,7 +28,7 @@ const POISON_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Names the handlers that run in Rhai's evaluator rather than compiled, and why: they work the
 /// same, slower, and an author who wants the speed can see what to change.
-fn report_interpreted(app: &pure_runtime::App) {
+fn report_interpreted(app: &App) {
     let mut seen = std::collections::HashSet::new();
     for route in app.routes() {
         if !seen.insert(route.handler.as_str()) {
@@ -56,6 +57,7 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         .map_err(|error| exit::Failure::new(exit::LISTEN, error))?;
     let mut terminate = signal(SignalKind::terminate()).map_err(exit::Failure::internal)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(exit::Failure::internal)?;
+    let mut hangup = signal(SignalKind::hangup()).map_err(exit::Failure::internal)?;
     // At most a u32's worth of permits is taken at once (Semaphore::try_acquire_many); the
     // budget itself may be larger.
     let body_budget_bytes = options.body_budget.clamp(1, Semaphore::MAX_PERMITS);
@@ -73,25 +75,29 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         options.max_connections as usize,
         options.max_connections_per_peer as usize,
     );
+    let dispatch = Arc::new(Dispatch::new(runtime.clone(), limits, log.clone()));
     let server = Listener {
-        dispatch: Arc::new(Dispatch::new(runtime.clone(), limits, log)),
+        dispatch: dispatch.clone(),
         connections: connections.clone(),
         header_timeout: options.header_timeout(),
         stop,
     };
     let address = listener.local_addr().map_err(exit::Failure::internal)?;
     let accepting = tokio::spawn(server.clone().accept_loop(listener));
-    report_interpreted(runtime.app());
+    report_interpreted(&runtime.app());
     eprintln!("pure-serve: recovered {}", runtime.recovery());
     println!(
         "pure-serve: {} listening on http://{address}",
         runtime.app().name()
     );
 
-    let stop = tokio::select! {
-        _ = terminate.recv() => Stop::Signal("SIGTERM"),
-        _ = interrupt.recv() => Stop::Signal("SIGINT"),
-        reason = poisoned(&runtime) => Stop::Poisoned(reason),
+    let stop = loop {
+        tokio::select! {
+            _ = terminate.recv() => break Stop::Signal("SIGTERM"),
+            _ = interrupt.recv() => break Stop::Signal("SIGINT"),
+            reason = poisoned(&runtime) => break Stop::Poisoned(reason),
+            _ = hangup.recv() => reload(options, &runtime, &dispatch, &log),
+        }
     };
     let refused_before = runtime.metrics().writes_refused_total;
     // A write waiting for room in a full log is refused now rather than held until
@@ -141,6 +147,38 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         &runtime_at_end,
         refused > 0 || drained.is_err(),
     ))
+}
+
+/// Loads the app directory again and, when it compiles, checks and declares the same tables,
+/// serves it to every request from now on; requests already in flight finish on the version
+/// they began with. A version that fails leaves the running one serving, and the log says why.
+fn reload(options: &Options, runtime: &Runtime, dispatch: &Dispatch, log: &Arc<Log>) {
+    eprintln!(
+        "pure-serve: SIGHUP: reloading the app in {}",
+        options.app_dir().display()
+    );
+    // Compiling takes milliseconds; the other workers go on serving meanwhile.
+    let loaded = tokio::task::block_in_place(|| crate::load_app(options)).and_then(|mut app| {
+        app.set_log(log.clone());
+        Ok(runtime.reload(app)?)
+    });
+    match loaded {
+        Ok(app) => {
+            dispatch.deploy(app.clone());
+            dispatch.metrics.reloads_total.fetch_add(1, Relaxed);
+            report_interpreted(&app);
+            eprintln!(
+                "pure-serve: reloaded: {} serves {} route(s); requests from now on run the new \
+                 version",
+                app.name(),
+                app.routes().len()
+            );
+        }
+        Err(error) => {
+            dispatch.metrics.reload_failures_total.fetch_add(1, Relaxed);
+            eprintln!("pure-serve: reload failed, still serving the previous version: {error:#}");
+        }
+    }
 }
 
 /// The exit status tells the truth about the stop: a store poisoned on the way is 10 even

@@ -14,6 +14,7 @@ mod hostile;
 mod ledger;
 mod limits;
 mod logs;
+mod reload;
 mod request_response;
 mod runaway;
 mod scoreboard;

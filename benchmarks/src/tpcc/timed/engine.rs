@@ -223,7 +223,7 @@ struct InprocessConnection<'a> {
 
 impl Connection for InprocessConnection<'_> {
     fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
-        let app: &App = self.runtime.app();
+        let app: &App = &self.runtime.app();
         let (handler, request) = inprocess::request(app, txn, now)?;
         let result = if inprocess::is_read(handler) {
             self.runtime.read(handler, request)

@@ -1,0 +1,165 @@
+//! Reload without downtime (SIGHUP): under writes from several clients, every write is answered
+//! and counted, each client sees the new version from its first write routed after the swap on,
+//! a version that does not load or changes the tables leaves the running one serving, and the
+//! log says why with the file, line and column.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::harness::{metric_value, wait_until, Client, Launch};
+
+const MANIFEST: &str = r#"{
+  "name": "counter",
+  "tables": { "counts": ["n"] },
+  "routes": { "POST /hits": "hit", "GET /hits": "hits" }
+}"#;
+
+/// The counter's script: every version counts hits the same way and says which it is.
+fn script(version: i64) -> String {
+    format!(
+        r#"fn hit(request) {{
+    let row = counts.get("all");
+    let n = if row == () {{ 1 }} else {{ row.n + 1 }};
+    counts.put("all", #{{ n: n }});
+    #{{ version: {version}, n: n }}
+}}
+
+fn hits(request) {{
+    let row = counts.get("all");
+    #{{ version: {version}, n: if row == () {{ 0 }} else {{ row.n }} }}
+}}
+"#
+    )
+}
+
+/// Replaces a file whole, as a deploy tool would (a reader never sees half of it).
+fn replace(path: &Path, text: &str) {
+    let temporary = path.with_extension("new");
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
+}
+
+fn post_hit(client: &mut Client) -> i64 {
+    let answer = client.post("/hits", &json!({}));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    answer.json()["version"].as_i64().expect("a version")
+}
+
+#[test]
+fn sighup_swaps_the_code_under_writes_and_a_failed_reload_keeps_the_old_version() {
+    let app = tempfile::tempdir().expect("tempdir");
+    let data = tempfile::tempdir().expect("tempdir");
+    std::fs::write(app.path().join("app.json"), MANIFEST).expect("write");
+    let script_path = app.path().join("counter.rhai");
+    replace(&script_path, &script(1));
+    let server = Launch::new(app.path(), data.path()).start();
+
+    // Four clients write one hit at a time until told to stop, and note the version of each
+    // answer: once one has seen version 2, a later write of its own must not see version 1.
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, answered, address) = (stop.clone(), answered.clone(), server.address);
+            std::thread::spawn(move || {
+                let mut client = Client::connect(address);
+                let mut versions = Vec::new();
+                while !stop.load(Relaxed) {
+                    versions.push(post_hit(&mut client));
+                    answered.fetch_add(1, Relaxed);
+                }
+                versions
+            })
+        })
+        .collect();
+    let answered_at_least = |n: u64| wait_until("writes answered", || answered.load(Relaxed) >= n);
+    answered_at_least(200);
+
+    replace(&script_path, &script(2));
+    server.signal(libc::SIGHUP);
+    server.wait_for_stderr("pure-serve: reloaded: counter serves 2 route(s)");
+    let mut client = server.client();
+    assert_eq!(
+        post_hit(&mut client),
+        2,
+        "a write after the reload runs the new code"
+    );
+    let after_reload = answered.load(Relaxed);
+    answered_at_least(after_reload + 200);
+
+    // A version with a mistake: the old one keeps serving, and the log names the place.
+    replace(
+        &script_path,
+        &script(3).replace(
+            "counts.get(\"all\");\n    let n",
+            "countz.get(\"all\");\n    let n",
+        ),
+    );
+    server.signal(libc::SIGHUP);
+    let said = server.wait_for_stderr("reload failed, still serving the previous version");
+    assert!(
+        said.contains("counter.rhai:2:15: no variable or table named countz"),
+        "the failure names file, line and column:\n{said}"
+    );
+    assert_eq!(
+        post_hit(&mut client),
+        2,
+        "the previous version still serves"
+    );
+
+    // A version that changes the tables needs a restart: refused, the old one serving.
+    replace(&script_path, &script(4));
+    std::fs::write(
+        app.path().join("app.json"),
+        MANIFEST.replace(r#"["n"]"#, r#"["n", "last"]"#),
+    )
+    .expect("write");
+    server.signal(libc::SIGHUP);
+    let said = server.wait_for_stderr("a reload cannot change tables");
+    assert!(
+        said.contains("table counts declares the fields [n, last] instead of [n]"),
+        "{said}"
+    );
+    assert_eq!(
+        post_hit(&mut client),
+        2,
+        "the previous version still serves"
+    );
+    answered_at_least(answered.load(Relaxed) + 100);
+
+    stop.store(true, Relaxed);
+    let mut writes = 3;
+    for thread in clients {
+        let versions = thread.join().expect("a client");
+        writes += versions.len() as u64;
+        let first_new = versions.iter().position(|&v| v == 2);
+        assert!(first_new.is_some(), "each client wrote after the reload");
+        assert!(
+            versions[first_new.unwrap()..].iter().all(|&v| v == 2),
+            "after its first answer from version 2, a client never sees version 1"
+        );
+        assert!(versions.iter().all(|&v| v == 1 || v == 2));
+    }
+    let hits = client.get("/hits").json();
+    assert_eq!(
+        hits["n"],
+        json!(writes),
+        "every answered write counted once"
+    );
+    assert_eq!(hits["version"], json!(2));
+    let metrics = client.get("/_pure/metrics").text();
+    assert_eq!(metric_value(&metrics, "pure_reloads_total"), 1.0);
+    assert_eq!(metric_value(&metrics, "pure_reload_failures_total"), 2.0);
+    assert_eq!(
+        metric_value(
+            &metrics,
+            "pure_http_requests_total{method=\"POST\",route=\"/hits\",status=\"200\"}"
+        ),
+        writes as f64,
+        "a route the reload kept keeps its counters"
+    );
+    server.stop();
+}
