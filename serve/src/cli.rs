@@ -17,6 +17,11 @@ and what each stops are in docs/guide.md (Limits and the sandbox).
   array_items     1000000
   map_items       1000000
 
+Reload: SIGHUP (or POST /_pure/reload on --admin-listen) loads APP_DIR again. A version that
+loads and declares the same tables, fields and indexes serves every request from then on, with
+none refused; one that does not leaves the running version serving, and the log (or the POST's
+answer) says why, with file:line:column. Changing tables, fields or indexes needs a restart.
+
 Exit codes:
   0   stopped cleanly (SIGTERM or SIGINT): in-flight requests were answered and synced
   1   an unexpected error while serving
@@ -62,6 +67,18 @@ pub struct Options {
     /// Address to listen on; port 0 picks a free port (the ready line prints the real one).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+
+    /// Serve the built-in endpoints (GET /_pure/health, GET /_pure/metrics, POST /_pure/reload)
+    /// on this address instead of the app's, which then answers them 404. Without it, health
+    /// and metrics are on the app's address and a reload is asked for with SIGHUP only.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+
+    /// What a 500's body tells the client: `full` names the handler, script, line and column
+    /// (for development); `none` says only that the handler failed, with the request id. The
+    /// server's log has the details either way.
+    #[arg(long, value_enum, default_value_t = ErrorDetails::Full)]
+    pub error_details: ErrorDetails,
 
     /// `always`: a write is answered only after its group is synced to disk (fdatasync).
     /// `none`: no sync at all; answers are NOT durable (for runs in RAM and benchmarks).
@@ -309,6 +326,14 @@ on (applying them without the ones before would make a state that never existed)
 newest checkpoint is damaged, whatever of the log an older state would need but was already
 reused (older checkpoints are removed once a newer one is installed). Keep DIR until you are
 sure of NEW; then serve NEW with --data NEW.";
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorDetails {
+    /// The script, line, column and message of a handler's failure, in its 500.
+    Full,
+    /// A 500 says only that the handler failed; the details are in the server's log.
+    None,
+}
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sync {

@@ -42,11 +42,12 @@ use hyper::header::{
 use hyper::{Method, Response, StatusCode, Version};
 use pure_runtime::{
     has_no_body, Answer, App, BodyError, Cors, HandlerError, HandlerKind, Head, ImmutableString,
-    Request, Route, Runtime,
+    Level, LogLine, LogSink as _, Request, Route, Runtime,
 };
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::cli::ErrorDetails;
 use crate::log::{Access, Log};
 use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
 use crate::route::{parse_query, RouteMatch, Router};
@@ -112,10 +113,28 @@ impl Deployment {
     }
 }
 
+/// Which requests an address serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The app's routes and the built-in health and metrics (no `--admin-listen`).
+    AppAndBuiltins,
+    /// The app's routes only.
+    App,
+    /// The built-in endpoints only, reload among them (`--admin-listen`).
+    Admin,
+}
+
+/// Loads the app directory again, for a reload.
+pub type Loader = Box<dyn Fn() -> anyhow::Result<App> + Send + Sync>;
+
 /// Everything a request needs, shared by all connections.
 pub struct Dispatch {
     runtime: Runtime,
     deployment: ArcSwap<Deployment>,
+    loader: Loader,
+    /// One reload at a time (a signal and a POST may come together).
+    reloading: std::sync::Mutex<()>,
+    error_details: ErrorDetails,
     pub metrics: ServerMetrics,
     limits: RequestLimits,
     ids: RequestIds,
@@ -179,8 +198,17 @@ struct ReadBody {
 }
 
 impl Dispatch {
-    pub fn new(runtime: Runtime, limits: RequestLimits, log: Arc<Log>) -> Dispatch {
+    pub fn new(
+        runtime: Runtime,
+        limits: RequestLimits,
+        log: Arc<Log>,
+        loader: Loader,
+        error_details: ErrorDetails,
+    ) -> Dispatch {
         Dispatch {
+            loader,
+            reloading: std::sync::Mutex::new(()),
+            error_details,
             deployment: ArcSwap::from_pointee(Deployment::new(runtime.app(), None)),
             metrics: ServerMetrics::new(),
             runtime,
@@ -190,11 +218,37 @@ impl Dispatch {
         }
     }
 
-    /// Serves `app` (a version `Runtime::reload` gave) to every request that arrives from now
-    /// on.
-    pub fn deploy(&self, app: Arc<App>) {
-        let deployment = Deployment::new(app, Some(&self.deployment.load()));
-        self.deployment.store(Arc::new(deployment));
+    /// Loads the app directory again and, when it loads and declares the same tables, serves
+    /// it to every request that arrives from now on; requests in flight finish on the version
+    /// they began with. A version that fails leaves the running one serving. Blocking (it
+    /// compiles the scripts): call it off the async workers or under `block_in_place`.
+    pub fn reload(&self) -> anyhow::Result<Arc<App>> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
+        let reloaded = (self.loader)().and_then(|mut app| {
+            app.set_log(self.log.clone());
+            Ok(self.runtime.reload(app)?)
+        });
+        match &reloaded {
+            Ok(app) => {
+                let deployment = Deployment::new(app.clone(), Some(&self.deployment.load()));
+                self.deployment.store(Arc::new(deployment));
+                self.metrics.reloads_total.fetch_add(1, Relaxed);
+                report_interpreted(app);
+                eprintln!(
+                    "pure-serve: reloaded: {} serves {} route(s); requests from now on run the \
+                     new version",
+                    app.name(),
+                    app.routes().len()
+                );
+            }
+            Err(error) => {
+                self.metrics.reload_failures_total.fetch_add(1, Relaxed);
+                eprintln!(
+                    "pure-serve: reload failed, still serving the previous version: {error:#}"
+                );
+            }
+        }
+        reloaded
     }
 
     /// hyper's service entry point: never fails, every outcome is a JSON response (but a
@@ -203,6 +257,7 @@ impl Dispatch {
         self: Arc<Self>,
         request: hyper::Request<Incoming>,
         peer: ImmutableString,
+        role: Role,
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
         let deployment = self.deployment.load_full();
@@ -223,7 +278,7 @@ impl Dispatch {
                 .map(|o| (cors, o.to_string())),
             _ => None,
         };
-        let (label, mut reply) = self.route(&deployment, request, &peer, &id).await;
+        let (label, mut reply) = self.route(&deployment, request, &peer, &id, role).await;
         let elapsed = started.elapsed();
         let status = reply.status().as_u16();
         self.metrics
@@ -269,20 +324,33 @@ impl Dispatch {
         request: hyper::Request<Incoming>,
         peer: &ImmutableString,
         id: &ImmutableString,
+        role: Role,
     ) -> (Label, Reply) {
         if let Some(refusal) = check_head(&request) {
             return (Label::Unmatched, self.answer_unread(request, refusal).await);
         }
         let method = request.method().clone();
         let path = request.uri().path().to_string();
-        if let Some(name) = path.strip_prefix("/_pure/") {
-            let label = match name {
-                "health" => Label::Health,
-                "metrics" => Label::Metrics,
-                _ => Label::Unmatched,
-            };
-            let reply = self.builtin(deployment, &method, name);
-            return (label, self.answer_unread(request, reply).await);
+        match path.strip_prefix("/_pure/") {
+            Some(name) if role != Role::App => {
+                let label = match name {
+                    "health" => Label::Health,
+                    "metrics" => Label::Metrics,
+                    "reload" if role == Role::Admin => Label::Reload,
+                    _ => Label::Unmatched,
+                };
+                let reply = self.builtin(&deployment.counters, &method, name, role);
+                return (label, self.answer_unread(request, reply).await);
+            }
+            None if role == Role::Admin => {
+                let message = format!(
+                    "no route for {method} {path}: this is the admin address, which serves \
+                     GET /_pure/health, GET /_pure/metrics and POST /_pure/reload"
+                );
+                let reply = error_reply(StatusCode::NOT_FOUND, message);
+                return (Label::Unmatched, self.answer_unread(request, reply).await);
+            }
+            _ => {}
         }
         if method == Method::OPTIONS {
             if let Some(cors) = deployment.app.cors() {
@@ -433,6 +501,7 @@ impl Dispatch {
         head: Box<Head>,
         request: hyper::Request<Incoming>,
     ) -> Reply {
+        let id = head.id.clone();
         let Some(query) = parse_query(request.uri().query()) else {
             let message = "the query string is not valid percent-encoded UTF-8";
             let reply = error_reply(StatusCode::BAD_REQUEST, message.to_string());
@@ -454,7 +523,7 @@ impl Dispatch {
         };
         let reply = match self.run(deployment, index, request).await {
             Ok(answer) => answer_reply(&answer),
-            Err(error) => handler_error_reply(&error),
+            Err(error) => self.handler_error_reply(&error, &deployment.routes[index], &id),
         };
         drop(share);
         reply
@@ -590,10 +659,74 @@ impl Dispatch {
         closing(error_reply(StatusCode::REQUEST_TIMEOUT, message))
     }
 
-    fn builtin(&self, deployment: &Deployment, method: &Method, name: &str) -> Reply {
+    /// A handler's error as its answer. A failure of the handler (not a `throw`, which is its
+    /// answer by design) is logged with its details, which the answer carries only with
+    /// `--error-details full`.
+    fn handler_error_reply(&self, error: &HandlerError, route: &Route, id: &str) -> Reply {
+        let failed = matches!(
+            error,
+            HandlerError::Script { .. }
+                | HandlerError::Limit { .. }
+                | HandlerError::NoSuchHandler { .. }
+                | HandlerError::Panicked { .. }
+        );
+        if failed {
+            self.log.log(&LogLine {
+                level: Level::Error,
+                handler: &route.handler,
+                request_id: id,
+                message: &format!("failed with {}: {error}", error.status()),
+            });
+        }
+        if failed && self.error_details == ErrorDetails::None {
+            let body = json!({
+                "error": "internal error: the handler failed; the server's log has the details \
+                          under this request id",
+                "request_id": id,
+            });
+            return json_reply(StatusCode::INTERNAL_SERVER_ERROR, &body);
+        }
+        handler_error_reply(error)
+    }
+
+    /// The built-in endpoints; `routes` are the counters of the routes served now.
+    fn builtin(
+        &self,
+        routes: &[Arc<RouteCounters>],
+        method: &Method,
+        name: &str,
+        role: Role,
+    ) -> Reply {
+        if name == "reload" && role == Role::Admin {
+            let allow = ["POST".to_string()];
+            if method == Method::OPTIONS {
+                return options(&allow);
+            }
+            if method != Method::POST {
+                return method_not_allowed(method, "/_pure/reload", &allow);
+            }
+            return match tokio::task::block_in_place(|| self.reload()) {
+                Ok(app) => json_reply(
+                    StatusCode::OK,
+                    &json!({ "reloaded": true, "app": app.name(), "routes": app.routes().len() }),
+                ),
+                Err(error) => json_reply(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &json!({
+                        "reloaded": false,
+                        "error": format!("{error:#}"),
+                        "serving": "the previous version",
+                    }),
+                ),
+            };
+        }
         if !matches!(name, "health" | "metrics") {
-            let message =
-                format!("no built-in endpoint /_pure/{name} (there are health and metrics)");
+            let message = match role {
+                Role::Admin => format!(
+                    "no built-in endpoint /_pure/{name} (there are health, metrics and reload)"
+                ),
+                _ => format!("no built-in endpoint /_pure/{name} (there are health and metrics)"),
+            };
             return error_reply(StatusCode::NOT_FOUND, message);
         }
         let allow = ["GET".to_string()];
@@ -607,12 +740,9 @@ impl Dispatch {
             return self.health();
         }
         let held = self.limits.body_budget_bytes - self.limits.body_budget.available_permits();
-        let text = self.metrics.render(
-            &deployment.counters,
-            &self.runtime.metrics(),
-            held as u64,
-            &self.log,
-        );
+        let text = self
+            .metrics
+            .render(routes, &self.runtime.metrics(), held as u64, &self.log);
         let mut reply = Response::new(Full::new(Bytes::from(text)));
         reply.headers_mut().insert(
             CONTENT_TYPE,
@@ -642,6 +772,24 @@ impl Dispatch {
             StatusCode::OK
         };
         json_reply(code, &body)
+    }
+}
+
+/// Names the handlers that run in Rhai's evaluator rather than compiled, and why: they work the
+/// same, slower, and an author who wants the speed can see what to change.
+pub fn report_interpreted(app: &App) {
+    let mut seen = std::collections::HashSet::new();
+    for route in app.routes() {
+        if !seen.insert(route.handler.as_str()) {
+            continue;
+        }
+        if let Some(pure_runtime::Execution::Interpreted { reason }) = app.execution(&route.handler)
+        {
+            eprintln!(
+                "pure-serve: handler {} runs in Rhai's evaluator, not compiled: {reason}",
+                route.handler
+            );
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::connections::{Connections, Refusal, Ticket};
-use crate::dispatch::Dispatch;
+use crate::dispatch::{Dispatch, Role};
 use crate::wire::{Socket, Wire, HEAD_BYTES_MAX};
 
 /// hyper's read buffer per connection. Its default (about 400 KiB) would let a thousand slow
@@ -40,6 +40,8 @@ const SHED_RETRY: Duration = Duration::from_millis(50);
 #[derive(Clone)]
 pub struct Listener {
     pub dispatch: Arc<Dispatch>,
+    /// Which requests this address serves.
+    pub role: Role,
     pub connections: Arc<Connections>,
     /// Also the idle keep-alive timeout: hyper starts it when it waits for the next request head.
     pub header_timeout: Duration,
@@ -163,7 +165,7 @@ impl Listener {
             Err(_) => "".into(),
         };
         let socket = Socket::new(stream);
-        let dispatch = self.dispatch.clone();
+        let (dispatch, role) = (self.dispatch.clone(), self.role);
         let slot = ticket.slot.clone();
         let service = service_fn(move |request| {
             let dispatch = dispatch.clone();
@@ -173,7 +175,7 @@ impl Listener {
             let busy = slot.busy();
             async move {
                 let _busy = busy;
-                dispatch.handle(request, peer).await
+                dispatch.handle(request, peer, role).await
             }
         });
         let mut builder = http1::Builder::new();

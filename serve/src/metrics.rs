@@ -35,6 +35,7 @@ pub enum Label {
     Route(usize),
     Health,
     Metrics,
+    Reload,
     Unmatched,
 }
 
@@ -43,6 +44,7 @@ pub struct ServerMetrics {
     /// deployment's: a reload may change the routes).
     health: RouteCounters,
     metrics: RouteCounters,
+    reload: RouteCounters,
     unmatched: RouteCounters,
     pub connections_open: AtomicU64,
     pub connections_total: AtomicU64,
@@ -63,6 +65,7 @@ impl ServerMetrics {
         ServerMetrics {
             health: RouteCounters::new("GET", "/_pure/health"),
             metrics: RouteCounters::new("GET", "/_pure/metrics"),
+            reload: RouteCounters::new("POST", "/_pure/reload"),
             unmatched: RouteCounters::new("", "unmatched"),
             connections_open: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
@@ -87,6 +90,7 @@ impl ServerMetrics {
             Label::Route(index) => &routes[index],
             Label::Health => &self.health,
             Label::Metrics => &self.metrics,
+            Label::Reload => &self.reload,
             Label::Unmatched => &self.unmatched,
         };
         counters.record(status, elapsed);
@@ -184,6 +188,7 @@ impl ServerMetrics {
             routes.iter().map(|counters| &**counters).chain([
                 &self.health,
                 &self.metrics,
+                &self.reload,
                 &self.unmatched,
             ])
         };

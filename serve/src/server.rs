@@ -7,42 +7,25 @@
 
 use crate::log::Log;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use pure_runtime::{App, Runtime};
+use pure_runtime::Runtime;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cli::Options;
 use crate::connections::Connections;
-use crate::dispatch::{Dispatch, RequestLimits};
+use crate::dispatch::{report_interpreted, Dispatch, RequestLimits, Role};
 use crate::exit;
 use crate::listener::Listener;
 
 const LISTEN_BACKLOG: u32 = 1024;
 const POISON_POLL_INTERVAL: Duration = Duration::from_millis(20);
-
-/// Names the handlers that run in Rhai's evaluator rather than compiled, and why: they work the
-/// same, slower, and an author who wants the speed can see what to change.
-fn report_interpreted(app: &App) {
-    let mut seen = std::collections::HashSet::new();
-    for route in app.routes() {
-        if !seen.insert(route.handler.as_str()) {
-            continue;
-        }
-        if let Some(pure_runtime::Execution::Interpreted { reason }) = app.execution(&route.handler)
-        {
-            eprintln!(
-                "pure-serve: handler {} runs in Rhai's evaluator, not compiled: {reason}",
-                route.handler
-            );
-        }
-    }
-}
+/// Connections the admin address holds at once, from any one peer as from all.
+const ADMIN_CONNECTIONS_MAX: usize = 16;
 
 /// Why the server stops.
 enum Stop {
@@ -75,14 +58,47 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         options.max_connections as usize,
         options.max_connections_per_peer as usize,
     );
-    let dispatch = Arc::new(Dispatch::new(runtime.clone(), limits, log.clone()));
+    let loader = {
+        let options = options.clone();
+        Box::new(move || crate::load_app(&options))
+    };
+    let dispatch = Arc::new(Dispatch::new(
+        runtime.clone(),
+        limits,
+        log,
+        loader,
+        options.error_details,
+    ));
     let server = Listener {
         dispatch: dispatch.clone(),
+        role: match options.admin_listen {
+            Some(_) => Role::App,
+            None => Role::AppAndBuiltins,
+        },
         connections: connections.clone(),
         header_timeout: options.header_timeout(),
         stop,
     };
     let address = listener.local_addr().map_err(exit::Failure::internal)?;
+    let admin = match options.admin_listen {
+        Some(admin_address) => {
+            let admin_listener = bind(admin_address)
+                .with_context(|| format!("binding the admin address {admin_address}"))
+                .map_err(|error| exit::Failure::new(exit::LISTEN, error))?;
+            let bound = admin_listener
+                .local_addr()
+                .map_err(exit::Failure::internal)?;
+            let admin = Listener {
+                role: Role::Admin,
+                // Its own connections: a flood on the app's address leaves room for a health
+                // check.
+                connections: Connections::new(ADMIN_CONNECTIONS_MAX, ADMIN_CONNECTIONS_MAX),
+                ..server.clone()
+            };
+            Some((bound, tokio::spawn(admin.accept_loop(admin_listener))))
+        }
+        None => None,
+    };
     let accepting = tokio::spawn(server.clone().accept_loop(listener));
     report_interpreted(&runtime.app());
     eprintln!("pure-serve: recovered {}", runtime.recovery());
@@ -90,13 +106,23 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         "pure-serve: {} listening on http://{address}",
         runtime.app().name()
     );
+    if let Some((bound, _)) = &admin {
+        println!("pure-serve: admin endpoints (health, metrics, reload) on http://{bound}/_pure/");
+    }
 
     let stop = loop {
         tokio::select! {
             _ = terminate.recv() => break Stop::Signal("SIGTERM"),
             _ = interrupt.recv() => break Stop::Signal("SIGINT"),
             reason = poisoned(&runtime) => break Stop::Poisoned(reason),
-            _ = hangup.recv() => reload(options, &runtime, &dispatch, &log),
+            _ = hangup.recv() => {
+                eprintln!(
+                    "pure-serve: SIGHUP: reloading the app in {}",
+                    options.app_dir().display()
+                );
+                // Compiling takes milliseconds; the other workers go on serving meanwhile.
+                let _ = tokio::task::block_in_place(|| dispatch.reload());
+            }
         }
     };
     let refused_before = runtime.metrics().writes_refused_total;
@@ -121,6 +147,9 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     };
     let _ = stop_sender.send(true);
     let _ = accepting.await;
+    if let Some((_, admin_accepting)) = admin {
+        let _ = admin_accepting.await;
+    }
     let drained = tokio::time::timeout(
         Duration::from_millis(options.shutdown_timeout_ms),
         all_closed(&connections),
@@ -147,38 +176,6 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         &runtime_at_end,
         refused > 0 || drained.is_err(),
     ))
-}
-
-/// Loads the app directory again and, when it compiles, checks and declares the same tables,
-/// serves it to every request from now on; requests already in flight finish on the version
-/// they began with. A version that fails leaves the running one serving, and the log says why.
-fn reload(options: &Options, runtime: &Runtime, dispatch: &Dispatch, log: &Arc<Log>) {
-    eprintln!(
-        "pure-serve: SIGHUP: reloading the app in {}",
-        options.app_dir().display()
-    );
-    // Compiling takes milliseconds; the other workers go on serving meanwhile.
-    let loaded = tokio::task::block_in_place(|| crate::load_app(options)).and_then(|mut app| {
-        app.set_log(log.clone());
-        Ok(runtime.reload(app)?)
-    });
-    match loaded {
-        Ok(app) => {
-            dispatch.deploy(app.clone());
-            dispatch.metrics.reloads_total.fetch_add(1, Relaxed);
-            report_interpreted(&app);
-            eprintln!(
-                "pure-serve: reloaded: {} serves {} route(s); requests from now on run the new \
-                 version",
-                app.name(),
-                app.routes().len()
-            );
-        }
-        Err(error) => {
-            dispatch.metrics.reload_failures_total.fetch_add(1, Relaxed);
-            eprintln!("pure-serve: reload failed, still serving the previous version: {error:#}");
-        }
-    }
 }
 
 /// The exit status tells the truth about the stop: a store poisoned on the way is 10 even

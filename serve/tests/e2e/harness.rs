@@ -42,6 +42,8 @@ pub struct Server {
     pub child: Child,
     pub address: SocketAddr,
     stderr: mpsc::Receiver<String>,
+    /// The addresses standard output announces after the ready line's.
+    announced: mpsc::Receiver<String>,
 }
 
 /// How to start a server: the app, the data directory and extra flags.
@@ -142,11 +144,22 @@ impl Server {
             child,
             address,
             stderr: stderr_lines,
+            announced: ready,
         }
     }
 
     pub fn client(&self) -> Client {
         Client::connect(self.address)
+    }
+
+    /// The admin address (`--admin-listen`), as the line after the ready line announces it.
+    pub fn admin_address(&self) -> SocketAddr {
+        let url = self
+            .announced
+            .recv_timeout(WAIT_MAX)
+            .expect("pure-serve announces its admin address");
+        let address = url.strip_suffix("/_pure/").unwrap_or(&url);
+        address.parse().expect("the admin line holds host:port")
     }
 
     /// Sends a signal (libc) to the server process.

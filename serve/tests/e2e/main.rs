@@ -5,6 +5,7 @@
 //! runaway scripts. Randomized tests print their seed (`PURE_TEST_SEED` replays one);
 //! `PURE_TEST_SCALE` multiplies the work of the heavier ones.
 
+mod admin;
 mod concurrency;
 mod cors;
 mod crash;
