@@ -484,6 +484,23 @@ pub(crate) fn index_count(index: IndexRef) -> Fallible<i64> {
     .map_err(api_error)
 }
 
+/// A table handle's methods and the arguments each takes after the table (least, most): the
+/// load-time check of calls on tables reads it; a test holds it equal to the registrations
+/// below.
+pub(crate) const TABLE_METHODS: &[(&str, usize, usize)] = &[
+    ("get", 1, 4),
+    ("exists", 1, 4),
+    ("insert", 2, 5),
+    ("put", 2, 5),
+    ("update", 1, 1),
+    ("delete", 1, 4),
+    ("scan", 3, 3),
+    ("scan_rev", 3, 3),
+    ("first", 2, 2),
+    ("last", 2, 2),
+    ("count", 0, 0),
+];
+
 /// Registers tables, rows, indexes and their functions on `engine`.
 pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>, indexes: &[IndexDef]) {
     register_indexes(engine, indexes);

@@ -224,7 +224,10 @@ impl App {
         let ast = engine
             .compile_with_scope(&declared, &text)
             .map_err(|e| located(e.1, explain_compile_error(&e.0, &text, &schema)))?;
-        check_calls(&ast, &engine).map_err(|(position, message)| located(position, message))?;
+        let builtin = builtin_names(&engine);
+        check_calls(&ast, &builtin).map_err(|(position, message)| located(position, message))?;
+        crate::table_calls::check(&ast, &schema, &indexes, &builtin)
+            .map_err(|(position, message)| located(position, message))?;
         let handlers: HashMap<String, Handler> = ast
             .iter_functions()
             .filter(|f| f.params.len() == 1)
@@ -686,7 +689,7 @@ fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
 }
 
 /// The Levenshtein distance between two short names.
-fn edits(a: &str, b: &str) -> usize {
+pub(crate) fn edits(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
@@ -927,12 +930,17 @@ const KEYWORD_FUNCTIONS: [&str; 10] = [
 
 /// Every call of a function by name (not a method) must reach one: a script function with that
 /// many parameters, or a built-in one. Rhai would only say so when the call runs.
-fn check_calls(ast: &AST, engine: &Engine) -> Result<(), (Position, String)> {
-    let builtin: HashSet<String> = engine
+/// The names of the functions the engine has (Rhai's and Pure's), to tell a call of a function
+/// nothing defines.
+fn builtin_names(engine: &Engine) -> HashSet<String> {
+    engine
         .gen_fn_signatures(true)
         .into_iter()
         .filter_map(|signature| signature.split('(').next().map(str::to_string))
-        .collect();
+        .collect()
+}
+
+fn check_calls(ast: &AST, builtin: &HashSet<String>) -> Result<(), (Position, String)> {
     let scripts: Vec<(ImmutableString, usize)> = ast
         .iter_fn_def()
         .map(|f| (f.name.clone(), f.params.len()))

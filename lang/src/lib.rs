@@ -26,6 +26,7 @@ mod key;
 mod respond;
 mod schema;
 mod shape;
+mod table_calls;
 mod tables;
 mod value;
 mod world;

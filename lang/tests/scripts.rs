@@ -528,6 +528,78 @@ fn mistakes_every_call_would_hit_are_load_errors() {
     assert_eq!(load(fine), None);
 }
 
+/// A call on a table that cannot work is a load error at the call: a method tables do not have,
+/// a wrong number of arguments, an index the table does not have.
+#[test]
+fn calls_on_tables_that_cannot_work_are_load_errors() {
+    let manifest = r#"{"name": "x", "tables": {"items": ["n"], "other": ["m"]},
+        "indexes": {"by_n": {"table": "items", "fields": ["n"]}}, "routes": {"GET /a": "a"}}"#;
+    let load = |script: &str| {
+        App::from_sources(
+            manifest,
+            vec![("a.rhai".into(), script.into())],
+            Limits::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+    };
+    for (script, says) in [
+        (
+            "fn a(r) {
+    items.updat(1)
+}",
+            "a.rhai:2:11: tables have no method updat(): did you mean items.update()?",
+        ),
+        (
+            "fn a(r) {
+    items.remove(1)
+}",
+            "a.rhai:2:11: tables have no method remove() (they have get, exists, insert, put, \
+             update, delete, scan, scan_rev, first, last, count)",
+        ),
+        (
+            "fn a(r) {
+    items.update(1, #{ n: 2 })
+}",
+            "a.rhai:2:11: items.update() is given 2 argument(s); it takes one row read from the \
+             table and changed: row.f = v; t.update(row)",
+        ),
+        (
+            "fn a(r) { items.get(1, 2, 3, 4, 5) }",
+            "a.rhai:1:17: items.get() is given 5 argument(s); it takes the key: 1 to 4 parts",
+        ),
+        (
+            "fn a(r) { items.scan((), ()) }",
+            "items.scan() is given 2 argument(s); it takes (low, high, limit)",
+        ),
+        (
+            "fn a(r) {
+  other.by_n.find(1, 10)
+}",
+            "a.rhai:2:9: table other has no index by_n (it has none; declare them in app.json's \
+             \"indexes\")",
+        ),
+        (
+            "fn a(r) { items.by_m.find(1, 10) }",
+            "table items has no index by_m (its indexes: by_n)",
+        ),
+    ] {
+        let error = load(script).unwrap_or_else(|| panic!("{script:?} loaded"));
+        assert!(error.contains(says), "{script:?}: {error}");
+    }
+    // Every method with every count it takes, Rhai's functions of any value, a script function
+    // called as a method, and a local that takes a table's name all load.
+    let fine = "fn a(r) { items.get(1); items.get(1, 2, 3, 4); items.exists(1); \
+                items.insert(1, #{}); items.put(1, 2, 3, 4, #{}); items.delete(1); \
+                items.scan((), (), 1); items.scan_rev((), (), 1); items.first((), ()); \
+                items.last((), ()); items.count(); items.by_n.find(1, 1); \
+                let row = items.get(1); items.update(row); type_of(items) + items.to_string() \
+                + items.helper(1) }\n\
+                fn helper(t, x) { x }\n\
+                fn b(other) { other.remove(1) }";
+    assert_eq!(load(fine), None);
+}
+
 /// The manifest is read as strictly as the scripts: a misspelt key, a route that can never be
 /// reached, a malformed pattern and a table no script could name are load errors.
 #[test]
