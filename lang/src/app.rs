@@ -251,7 +251,7 @@ impl App {
         }
         let name = name.to_string();
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
-        let program = Program::compile(&ast, &schema, &indexes, &handler_names);
+        let program = Program::compile(&ast, &schema, &indexes, &handler_names, &sources);
         Ok(App {
             name,
             routes,

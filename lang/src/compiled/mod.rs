@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use rhai::{Dynamic, Engine, AST};
 
 use crate::engine::Limits;
+use crate::error::SourceMap;
 use crate::schema::Schema;
 use crate::tables::IndexDef;
 
@@ -192,8 +193,9 @@ impl Program {
         schema: &Schema,
         indexes: &[IndexDef],
         handlers: &[String],
+        sources: &SourceMap,
     ) -> Program {
-        compile::compile_program(ast, schema, indexes, handlers)
+        compile::compile_program(ast, schema, indexes, handlers, sources)
     }
 
     /// The compiled form of `handler`, if it has one.
