@@ -21,6 +21,7 @@ use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableId, TableSchema};
 use crate::shape::Declared;
+use crate::syntax;
 use crate::tables::{IndexDef, IndexSource, Tables, WriteSet};
 use crate::value::{self, RequestFields};
 use crate::world::{self, LogSink, World};
@@ -221,9 +222,27 @@ impl App {
                 message,
             }
         };
-        let ast = engine
-            .compile_with_scope(&declared, &text)
-            .map_err(|e| located(e.1, explain_compile_error(&e.0, &text, &schema)))?;
+        let ast = engine.compile_with_scope(&declared, &text).map_err(|e| {
+            // An unbalanced brace confuses the parser from there on (into the next file, too):
+            // what Rhai says is about a later token, often far from the brace.
+            for (file, script) in &files {
+                if let Some((line, column, message)) = syntax::unbalanced_brace(file, script) {
+                    return LoadError::Compile {
+                        file: file.clone(),
+                        line,
+                        column,
+                        message,
+                    };
+                }
+            }
+            match &*e.0 {
+                rhai::ParseErrorType::MissingToken(token, _) if token == ";" => located(
+                    syntax::missing_semicolon(&text, e.1),
+                    "missing ; at the end of this statement".into(),
+                ),
+                error => located(e.1, explain_compile_error(error, &text, &schema)),
+            }
+        })?;
         check_calls(&ast, &engine).map_err(|(position, message)| located(position, message))?;
         let handlers: HashMap<String, Handler> = ast
             .iter_functions()

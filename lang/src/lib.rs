@@ -26,6 +26,7 @@ mod key;
 mod respond;
 mod schema;
 mod shape;
+mod syntax;
 mod tables;
 mod value;
 mod world;
