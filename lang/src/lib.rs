@@ -19,6 +19,7 @@ pub mod codec;
 mod compiled;
 mod context;
 mod cors;
+mod diagnose;
 mod engine;
 mod error;
 mod fields;

@@ -2,8 +2,9 @@
 //! column of what the user has to change, and says what is wrong there.
 
 use std::path::Path;
+use std::time::Duration;
 
-use pure_lang::{App, Execution, Limits};
+use pure_lang::{App, Execution, HandlerError, Limits, Request, Tables, WriteSet};
 
 /// Writes an app directory (`app.json` and the scripts) and loads it.
 fn load(manifest: &str, files: &[(&str, &str)], limits: Limits) -> Result<App, String> {
@@ -28,6 +29,108 @@ fn load_error(files: &[(&str, &str)]) -> String {
 }
 
 const MANIFEST: &str = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]}}"#;
+
+/// The scripts of the limit tests: each handler runs into one limit on a line of its own.
+const LIMITS: &str = r#"fn fill(req) {
+    for i in 0..10 { t.put(i, #{ n: i }); }
+}
+fn spin(req) {
+    let x = 0;
+    loop { x += 1; }
+}
+fn scan_all(req) {
+    let total = 0;
+    let rows = t.scan((), (), 100);
+    rows.len()
+}
+fn grow(req) {
+    let s = "x";
+    loop {
+        s += s;
+    }
+}
+fn deep(req) { down(0) }
+fn down(n) {
+    let m = n + 1;
+    down(m)
+}
+"#;
+
+/// Runs `handler` on tables with ten rows, compiled or in Rhai, and returns its limit error as
+/// (limit, file, line, column).
+fn limit_hit(handler: &str, interpreted: bool, limits: Limits) -> (String, String, usize, usize) {
+    let manifest = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]},
+                       "limits": {"scan_rows": 5}}"#;
+    let mut app = load(manifest, &[("a.rhai", LIMITS)], limits).expect("loads");
+    app.set_interpreted(interpreted);
+    let mut tables = Tables::new(1);
+    let mut writes = WriteSet::default();
+    app.run_write("fill", &Request::default(), &mut tables, &mut writes)
+        .expect("fills the table");
+    writes.clear();
+    match app.run_write(handler, &Request::default(), &mut tables, &mut writes) {
+        Err(HandlerError::Limit {
+            limit,
+            file,
+            line,
+            column,
+            ..
+        }) => (limit, file, line, column),
+        other => panic!("{handler}: expected a limit, got {other:?}"),
+    }
+}
+
+fn counted() -> Limits {
+    Limits {
+        wall_clock_max: Duration::from_secs(60),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn a_limit_names_the_statement_or_call_that_hit_it() {
+    for interpreted in [false, true] {
+        let hit = |handler: &str, limits: Limits| limit_hit(handler, interpreted, limits);
+        let at =
+            |limit: &str, line, column| (limit.to_string(), "a.rhai".to_string(), line, column);
+        let mode = if interpreted { "in Rhai" } else { "compiled" };
+        assert_eq!(hit("spin", counted()), at("operations", 6, 14), "{mode}");
+        assert_eq!(
+            hit("scan_all", counted()),
+            at("rows scanned", 10, 18),
+            "{mode}"
+        );
+        let (limit, file, line, column) = hit("grow", counted());
+        assert!(limit.starts_with("size"), "{mode}: {limit}");
+        assert_eq!((file.as_str(), line, column), ("a.rhai", 16, 11), "{mode}");
+        assert_eq!(hit("deep", counted()), at("call depth", 22, 5), "{mode}");
+        // Out of time: wherever the loop was, it is on line 6.
+        let timed = Limits {
+            wall_clock_max: Duration::from_millis(20),
+            operations_max: u64::MAX / 2,
+            ..Limits::default()
+        };
+        let (limit, file, line, _) = hit("spin", timed);
+        assert_eq!(
+            (limit.as_str(), file.as_str(), line),
+            ("wall-clock time", "a.rhai", 6),
+            "{mode}"
+        );
+    }
+}
+
+/// The limit handlers above are compiled, so that both paths are tested.
+#[test]
+fn the_limit_handlers_are_compiled() {
+    let app = load(MANIFEST, &[("a.rhai", LIMITS)], Limits::default()).expect("loads");
+    for handler in ["spin", "scan_all", "grow", "deep"] {
+        assert_eq!(
+            app.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+    }
+}
 
 #[test]
 fn a_missing_semicolon_is_reported_where_it_is_missing() {

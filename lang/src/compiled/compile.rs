@@ -297,9 +297,10 @@ impl Compiler<'_> {
         let before = self.nodes;
         let code = self.stmt_body(stmt)?;
         let weight = CHARGE_PER_NODE * (self.nodes - before) + 2;
+        let at = stmt.position();
         Ok(Box::new(move |f| {
-            f.tick(weight)?;
-            code(f)
+            f.tick(weight).map_err(|stop| stop.leaving(at))?;
+            code(f).map_err(|stop| stop.leaving(at))
         }))
     }
 
