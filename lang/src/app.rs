@@ -655,7 +655,7 @@ impl App {
             self.limits.scan_rows_max,
         );
         let stop_at = match kind {
-            diagnose::Kind::Statement if operations < self.limits.operations_max => operations,
+            diagnose::Kind::Time if operations > 0 => operations,
             _ => self.limits.operations_max.saturating_add(1),
         };
         diagnose::begin(stop_at);

@@ -24,8 +24,9 @@ thread_local! {
     static DEADLINE: Cell<Option<Budget>> = const { Cell::new(None) };
     /// Rows the running handler may still read by scans: a scan is one operation to Rhai.
     static SCAN_ROWS_LEFT: Cell<u64> = const { Cell::new(0) };
-    /// Rhai operations the running handler has done, as last told by `on_progress`: where a
-    /// call stopped for time, for finding its place again (`diagnose`).
+    /// Rhai operations the running handler had done at `on_progress`'s last look at the clock:
+    /// where a call stopped for time, give or take the operations between two looks, for
+    /// finding its place again (`diagnose`).
     static OPERATIONS: Cell<u64> = const { Cell::new(0) };
 }
 

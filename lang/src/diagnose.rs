@@ -15,8 +15,10 @@ use rhai::{ASTNode, Dynamic, EvalAltResult, Expr, Position, Stmt};
 pub(crate) enum Kind {
     /// A call too deep or a scan over too many rows: the call that went past it.
     Call,
-    /// Operations, time, sizes: the statement that was running.
+    /// Operations, sizes: the statement that was running.
     Statement,
+    /// Time: the statement that was running once as many operations were done.
+    Time,
 }
 
 /// The limit an error of a handler call is, if it is one.
@@ -31,7 +33,7 @@ pub(crate) fn limit_kind(error: &EvalAltResult) -> Option<Kind> {
             let scan = value
                 .read_lock::<rhai::ImmutableString>()
                 .is_some_and(|s| s.as_str() == crate::engine::SCAN_LIMIT);
-            Some(if scan { Kind::Call } else { Kind::Statement })
+            Some(if scan { Kind::Call } else { Kind::Time })
         }
         EvalAltResult::ErrorTooManyOperations(_)
         | EvalAltResult::ErrorDataTooLarge(..)

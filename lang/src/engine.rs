@@ -178,9 +178,11 @@ pub(crate) fn build(
     engine.set_max_array_size(limits.array_items_max);
     engine.set_max_map_size(limits.map_items_max);
     engine.on_progress(|operations| {
-        crate::context::note_operations(operations);
-        if operations % CLOCK_CHECK_OPERATIONS == 0 && deadline_passed() {
-            return Some(Dynamic::from(TIME_LIMIT));
+        if operations % CLOCK_CHECK_OPERATIONS == 0 {
+            crate::context::note_operations(operations);
+            if deadline_passed() {
+                return Some(Dynamic::from(TIME_LIMIT));
+            }
         }
         None
     });
