@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rhai::{
     ASTNode, CallFnOptions, Dynamic, Engine, Expr, ImmutableString, Position, Scope, Stmt, AST,
@@ -16,11 +16,13 @@ use crate::body::BodyError;
 use crate::compiled::{Env, Program, Stop};
 use crate::context::{self, Context};
 use crate::cors::Cors;
+use crate::diagnose;
 use crate::engine::{self, Limits};
 use crate::error::{from_eval, is_refusal, HandlerError, LoadError, SourceMap};
 use crate::respond::{Answer, Response};
 use crate::schema::{Schema, TableId, TableSchema};
 use crate::shape::Declared;
+use crate::syntax;
 use crate::tables::{IndexDef, IndexSource, Tables, WriteSet};
 use crate::value::{self, RequestFields};
 use crate::world::{self, LogSink, World};
@@ -87,6 +89,9 @@ pub struct App {
     routes: Vec<Route>,
     schema: Arc<Schema>,
     engine: Engine,
+    /// The engine that runs a call stopped by a limit again to find where it stopped: made the
+    /// first time one is.
+    tracing: OnceLock<Engine>,
     ast: AST,
     sources: SourceMap,
     /// Functions callable as handlers (defined with exactly one parameter), with the position of
@@ -221,9 +226,27 @@ impl App {
                 message,
             }
         };
-        let ast = engine
-            .compile_with_scope(&declared, &text)
-            .map_err(|e| located(e.1, explain_compile_error(&e.0, &text, &schema)))?;
+        let ast = engine.compile_with_scope(&declared, &text).map_err(|e| {
+            // An unbalanced brace confuses the parser from there on (into the next file, too):
+            // what Rhai says is about a later token, often far from the brace.
+            for (file, script) in &files {
+                if let Some((line, column, message)) = syntax::unbalanced_brace(file, script) {
+                    return LoadError::Compile {
+                        file: file.clone(),
+                        line,
+                        column,
+                        message,
+                    };
+                }
+            }
+            match &*e.0 {
+                rhai::ParseErrorType::MissingToken(token, _) if token == ";" => located(
+                    syntax::missing_semicolon(&text, e.1),
+                    "missing ; at the end of this statement".into(),
+                ),
+                error => located(e.1, explain_compile_error(error, &text, &schema)),
+            }
+        })?;
         let builtin = builtin_names(&engine);
         check_calls(&ast, &builtin).map_err(|(position, message)| located(position, message))?;
         crate::table_calls::check(&ast, &schema, &indexes, &builtin)
@@ -254,12 +277,13 @@ impl App {
         }
         let name = name.to_string();
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
-        let program = Program::compile(&ast, &schema, &indexes, &handler_names);
+        let program = Program::compile(&ast, &schema, &indexes, &handler_names, &sources);
         Ok(App {
             name,
             routes,
             schema,
             engine,
+            tracing: OnceLock::new(),
             ast,
             sources,
             handlers,
@@ -487,8 +511,7 @@ impl App {
                 tables.roll_back(writes);
             }
         }
-        let argument = value::request_to_dynamic(request.0, request.1);
-        self.call_rhai(handler, argument, definition, context, restore)
+        self.call_rhai(handler, request, definition, context, restore)
     }
 
     /// Runs the compiled form of a handler: its answer, or `None` for a call that Rhai must
@@ -529,8 +552,8 @@ impl App {
             Ok(Err(Stop::Throw(value))) if is_refusal(&value, &self.schema) => {
                 rhai::EvalAltResult::ErrorRuntime(value, Position::NONE)
             }
-            Ok(Err(Stop::OutOfTime)) => time_limit(),
-            Ok(Err(Stop::Fallback)) if out_of_time => time_limit(),
+            Ok(Err(Stop::OutOfTime(at))) => time_limit(at),
+            Ok(Err(Stop::Fallback)) if out_of_time => time_limit(Position::NONE),
             Ok(Err(_)) => return (None, context),
             Err(payload) => {
                 let panicked = HandlerError::Panicked {
@@ -547,7 +570,7 @@ impl App {
     fn call_rhai(
         &self,
         handler: &str,
-        argument: Dynamic,
+        request: (&Request, RequestFields),
         definition: &Position,
         context: Context,
         restore: impl FnOnce(Context),
@@ -557,29 +580,93 @@ impl App {
             self.limits.wall_clock_max,
             self.limits.scan_rows_max,
         );
+        let argument = value::request_to_dynamic(request.0, request.1);
+        let result = self.run_rhai(&self.engine, handler, argument);
+        let mut context = context::take();
+        let error = match result {
+            Ok(Ok(value)) => {
+                restore(context);
+                return self.answer(handler, value);
+            }
+            Ok(Err(error)) => error,
+            Err(message) => {
+                restore(context);
+                return Err(HandlerError::Panicked {
+                    handler: handler.to_string(),
+                    message,
+                });
+            }
+        };
+        let mut at = *definition;
+        if let Some(kind) = diagnose::limit_kind(&error) {
+            let (found, back) = self.find_limit(handler, request, context, kind);
+            context = back;
+            at = found.unwrap_or(at);
+        }
+        restore(context);
+        Err(from_eval(&error, handler, at, &self.sources, &self.schema))
+    }
+
+    /// Calls `handler` in `engine` with the thread's handler context already installed. A panic
+    /// is a bug in Pure or in Rhai: caught here so that the caller can take the context back
+    /// (the tables return to it, the thread stays usable) and decide what the state is worth.
+    fn run_rhai(
+        &self,
+        engine: &Engine,
+        handler: &str,
+        argument: Dynamic,
+    ) -> Result<Result<Dynamic, Box<rhai::EvalAltResult>>, String> {
         let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
-        // A panic is a bug in Pure or in Rhai. Caught here so that the thread's context is taken
-        // back (the tables return to the caller, the thread stays usable) and the caller decides
-        // what the state is worth: a read goes on, the owner stops trusting its tables.
-        let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            self.engine.call_fn_with_options::<Dynamic>(
+        panic::catch_unwind(AssertUnwindSafe(|| {
+            engine.call_fn_with_options::<Dynamic>(
                 options,
                 &mut Scope::new(),
                 &self.ast,
                 handler,
                 (argument,),
             )
-        }));
-        restore(context::take());
-        let result = result.map_err(|payload| HandlerError::Panicked {
-            handler: handler.to_string(),
-            message: panic_message(payload.as_ref()),
-        })?;
-        let value =
-            result.map_err(|e| from_eval(&e, handler, *definition, &self.sources, &self.schema))?;
-        self.answer(handler, value)
+        }))
+        .map_err(|payload| panic_message(payload.as_ref()))
     }
 
+    /// Where a call that a limit stopped was when it stopped: the call runs again from the
+    /// same state, traced, until as many operations are done (for a time limit) or the same
+    /// limit stops it. What it changes and logs is undone before and left to be undone after,
+    /// as for any failed call.
+    fn find_limit(
+        &self,
+        handler: &str,
+        request: (&Request, RequestFields),
+        mut context: Context,
+        kind: diagnose::Kind,
+    ) -> (Option<Position>, Context) {
+        let operations = context::operations();
+        if let Context::Write { tables, writes } = &mut context {
+            tables.roll_back(writes);
+        }
+        world::restart_call();
+        let engine = self
+            .tracing
+            .get_or_init(|| engine::build_tracing(&self.schema, &self.indexes, &self.limits));
+        // The traced run is slower: it may take longer than the budget, but not without bound.
+        context::install(
+            context,
+            self.limits
+                .wall_clock_max
+                .saturating_mul(TRACE_TIME_FACTOR)
+                .min(engine::LIMIT_CAPS.wall_clock_max),
+            self.limits.scan_rows_max,
+        );
+        let stop_at = match kind {
+            diagnose::Kind::Time if operations > 0 => operations,
+            _ => self.limits.operations_max.saturating_add(1),
+        };
+        diagnose::begin(stop_at);
+        let argument = value::request_to_dynamic(request.0, request.1);
+        let _ = self.run_rhai(engine, handler, argument);
+        let found = diagnose::end(kind);
+        (found, context::take())
+    }
     fn answer(&self, handler: &str, value: Dynamic) -> Result<Answer, HandlerError> {
         let answer = match value.read_lock::<Response>() {
             Some(response) => response.answer(&self.schema),
@@ -595,9 +682,12 @@ impl App {
     }
 }
 
+/// How much longer than its budget a traced run of a call stopped by a limit may take.
+const TRACE_TIME_FACTOR: u32 = 10;
+
 /// The error Rhai stops a call with when its wall-clock budget is spent.
-fn time_limit() -> rhai::EvalAltResult {
-    rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), Position::NONE)
+fn time_limit(at: Position) -> rhai::EvalAltResult {
+    rhai::EvalAltResult::ErrorTerminated(engine::TIME_LIMIT.into(), at)
 }
 
 /// The message a panic carried, for an error that names it.

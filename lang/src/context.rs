@@ -24,6 +24,10 @@ thread_local! {
     static DEADLINE: Cell<Option<Budget>> = const { Cell::new(None) };
     /// Rows the running handler may still read by scans: a scan is one operation to Rhai.
     static SCAN_ROWS_LEFT: Cell<u64> = const { Cell::new(0) };
+    /// Rhai operations the running handler had done at `on_progress`'s last look at the clock:
+    /// where a call stopped for time, give or take the operations between two looks, for
+    /// finding its place again (`diagnose`).
+    static OPERATIONS: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Why a table operation could not run in this context.
@@ -65,6 +69,15 @@ pub(crate) fn install(context: Context, budget: Duration, scan_rows: u64) {
     };
     DEADLINE.with(|d| d.set(Some(budget)));
     SCAN_ROWS_LEFT.with(|r| r.set(scan_rows));
+    OPERATIONS.with(|o| o.set(0));
+}
+
+pub(crate) fn note_operations(operations: u64) {
+    OPERATIONS.with(|o| o.set(operations));
+}
+
+pub(crate) fn operations() -> u64 {
+    OPERATIONS.with(Cell::get)
 }
 
 /// Takes `rows` from the handler's scan budget; false when it is spent.

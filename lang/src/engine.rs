@@ -178,8 +178,11 @@ pub(crate) fn build(
     engine.set_max_array_size(limits.array_items_max);
     engine.set_max_map_size(limits.map_items_max);
     engine.on_progress(|operations| {
-        if operations % CLOCK_CHECK_OPERATIONS == 0 && deadline_passed() {
-            return Some(Dynamic::from(TIME_LIMIT));
+        if operations % CLOCK_CHECK_OPERATIONS == 0 {
+            crate::context::note_operations(operations);
+            if deadline_passed() {
+                return Some(Dynamic::from(TIME_LIMIT));
+            }
         }
         None
     });
@@ -199,6 +202,26 @@ pub(crate) fn build(
             panic!("fault injection: {message}")
         });
     }
+    engine
+}
+
+/// An engine like [`build`]'s that notes where a call goes (`diagnose`), for running a call that
+/// a limit stopped again: with no limit of operations or time of its own, since the trace stops
+/// the run where the first run stopped.
+pub(crate) fn build_tracing(
+    schema: &Arc<Schema>,
+    indexes: &[crate::tables::IndexDef],
+    limits: &Limits,
+) -> Engine {
+    let mut engine = build(schema, indexes, limits);
+    engine.set_max_operations(0);
+    // The trace stops the run at its nodes; this stops a loop with none in it.
+    engine.on_progress(|operations| {
+        let stop = crate::diagnose::past_stop(operations)
+            || (operations % CLOCK_CHECK_OPERATIONS == 0 && deadline_passed());
+        stop.then_some(Dynamic::UNIT)
+    });
+    crate::diagnose::register(&mut engine);
     engine
 }
 

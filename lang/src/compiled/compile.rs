@@ -13,15 +13,33 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use rhai::{ASTFlags, BinaryExpr, Dynamic, Expr, FnCallExpr, ImmutableString, Map, Stmt, AST};
+use rhai::{
+    ASTFlags, BinaryExpr, Dynamic, Expr, FnCallExpr, ImmutableString, Map, Position, Stmt, AST,
+};
 
 use super::ops::{self, BinOp, Method, Property};
 use super::{Code, Frame, Function, Outcome, Program, Stop};
 use crate::api::{IndexRef, Table};
+use crate::error::SourceMap;
 use crate::schema::{Schema, TableId};
 use crate::tables::IndexDef;
 
-type Compiled<T> = Result<T, String>;
+type Compiled<T> = Result<T, Refusal>;
+
+/// A construct the compiler does not cover, and where it is: what the user reads to learn why a
+/// handler runs in Rhai.
+#[derive(Clone)]
+struct Refusal {
+    at: Position,
+    what: String,
+}
+
+fn refuse<T>(at: Position, what: impl Into<String>) -> Compiled<T> {
+    Err(Refusal {
+        at,
+        what: what.into(),
+    })
+}
 
 /// Operations charged per expression node (see `Compiler::stmt`): one above the most Rhai was
 /// measured to charge, as a margin.
@@ -32,6 +50,7 @@ pub(crate) fn compile_program(
     schema: &Schema,
     indexes: &[IndexDef],
     handlers: &[String],
+    sources: &SourceMap,
 ) -> Program {
     let definitions: Vec<_> = ast.iter_fn_def().collect();
     let index: HashMap<(ImmutableString, usize), usize> = definitions
@@ -68,8 +87,9 @@ pub(crate) fn compile_program(
         let mut alone = ast.clone_functions_only();
         alone.retain_functions(move |_, _, n, a| n == name && a == arity);
         if alone.iter_fn_def().count() != 1 {
-            bodies.push(Err(
-                "a function that cannot be told apart from another".into()
+            bodies.push(refuse(
+                Position::NONE,
+                format!("a second fn {}() with the same parameters", definition.name),
             ));
             compilers.push(compiler);
             continue;
@@ -79,7 +99,7 @@ pub(crate) fn compile_program(
             if let ([rhai::ASTNode::Stmt(stmt)], Ok(codes)) = (path, &mut body) {
                 match compiler.stmt(stmt) {
                     Ok(code) => codes.push(code),
-                    Err(reason) => body = Err(reason),
+                    Err(refusal) => body = Err(refusal),
                 }
             }
             true
@@ -89,7 +109,9 @@ pub(crate) fn compile_program(
     }
 
     let mut functions = Vec::new();
-    let mut failures: Vec<Option<String>> = Vec::new();
+    // The construct a function cannot be compiled for, and which function it calls holds it
+    // (none: its own body).
+    let mut failures: Vec<Option<(Refusal, Option<usize>)>> = Vec::new();
     let mut callees = Vec::new();
     for (compiler, body) in compilers.into_iter().zip(bodies) {
         match body {
@@ -100,9 +122,9 @@ pub(crate) fn compile_program(
                 }));
                 failures.push(None);
             }
-            Err(reason) => {
+            Err(refusal) => {
                 functions.push(None);
-                failures.push(Some(format!("it uses {reason}")));
+                failures.push(Some((refusal, None)));
             }
         }
         callees.push(compiler.callees);
@@ -115,15 +137,8 @@ pub(crate) fn compile_program(
                 continue;
             }
             if let Some(&bad) = callees[i].iter().find(|&&c| failures[c].is_some()) {
-                let root = failures[bad].clone().unwrap_or_default();
-                let root = match root.split_once(", which uses ") {
-                    Some((_, root)) => root.to_string(),
-                    None => root.strip_prefix("it uses ").unwrap_or(&root).to_string(),
-                };
-                failures[i] = Some(format!(
-                    "it calls {}(), which uses {root}",
-                    definitions[bad].name
-                ));
+                let root = failures[bad].as_ref().map(|(root, _)| root.clone());
+                failures[i] = root.map(|root| (root, Some(bad)));
                 functions[i] = None;
                 changed = true;
             }
@@ -143,8 +158,16 @@ pub(crate) fn compile_program(
             None => {
                 compiled.insert(handler.clone(), i);
             }
-            Some(reason) => {
-                interpreted.insert(handler.clone(), reason.clone());
+            Some((refusal, via)) => {
+                let (file, line, column) = sources.locate(refusal.at);
+                let mut reason = format!("{} is not compiled", refusal.what);
+                if line > 0 {
+                    reason = format!("{file}:{line}:{column}: {reason}");
+                }
+                if let Some(via) = via {
+                    reason += &format!(" (in {}(), which it calls)", definitions[*via].name);
+                }
+                interpreted.insert(handler.clone(), reason);
             }
         }
     }
@@ -274,9 +297,10 @@ impl Compiler<'_> {
         let before = self.nodes;
         let code = self.stmt_body(stmt)?;
         let weight = CHARGE_PER_NODE * (self.nodes - before) + 2;
+        let at = stmt.position();
         Ok(Box::new(move |f| {
-            f.tick(weight)?;
-            code(f)
+            f.tick(weight).map_err(|stop| stop.leaving(at))?;
+            code(f).map_err(|stop| stop.leaving(at))
         }))
     }
 
@@ -287,8 +311,8 @@ impl Compiler<'_> {
                 let code = self.expr(expr)?;
                 Box::new(move |f| code(f))
             }
-            Stmt::FnCall(call, _) => {
-                let code = self.call(call)?;
+            Stmt::FnCall(call, at) => {
+                let code = self.call(call, *at)?;
                 Box::new(move |f| code(f))
             }
             Stmt::Block(block) => self.block(block.statements())?,
@@ -306,10 +330,12 @@ impl Compiler<'_> {
                 let (op, BinaryExpr { lhs, rhs }) = &**assignment;
                 let op = match op.get_op_assignment_info() {
                     None => None,
-                    Some((.., syntax)) => Some(
-                        BinOp::from_name(syntax)
-                            .ok_or_else(|| format!("the operator {syntax}="))?,
-                    ),
+                    Some((.., syntax)) => {
+                        Some(BinOp::from_name(syntax).ok_or_else(|| Refusal {
+                            at: stmt.position(),
+                            what: format!("the operator {syntax}="),
+                        })?)
+                    }
                 };
                 self.assignment(op, lhs, rhs)?
             }
@@ -395,10 +421,10 @@ impl Compiler<'_> {
                     Box::new(move |f| Err(Stop::Return(value(f)?)))
                 }
             }
-            Stmt::BreakLoop(Some(_), ..) => return Err("break with a value".into()),
-            Stmt::Switch(..) => return Err("switch".into()),
-            Stmt::TryCatch(..) => return Err("try/catch".into()),
-            _ => return Err("this kind of statement".into()),
+            Stmt::BreakLoop(Some(_), ..) => return refuse(stmt.position(), "break with a value"),
+            Stmt::Switch(..) => return refuse(stmt.position(), "switch"),
+            Stmt::TryCatch(..) => return refuse(stmt.position(), "try/catch"),
+            _ => return refuse(stmt.position(), "this kind of statement"),
         })
     }
 
@@ -524,9 +550,9 @@ impl Compiler<'_> {
             match expr {
                 Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
                     Some((slot, false)) => Ok(slot),
-                    _ => Err(format!("an assignment to {}", variable.1)),
+                    _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
                 },
-                _ => Err("an assignment to an expression".into()),
+                _ => refuse(expr.position(), "an assignment to an expression"),
             }
         };
         Ok(match lhs {
@@ -549,7 +575,7 @@ impl Compiler<'_> {
             }
             Expr::Dot(chain, flags, _) if flags.is_empty() => {
                 let Expr::Property(property, _) = &chain.rhs else {
-                    return Err("an assignment through a longer chain".into());
+                    return refuse(lhs.position(), "an assignment through a longer chain");
                 };
                 let slot = target_local(self, &chain.lhs)?;
                 let property = self.property(&property.2);
@@ -591,7 +617,7 @@ impl Compiler<'_> {
                     Ok(Dynamic::UNIT)
                 })
             }
-            _ => return Err("an assignment to this kind of target".into()),
+            _ => return refuse(lhs.position(), "an assignment to this kind of target"),
         })
     }
 
@@ -679,11 +705,11 @@ impl Compiler<'_> {
                     let table = Dynamic::from(Table { id });
                     Box::new(move |_| Ok(table.clone()))
                 } else {
-                    return Err(format!("the variable {name}"));
+                    return refuse(expr.position(), format!("the variable {name}"));
                 }
             }
             Expr::Stmt(block) => self.block(block.statements())?,
-            Expr::FnCall(call, _) => self.call(call)?,
+            Expr::FnCall(call, at) => self.call(call, *at)?,
             Expr::And(operands, _) | Expr::Or(operands, _) => {
                 let all = matches!(expr, Expr::And(..));
                 let operands = self.exprs(operands)?;
@@ -698,7 +724,9 @@ impl Compiler<'_> {
             }
             Expr::Coalesce(operands, _) => {
                 let mut operands = self.exprs(operands)?;
-                let last = operands.pop().ok_or("an empty ??")?;
+                let Some(last) = operands.pop() else {
+                    return refuse(expr.position(), "an empty ??");
+                };
                 Box::new(move |f| {
                     for operand in &operands {
                         let value = operand(f)?;
@@ -710,25 +738,26 @@ impl Compiler<'_> {
                 })
             }
             Expr::Dot(..) | Expr::Index(..) => self.chain(expr)?,
-            Expr::ThisPtr(_) => return Err("this".into()),
+            Expr::ThisPtr(at) => return refuse(*at, "this"),
             Expr::Property(..) | Expr::MethodCall(..) => {
-                return Err("a property or method outside a chain".into())
+                return refuse(expr.position(), "a property or method outside a chain")
             }
-            _ => return Err("this kind of expression".into()),
+            _ => return refuse(expr.position(), "this kind of expression"),
         })
     }
 
-    fn call(&mut self, call: &FnCallExpr) -> Compiled<Code> {
+    fn call(&mut self, call: &FnCallExpr, at: Position) -> Compiled<Code> {
         if call.capture_parent_scope {
-            return Err(format!("{}!()", call.name));
+            return refuse(at, format!("the call {}!()", call.name));
         }
         let name = call.name.as_str();
         let mut args = self.exprs(&call.args)?;
         if call.op_token.is_some() {
             match (name, args.len()) {
                 (_, 2) => {
-                    let op =
-                        BinOp::from_name(name).ok_or_else(|| format!("the operator {name}"))?;
+                    let Some(op) = BinOp::from_name(name) else {
+                        return refuse(at, format!("the operator {name}"));
+                    };
                     let y = args.pop().expect("two operands");
                     let x = args.pop().expect("two operands");
                     return Ok(Box::new(move |f| {
@@ -744,7 +773,7 @@ impl Compiler<'_> {
                     let x = args.pop().expect("one operand");
                     return Ok(Box::new(move |f| ops::not(x(f)?)));
                 }
-                _ => return Err(format!("the operator {name}")),
+                _ => return refuse(at, format!("the operator {name}")),
             }
         }
         if let Some(&function) = self.index.get(&(call.name.clone(), args.len())) {
@@ -758,7 +787,7 @@ impl Compiler<'_> {
             }));
         }
         if self.script_names.contains(name) {
-            return Err(format!("{name}() with a different number of arguments"));
+            return refuse(at, format!("{name}() with a different number of arguments"));
         }
         match (name, args.len()) {
             ("type_of", 1) => {
@@ -843,7 +872,7 @@ impl Compiler<'_> {
                     ops::respond(&status, body, Some(&headers(f)?))
                 }))
             }
-            _ => Err(format!("the function {name}()")),
+            _ => refuse(at, format!("the function {name}()")),
         }
     }
 
@@ -861,7 +890,8 @@ impl Compiler<'_> {
                 self.index_steps(&chain.rhs, *flags, &mut steps, &mut args)?;
                 &chain.lhs
             }
-            _ => return Err("an optional chain (?. or ?[)".into()),
+            Expr::Index(..) => return refuse(expr.position(), "the optional index ?["),
+            _ => return refuse(expr.position(), "the optional chain ?."),
         };
         let root = match root {
             Expr::Variable(variable, ..) => match self.local(&variable.1) {
@@ -887,7 +917,10 @@ impl Compiler<'_> {
         for (at, step) in steps.iter().enumerate() {
             if let Step::Method(Method::Find | Method::FindRev, _) = step {
                 if !(first_is_index && at == 0) {
-                    return Err("the method find() on something other than an index".into());
+                    return refuse(
+                        expr.position(),
+                        "the method find() on something other than an index",
+                    );
                 }
             }
         }
@@ -962,18 +995,23 @@ impl Compiler<'_> {
                 self.nodes += 1;
                 steps.push(Step::Property(self.property(&property.2)));
             }
-            Expr::MethodCall(call, _) => {
+            Expr::MethodCall(call, at) => {
                 self.nodes += 1;
                 let name = call.name.as_str();
                 if self.script_names.contains(name) {
-                    return Err(format!(
-                        "the method {name}(), which a script function redefines"
-                    ));
+                    return refuse(
+                        *at,
+                        format!("the method {name}(), which a script function redefines"),
+                    );
                 }
-                let method =
-                    Method::from_name(name).ok_or_else(|| format!("the method {name}()"))?;
+                let Some(method) = Method::from_name(name) else {
+                    return refuse(*at, format!("the method {name}()"));
+                };
                 if !method.takes(call.args.len()) {
-                    return Err(format!("the method {name}() with this number of arguments"));
+                    return refuse(
+                        *at,
+                        format!("the method {name}() with this number of arguments"),
+                    );
                 }
                 args.extend(self.exprs(&call.args)?);
                 steps.push(Step::Method(method, call.args.len()));
@@ -986,7 +1024,9 @@ impl Compiler<'_> {
                 self.dot_steps(&chain.lhs, steps, args)?;
                 self.index_steps(&chain.rhs, *flags, steps, args)?;
             }
-            _ => return Err("this kind of chain".into()),
+            Expr::Dot(..) => return refuse(node.position(), "the optional chain ?."),
+            Expr::Index(..) => return refuse(node.position(), "the optional index ?["),
+            _ => return refuse(node.position(), "this kind of chain"),
         }
         Ok(())
     }
@@ -1014,7 +1054,9 @@ impl Compiler<'_> {
                 steps.push(Step::Index);
                 self.dot_steps(&chain.rhs, steps, args)
             }
-            _ => Err("this kind of index chain".into()),
+            Expr::Dot(..) => refuse(node.position(), "the optional chain ?."),
+            Expr::Index(..) => refuse(node.position(), "the optional index ?["),
+            _ => refuse(node.position(), "this kind of index chain"),
         }
     }
 }

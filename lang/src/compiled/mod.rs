@@ -22,9 +22,10 @@ mod ops;
 
 use std::collections::HashMap;
 
-use rhai::{Dynamic, Engine, AST};
+use rhai::{Dynamic, Engine, Position, AST};
 
 use crate::engine::Limits;
+use crate::error::SourceMap;
 use crate::schema::Schema;
 use crate::tables::IndexDef;
 
@@ -38,7 +39,22 @@ pub(crate) enum Stop {
     /// Something the compiled path does not decide: run the handler in Rhai instead.
     Fallback,
     /// The call's wall-clock budget is spent: running it again in Rhai would spend it twice.
-    OutOfTime,
+    /// Where: the innermost statement that was running (none until a statement is left).
+    OutOfTime(Position),
+}
+
+impl Stop {
+    /// This stop as it leaves the statement at `at`: a spent budget is placed there, if no
+    /// statement inside has placed it already. A case left to Rhai once the budget is spent
+    /// (a scan notices it too) is that: Rhai would only spend a second budget.
+    #[inline]
+    fn leaving(self, at: Position) -> Stop {
+        match self {
+            Stop::OutOfTime(p) if p.is_none() => Stop::OutOfTime(at),
+            Stop::Fallback if crate::context::deadline_passed() => Stop::OutOfTime(at),
+            stop => stop,
+        }
+    }
 }
 
 type Outcome = Result<Dynamic, Stop>;
@@ -102,7 +118,7 @@ impl Frame<'_> {
         if before / CLOCK_CHECK_OPERATIONS != self.operations / CLOCK_CHECK_OPERATIONS
             && crate::context::deadline_passed()
         {
-            return Err(Stop::OutOfTime);
+            return Err(Stop::OutOfTime(Position::NONE));
         }
         Ok(())
     }
@@ -192,8 +208,9 @@ impl Program {
         schema: &Schema,
         indexes: &[IndexDef],
         handlers: &[String],
+        sources: &SourceMap,
     ) -> Program {
-        compile::compile_program(ast, schema, indexes, handlers)
+        compile::compile_program(ast, schema, indexes, handlers, sources)
     }
 
     /// The compiled form of `handler`, if it has one.

@@ -1,0 +1,216 @@
+//! Messages point at the mistake: each load or run-time error below names the file, line and
+//! column of what the user has to change, and says what is wrong there.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pure_lang::{App, Execution, HandlerError, Limits, Request, Tables, WriteSet};
+
+/// Writes an app directory (`app.json` and the scripts) and loads it.
+fn load(manifest: &str, files: &[(&str, &str)], limits: Limits) -> Result<App, String> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write(dir.path(), manifest, files);
+    App::load_with(dir.path(), limits).map_err(|e| e.to_string())
+}
+
+fn write(dir: &Path, manifest: &str, files: &[(&str, &str)]) {
+    std::fs::write(dir.join("app.json"), manifest).expect("writes app.json");
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("writes a script");
+    }
+}
+
+fn load_error(files: &[(&str, &str)]) -> String {
+    let manifest = r#"{"name": "m", "routes": {}}"#;
+    match load(manifest, files, Limits::default()) {
+        Ok(_) => panic!("{files:?} loaded"),
+        Err(e) => e,
+    }
+}
+
+const MANIFEST: &str = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]}}"#;
+
+/// The scripts of the limit tests: each handler runs into one limit on a line of its own.
+const LIMITS: &str = r#"fn fill(req) {
+    for i in 0..10 { t.put(i, #{ n: i }); }
+}
+fn spin(req) {
+    let x = 0;
+    loop { x += 1; }
+}
+fn scan_all(req) {
+    let total = 0;
+    let rows = t.scan((), (), 100);
+    rows.len()
+}
+fn grow(req) {
+    let s = "x";
+    loop {
+        s += s;
+    }
+}
+fn deep(req) { down(0) }
+fn down(n) {
+    let m = n + 1;
+    down(m)
+}
+"#;
+
+/// Runs `handler` on tables with ten rows, compiled or in Rhai, and returns its limit error as
+/// (limit, file, line, column).
+fn limit_hit(handler: &str, interpreted: bool, limits: Limits) -> (String, String, usize, usize) {
+    let manifest = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]},
+                       "limits": {"scan_rows": 5}}"#;
+    let mut app = load(manifest, &[("a.rhai", LIMITS)], limits).expect("loads");
+    app.set_interpreted(interpreted);
+    let mut tables = Tables::new(1);
+    let mut writes = WriteSet::default();
+    app.run_write("fill", &Request::default(), &mut tables, &mut writes)
+        .expect("fills the table");
+    writes.clear();
+    match app.run_write(handler, &Request::default(), &mut tables, &mut writes) {
+        Err(HandlerError::Limit {
+            limit,
+            file,
+            line,
+            column,
+            ..
+        }) => (limit, file, line, column),
+        other => panic!("{handler}: expected a limit, got {other:?}"),
+    }
+}
+
+fn counted() -> Limits {
+    Limits {
+        wall_clock_max: Duration::from_secs(60),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn a_limit_names_the_statement_or_call_that_hit_it() {
+    for interpreted in [false, true] {
+        let hit = |handler: &str, limits: Limits| limit_hit(handler, interpreted, limits);
+        let at =
+            |limit: &str, line, column| (limit.to_string(), "a.rhai".to_string(), line, column);
+        let mode = if interpreted { "in Rhai" } else { "compiled" };
+        assert_eq!(hit("spin", counted()), at("operations", 6, 14), "{mode}");
+        assert_eq!(
+            hit("scan_all", counted()),
+            at("rows scanned", 10, 18),
+            "{mode}"
+        );
+        let (limit, file, line, column) = hit("grow", counted());
+        assert!(limit.starts_with("size"), "{mode}: {limit}");
+        assert_eq!((file.as_str(), line, column), ("a.rhai", 16, 11), "{mode}");
+        assert_eq!(hit("deep", counted()), at("call depth", 22, 5), "{mode}");
+        // Out of time: wherever the loop was, it is on line 6.
+        let timed = Limits {
+            wall_clock_max: Duration::from_millis(20),
+            operations_max: u64::MAX / 2,
+            ..Limits::default()
+        };
+        let (limit, file, line, _) = hit("spin", timed);
+        assert_eq!(
+            (limit.as_str(), file.as_str(), line),
+            ("wall-clock time", "a.rhai", 6),
+            "{mode}"
+        );
+    }
+}
+
+/// The limit handlers above are compiled, so that both paths are tested.
+#[test]
+fn the_limit_handlers_are_compiled() {
+    let app = load(MANIFEST, &[("a.rhai", LIMITS)], Limits::default()).expect("loads");
+    for handler in ["spin", "scan_all", "grow", "deep"] {
+        assert_eq!(
+            app.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_semicolon_is_reported_where_it_is_missing() {
+    let error = load_error(&[
+        ("a.rhai", "fn ok(r) { 1 }\n"),
+        (
+            "b.rhai",
+            "fn f(r) {\n    let a = 1\n    let b = 2;\n    a + b\n}\n",
+        ),
+    ]);
+    assert!(
+        error.starts_with("b.rhai:2:14: missing ; at the end of this statement"),
+        "{error}"
+    );
+    // After a string and before a comment: just after the string.
+    let error = load_error(&[(
+        "a.rhai",
+        "fn f(r) {\n    let a = \"x y\" // a comment\n    // another\n    a\n}\n",
+    )]);
+    assert!(
+        error.starts_with("a.rhai:2:18: missing ; at the end of this statement"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_unclosed_brace_names_where_it_opened() {
+    // The next function starts inside the unclosed body.
+    let error = load_error(&[(
+        "a.rhai",
+        "fn a(r) {\n    let x = `${r}`;\n    if x == \"{\" { 1 }\n\nfn b(r) { 2 }\n",
+    )]);
+    assert!(
+        error.starts_with("a.rhai:1:9: this { is never closed (the next fn starts at a.rhai:5:1)"),
+        "{error}"
+    );
+    let error = load_error(&[("a.rhai", "fn a(r) { 1 }\n}\nfn b(r) { 2 }\n")]);
+    assert!(
+        error.starts_with("a.rhai:2:1: this } closes no {"),
+        "{error}"
+    );
+    // The file ends inside it, and the next file's functions would be read as inside it.
+    for files in [
+        &[("a.rhai", "fn a(r) {\n    // }\n    1\n")][..],
+        &[
+            ("a.rhai", "fn a(r) {\n    // }\n    1\n"),
+            ("b.rhai", "fn b(r) { 2 }\n"),
+        ][..],
+    ] {
+        let error = load_error(files);
+        assert!(
+            error.starts_with("a.rhai:1:9: this { is never closed (a.rhai ends inside it)"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn the_reason_a_handler_is_not_compiled_names_the_construct() {
+    let script = "fn optional(r) {\n    let m = r.body;\n    m?.x\n}\n\
+                  fn switched(r) {\n    switch r.body { 1 => 2, _ => 3 }\n}\n\
+                  fn calls(r) {\n    1 + helper(r)\n}\n\
+                  fn helper(r) {\n    try { r.x } catch { 2 }\n}\n";
+    let app = load(
+        MANIFEST,
+        &[("a.rhai", "fn x(r) { 1 }\n"), ("b.rhai", script)],
+        Limits::default(),
+    )
+    .expect("loads");
+    let reason = |handler: &str| match app.execution(handler) {
+        Some(Execution::Interpreted { reason }) => reason,
+        other => panic!("{handler}: {other:?}"),
+    };
+    assert_eq!(
+        reason("optional"),
+        "b.rhai:3:6: the optional chain ?. is not compiled"
+    );
+    assert_eq!(reason("switched"), "b.rhai:6:5: switch is not compiled");
+    assert_eq!(
+        reason("calls"),
+        "b.rhai:12:5: try/catch is not compiled (in helper(), which it calls)"
+    );
+}
