@@ -5,7 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use rhai::{
     ASTNode, CallFnOptions, Dynamic, Engine, Expr, ImmutableString, Position, Scope, Stmt, AST,
@@ -92,6 +93,13 @@ pub struct App {
     /// The engine that runs a call stopped by a limit again to find where it stopped: made the
     /// first time one is.
     tracing: OnceLock<Engine>,
+    /// Per handler and kind of limit, when a traced run last found where it stopped, and what
+    /// it found: a call stopped again soon after reuses it rather than run twice. A handler
+    /// that a client drives into a limit over and over (a write holds the owner meanwhile) so
+    /// costs about one traced run per `TRACE_REUSE`, not one per call.
+    traced: Mutex<HashMap<(String, diagnose::Kind), (Instant, Option<Position>)>>,
+    /// Traced runs made.
+    traces: AtomicU64,
     ast: AST,
     sources: SourceMap,
     /// Functions callable as handlers (defined with exactly one parameter), with the position of
@@ -284,6 +292,8 @@ impl App {
             schema,
             engine,
             tracing: OnceLock::new(),
+            traced: Mutex::new(HashMap::new()),
+            traces: AtomicU64::new(0),
             ast,
             sources,
             handlers,
@@ -331,6 +341,11 @@ impl App {
 
     /// Compiled calls re-run in Rhai so far: each is an error, a limit or a case the compiled
     /// code leaves to Rhai, and costs the call twice.
+    /// Calls stopped by a limit that ran again, traced, to find where they stopped.
+    pub fn limit_traces(&self) -> u64 {
+        self.traces.load(Ordering::Relaxed)
+    }
+
     pub fn fallbacks(&self) -> u64 {
         self.fallbacks.load(Ordering::Relaxed)
     }
@@ -599,8 +614,26 @@ impl App {
         };
         let mut at = *definition;
         if let Some(kind) = diagnose::limit_kind(&error) {
-            let (found, back) = self.find_limit(handler, request, context, kind);
-            context = back;
+            let key = (handler.to_string(), kind);
+            let recent = self
+                .traced
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .filter(|(when, _)| when.elapsed() < TRACE_REUSE)
+                .map(|(_, found)| *found);
+            let found = match recent {
+                Some(found) => found,
+                None => {
+                    let (found, back) = self.find_limit(handler, request, context, kind);
+                    context = back;
+                    self.traced
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, (Instant::now(), found));
+                    found
+                }
+            };
             at = found.unwrap_or(at);
         }
         restore(context);
@@ -640,6 +673,7 @@ impl App {
         mut context: Context,
         kind: diagnose::Kind,
     ) -> (Option<Position>, Context) {
+        self.traces.fetch_add(1, Ordering::Relaxed);
         let operations = context::operations();
         if let Context::Write { tables, writes } = &mut context {
             tables.roll_back(writes);
@@ -681,6 +715,9 @@ impl App {
         })
     }
 }
+
+/// How long the place a traced run found is reused for the same handler and limit.
+const TRACE_REUSE: Duration = Duration::from_secs(10);
 
 /// How much longer than its budget a traced run of a call stopped by a limit may take.
 const TRACE_TIME_FACTOR: u32 = 10;

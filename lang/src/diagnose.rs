@@ -11,7 +11,7 @@ use std::cell::Cell;
 use rhai::{ASTNode, Dynamic, EvalAltResult, Expr, Position, Stmt};
 
 /// What stopped the call, as far as it decides which position names the mistake.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     /// A call too deep or a scan over too many rows: the call that went past it.
     Call,

@@ -119,6 +119,34 @@ fn a_limit_names_the_statement_or_call_that_hit_it() {
     }
 }
 
+/// A handler driven into the same limit again soon after is not run twice more: the place the
+/// first traced run found is reused, so a client that repeats a runaway call does not double
+/// the time it takes from the owner.
+#[test]
+fn a_limit_hit_again_soon_reuses_the_place_found() {
+    let manifest = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]}}"#;
+    let mut app = load(manifest, &[("a.rhai", LIMITS)], counted()).expect("loads");
+    app.set_interpreted(true);
+    let mut tables = Tables::new(1);
+    let mut writes = WriteSet::default();
+    for call in 1..=3 {
+        match app.run_write("spin", &Request::default(), &mut tables, &mut writes) {
+            Err(HandlerError::Limit { line, column, .. }) => {
+                assert_eq!((line, column), (6, 14), "call {call}")
+            }
+            other => panic!("expected a limit, got {other:?}"),
+        }
+        writes.clear();
+    }
+    assert_eq!(app.limit_traces(), 1);
+    let _ = app.run_write("deep", &Request::default(), &mut tables, &mut writes);
+    assert_eq!(
+        app.limit_traces(),
+        2,
+        "another handler is traced on its own"
+    );
+}
+
 /// The limit handlers above are compiled, so that both paths are tested.
 #[test]
 fn the_limit_handlers_are_compiled() {
