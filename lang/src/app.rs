@@ -97,7 +97,7 @@ pub struct App {
     /// it found: a call stopped again soon after reuses it rather than run twice. A handler
     /// that a client drives into a limit over and over (a write holds the owner meanwhile) so
     /// costs about one traced run per `TRACE_REUSE`, not one per call.
-    traced: Mutex<HashMap<(String, diagnose::Kind), (Instant, Option<Position>)>>,
+    traced: Mutex<HashMap<(String, diagnose::Kind), Traced>>,
     /// Traced runs made.
     traces: AtomicU64,
     ast: AST,
@@ -715,6 +715,9 @@ impl App {
         })
     }
 }
+
+/// When a traced run found where a handler stopped at a limit, and the place (if it found one).
+type Traced = (Instant, Option<Position>);
 
 /// How long the place a traced run found is reused for the same handler and limit.
 const TRACE_REUSE: Duration = Duration::from_secs(10);
