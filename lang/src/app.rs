@@ -165,8 +165,9 @@ impl App {
             }
         }
         Self::from_sources(&manifest, files, limits).map_err(|e| match e {
-            LoadError::Manifest { message, .. } => LoadError::Manifest {
+            LoadError::Manifest { message, at, .. } => LoadError::Manifest {
                 path: manifest_path,
+                at,
                 message,
             },
             other => other,
@@ -179,11 +180,17 @@ impl App {
         mut files: Vec<(String, String)>,
         limits: Limits,
     ) -> Result<App, LoadError> {
+        let text = manifest;
         let bad = |message: String| LoadError::Manifest {
             path: "app.json".into(),
+            at: manifest_position(text, &message),
             message,
         };
-        let manifest: Value = serde_json::from_str(manifest).map_err(|e| bad(e.to_string()))?;
+        let manifest: Value = serde_json::from_str(manifest).map_err(|e| LoadError::Manifest {
+            path: "app.json".into(),
+            at: (e.line() > 0).then(|| (e.line(), e.column())),
+            message: e.to_string(),
+        })?;
         check_manifest_keys(&manifest).map_err(bad)?;
         let limits = limits.with_manifest(&manifest["limits"]).map_err(bad)?;
         let name = manifest["name"]
@@ -271,17 +278,27 @@ impl App {
             })
             .collect();
         for route in &routes {
-            if !handlers.contains_key(&route.handler) {
-                return Err(LoadError::MissingHandler {
-                    route: format!("{} {}", route.method, route.path),
-                    handler: route.handler.clone(),
-                    arities: ast
-                        .iter_fn_def()
-                        .filter(|f| f.name == route.handler.as_str())
-                        .map(|f| f.params.len())
-                        .collect(),
-                });
+            if handlers.contains_key(&route.handler) {
+                continue;
             }
+            let handler = &route.handler;
+            let route = format!("{} {}", route.method, route.path);
+            let defined = ast.iter_fn_def().find(|f| f.name == handler.as_str());
+            return Err(match defined {
+                // Where the function is: that is what to change, more often than the route.
+                Some(function) => located(
+                    definition_position(&text, handler),
+                    format!(
+                        "fn {handler} is defined with {} parameters, but route {route:?} calls \
+                         it as a handler, which takes one (request)",
+                        function.params.len()
+                    ),
+                ),
+                None => bad(format!(
+                    "route {route:?} names handler {handler:?}, but no script defines fn \
+                     {handler}(request)"
+                )),
+            });
         }
         let name = name.to_string();
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
@@ -794,6 +811,30 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
             }
             Ok(routes)
         })
+}
+
+/// Where in the manifest's text a message about it points: the last name it quotes that the
+/// text holds as a JSON string (a route, a table, an index, a key), leaving out a suggestion
+/// ("did you mean ..."), which names what is not there.
+fn manifest_position(text: &str, message: &str) -> Option<(usize, usize)> {
+    let about = message.split("did you mean").next().unwrap_or(message);
+    let mut quoted = Vec::new();
+    let mut rest = about;
+    while let Some(start) = rest.find('"') {
+        let Some(length) = rest[start + 1..].find('"') else {
+            break;
+        };
+        quoted.push(&rest[start..start + length + 2]);
+        rest = &rest[start + length + 2..];
+    }
+    let offset = quoted.iter().rev().find_map(|q| text.find(q))?;
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before[before.rfind('\n').map_or(0, |n| n + 1)..]
+        .chars()
+        .count()
+        + 1;
+    Some((line, column))
 }
 
 /// The manifest's own keys: a misspelt one (`"table"`) would otherwise be ignored, and the app

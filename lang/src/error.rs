@@ -47,21 +47,17 @@ pub enum LoadError {
     /// `app.json` is not valid JSON or not of the expected shape.
     Manifest {
         path: std::path::PathBuf,
+        /// Line and column (1-based) of what the message is about, when it could be found.
+        at: Option<(usize, usize)>,
         message: String,
     },
-    /// A script does not compile.
+    /// A script does not compile, or holds a mistake every call would hit (a route's handler
+    /// defined with other than one parameter among them).
     Compile {
         file: String,
         line: usize,
         column: usize,
         message: String,
-    },
-    /// A route names a function that is not defined with one parameter; `arities` are the
-    /// parameter counts of the functions of that name the scripts do define.
-    MissingHandler {
-        route: String,
-        handler: String,
-        arities: Vec<usize>,
     },
 }
 
@@ -69,32 +65,22 @@ impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoadError::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
-            LoadError::Manifest { path, message } => write!(f, "{}: {message}", path.display()),
-            LoadError::Compile { file, line, column, message } => {
+            LoadError::Manifest {
+                path,
+                at: Some((line, column)),
+                message,
+            } => write!(f, "{}:{line}:{column}: {message}", path.display()),
+            LoadError::Manifest { path, message, .. } => {
+                write!(f, "{}: {message}", path.display())
+            }
+            LoadError::Compile {
+                file,
+                line,
+                column,
+                message,
+            } => {
                 write!(f, "{file}:{line}:{column}: {message}")
             }
-            LoadError::MissingHandler {
-                route,
-                handler,
-                arities,
-            } if arities.is_empty() => write!(
-                f,
-                "route {route:?} names handler {handler:?}, but no script defines fn {handler}(request)"
-            ),
-            LoadError::MissingHandler {
-                route,
-                handler,
-                arities,
-            } => write!(
-                f,
-                "route {route:?} names handler {handler:?}: fn {handler} is defined with {} \
-                 parameters, but a handler takes one (request)",
-                arities
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            ),
         }
     }
 }

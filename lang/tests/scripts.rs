@@ -381,7 +381,12 @@ fn compile_errors_name_file_line_and_column() {
     let e = App::from_sources(manifest, vec![], Limits::default())
         .err()
         .expect("an error");
-    assert!(matches!(e, LoadError::MissingHandler { .. }), "{e}");
+    assert!(matches!(e, LoadError::Manifest { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "app.json:1:37: route \"POST /a\" names handler \"missing\", but no script defines fn \
+         missing(request)"
+    );
 }
 
 #[test]
@@ -515,8 +520,9 @@ fn mistakes_every_call_would_hit_are_load_errors() {
             "a.rhai:2:11: LIMIT is defined at the top level, which handlers never run",
         ),
         (
-            "fn a(r, extra) { 1 }",
-            "fn a is defined with 2 parameters, but a handler takes one (request)",
+            "fn b(r) { 1 }\n\nfn a(r, extra) { 1 }",
+            "a.rhai:3:1: fn a is defined with 2 parameters, but route \"GET /a\" calls it as a \
+             handler, which takes one (request)",
         ),
     ] {
         let error = load(script).unwrap_or_else(|| panic!("{script:?} loaded"));
@@ -613,42 +619,74 @@ fn a_manifest_with_a_mistake_does_not_load() {
         .err()
         .map(|e| e.to_string())
     };
-    for (manifest, says) in [
+    // Each case: the manifest, what the error says, and the text its line and column point at.
+    for (manifest, says, at) in [
         (
             r#"{"name": "x", "table": {"t": ["n"]}, "routes": {}}"#,
             r#"unknown key "table": did you mean "tables"?"#,
+            r#""table""#,
         ),
         (
             r#"{"name": "x", "routes": {"GET /a/{p}": "a", "GET /a/{q}": "a"}}"#,
             r#"routes "GET /a/{p}" and "GET /a/{q}" match the same requests"#,
+            r#""GET /a/{q}""#,
         ),
         (
             r#"{"name": "x", "routes": {"GET /a/{*rest}": "a"}}"#,
             r#""{*rest}" is not a parameter"#,
+            r#""GET /a/{*rest}""#,
         ),
         (
             r#"{"name": "x", "routes": {"GET /a/{}": "a"}}"#,
             r#""{}" is not a parameter"#,
+            r#""GET /a/{}""#,
         ),
         (
             r#"{"name": "x", "routes": {"GET /a/x{p}": "a"}}"#,
             "a parameter takes a whole segment",
+            r#""GET /a/x{p}""#,
         ),
         (
             r#"{"name": "x", "routes": {"GET /a/{p}/{p:int}": "a"}}"#,
             "the parameter p appears twice",
+            r#""GET /a/{p}/{p:int}""#,
         ),
         (
-            r#"{"name": "x", "tables": {"request": []}, "routes": {}}"#,
+            "{\"name\": \"x\",\n \"tables\": {\"request\": []}, \"routes\": {}}",
             r#"a table cannot be named "request""#,
+            r#""request""#,
         ),
         (
             r#"{"name": "x", "tables": {"let": []}, "routes": {}}"#,
             r#"a table cannot be named "let""#,
+            r#""let""#,
+        ),
+        (
+            "{\"name\": \"x\",\n\n  \"routes\": {\"GET /a\" \"a\"}}",
+            "expected `:`",
+            r#""a""#,
         ),
     ] {
         let error = load(manifest).unwrap_or_else(|| panic!("{manifest} loaded"));
         assert!(error.contains(says), "{manifest}: {error}");
+        let place = error
+            .strip_prefix("app.json:")
+            .and_then(|rest| rest.split_once(": "))
+            .map(|(place, _)| place)
+            .unwrap_or_else(|| panic!("{error}: no line and column"));
+        let (line, column) = place.split_once(':').expect("line:column");
+        let (line, column): (usize, usize) = (line.parse().unwrap(), column.parse().unwrap());
+        let text: String = manifest
+            .lines()
+            .nth(line - 1)
+            .unwrap()
+            .chars()
+            .skip(column - 1)
+            .collect();
+        assert!(
+            text.starts_with(at),
+            "{error}: points at {text:?}, not {at:?}"
+        );
     }
     // Different methods on one shape, and a literal beside a parameter, are distinct routes.
     assert_eq!(
