@@ -5,8 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
 
 use rhai::{
     ASTNode, CallFnOptions, Dynamic, Engine, Expr, ImmutableString, Position, Scope, Stmt, AST,
@@ -93,13 +92,6 @@ pub struct App {
     /// The engine that runs a call stopped by a limit again to find where it stopped: made the
     /// first time one is.
     tracing: OnceLock<Engine>,
-    /// Per handler and kind of limit, when a traced run last found where it stopped, and what
-    /// it found: a call stopped again soon after reuses it rather than run twice. A handler
-    /// that a client drives into a limit over and over (a write holds the owner meanwhile) so
-    /// costs about one traced run per `TRACE_REUSE`, not one per call.
-    traced: Mutex<HashMap<(String, diagnose::Kind), Traced>>,
-    /// Traced runs made.
-    traces: AtomicU64,
     ast: AST,
     sources: SourceMap,
     /// Functions callable as handlers (defined with exactly one parameter), with the position of
@@ -309,8 +301,6 @@ impl App {
             schema,
             engine,
             tracing: OnceLock::new(),
-            traced: Mutex::new(HashMap::new()),
-            traces: AtomicU64::new(0),
             ast,
             sources,
             handlers,
@@ -358,11 +348,6 @@ impl App {
 
     /// Compiled calls re-run in Rhai so far: each is an error, a limit or a case the compiled
     /// code leaves to Rhai, and costs the call twice.
-    /// Calls stopped by a limit that ran again, traced, to find where they stopped.
-    pub fn limit_traces(&self) -> u64 {
-        self.traces.load(Ordering::Relaxed)
-    }
-
     pub fn fallbacks(&self) -> u64 {
         self.fallbacks.load(Ordering::Relaxed)
     }
@@ -631,26 +616,8 @@ impl App {
         };
         let mut at = *definition;
         if let Some(kind) = diagnose::limit_kind(&error) {
-            let key = (handler.to_string(), kind);
-            let recent = self
-                .traced
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&key)
-                .filter(|(when, _)| when.elapsed() < TRACE_REUSE)
-                .map(|(_, found)| *found);
-            let found = match recent {
-                Some(found) => found,
-                None => {
-                    let (found, back) = self.find_limit(handler, request, context, kind);
-                    context = back;
-                    self.traced
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(key, (Instant::now(), found));
-                    found
-                }
-            };
+            let (found, back) = self.find_limit(handler, request, context, kind);
+            context = back;
             at = found.unwrap_or(at);
         }
         restore(context);
@@ -680,8 +647,8 @@ impl App {
     }
 
     /// Where a call that a limit stopped was when it stopped: the call runs again from the
-    /// same state, traced, until as many operations are done (for a time limit) or the same
-    /// limit stops it. What it changes and logs is undone before and left to be undone after,
+    /// same state, traced, until as many operations are done (for a time limit), the same
+    /// limit stops it, or its wall-clock budget is spent. What it changes and logs is undone before and left to be undone after,
     /// as for any failed call.
     fn find_limit(
         &self,
@@ -690,7 +657,6 @@ impl App {
         mut context: Context,
         kind: diagnose::Kind,
     ) -> (Option<Position>, Context) {
-        self.traces.fetch_add(1, Ordering::Relaxed);
         let operations = context::operations();
         if let Context::Write { tables, writes } = &mut context {
             tables.roll_back(writes);
@@ -699,13 +665,12 @@ impl App {
         let engine = self
             .tracing
             .get_or_init(|| engine::build_tracing(&self.schema, &self.indexes, &self.limits));
-        // The traced run is slower: it may take longer than the budget, but not without bound.
+        // No longer than the call's own budget, so that a runaway call holds its thread (for a
+        // write, the owner) at most twice that. The traced run is slower: one cut short there
+        // names the last statement it reached, which in a runaway loop is in the loop.
         context::install(
             context,
-            self.limits
-                .wall_clock_max
-                .saturating_mul(TRACE_TIME_FACTOR)
-                .min(engine::LIMIT_CAPS.wall_clock_max),
+            self.limits.wall_clock_max,
             self.limits.scan_rows_max,
         );
         let stop_at = match kind {
@@ -732,15 +697,6 @@ impl App {
         })
     }
 }
-
-/// When a traced run found where a handler stopped at a limit, and the place (if it found one).
-type Traced = (Instant, Option<Position>);
-
-/// How long the place a traced run found is reused for the same handler and limit.
-const TRACE_REUSE: Duration = Duration::from_secs(10);
-
-/// How much longer than its budget a traced run of a call stopped by a limit may take.
-const TRACE_TIME_FACTOR: u32 = 10;
 
 /// The error Rhai stops a call with when its wall-clock budget is spent.
 fn time_limit(at: Position) -> rhai::EvalAltResult {
@@ -813,9 +769,9 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
         })
 }
 
-/// Where in the manifest's text a message about it points: the last name it quotes that the
-/// text holds as a JSON string (a route, a table, an index, a key), leaving out a suggestion
-/// ("did you mean ..."), which names what is not there.
+/// Where in the manifest's text a message about it points: the last of the names it quotes
+/// that the text holds as JSON strings in that order (a route, a table, an index, a key),
+/// leaving out a suggestion ("did you mean ..."), which names what is not there.
 fn manifest_position(text: &str, message: &str) -> Option<(usize, usize)> {
     let about = message.split("did you mean").next().unwrap_or(message);
     let mut quoted = Vec::new();
@@ -827,7 +783,17 @@ fn manifest_position(text: &str, message: &str) -> Option<(usize, usize)> {
         quoted.push(&rest[start..start + length + 2]);
         rest = &rest[start + length + 2..];
     }
-    let offset = quoted.iter().rev().find_map(|q| text.find(q))?;
+    // Each name is looked for after the one before it (`index "by_x": field "name"`: the
+    // field within that index), so that a name found elsewhere first is not taken.
+    let mut offset = None;
+    let mut from = 0;
+    for q in quoted {
+        if let Some(at) = text[from..].find(q) {
+            offset = Some(from + at);
+            from += at + q.len();
+        }
+    }
+    let offset = offset?;
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let column = before[before.rfind('\n').map_or(0, |n| n + 1)..]

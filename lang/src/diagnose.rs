@@ -98,13 +98,21 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
                 let Some(mut trace) = t.get() else {
                     return false;
                 };
+                // Rhai reports no node for a statement that is an expression (`s.pad(..);`), only
+                // for the expression: a call or a chain counts as the statement running, so that
+                // a size limit hit inside it names it rather than the statement before.
                 match node {
                     ASTNode::Stmt(Stmt::FnCall(call, _)) | ASTNode::Expr(Expr::FnCall(call, _))
                         if !call.is_operator_call() =>
                     {
-                        trace.call = position
+                        trace.call = position;
+                        trace.statement = position;
                     }
-                    ASTNode::Expr(Expr::MethodCall(..)) => trace.call = position,
+                    ASTNode::Expr(Expr::MethodCall(..)) => {
+                        trace.call = position;
+                        trace.statement = position;
+                    }
+                    ASTNode::Expr(Expr::Dot(..)) => trace.statement = position,
                     ASTNode::Stmt(Stmt::Block(..)) | ASTNode::Stmt(Stmt::Noop(..)) => {}
                     ASTNode::Stmt(_) => trace.statement = position,
                     _ => {}

@@ -42,8 +42,22 @@ pub(crate) fn check(
         locals.extend(function.params.iter().map(|p| p.to_string()));
     }
     ast.walk(&mut |path: &[ASTNode]| {
-        if let Some(ASTNode::Stmt(Stmt::Var(variable, ..))) = path.last() {
-            locals.insert(variable.0.name.to_string());
+        match path.last() {
+            Some(ASTNode::Stmt(Stmt::Var(variable, ..))) => {
+                locals.insert(variable.0.name.to_string());
+            }
+            Some(ASTNode::Stmt(Stmt::For(header, ..))) => {
+                locals.insert(header.0.name.to_string());
+                if let Some(counter) = &header.1 {
+                    locals.insert(counter.name.to_string());
+                }
+            }
+            Some(ASTNode::Stmt(Stmt::TryCatch(flow, ..))) => {
+                if let Expr::Variable(variable, ..) = &flow.expr {
+                    locals.insert(variable.1.to_string());
+                }
+            }
+            _ => {}
         }
         true
     });
@@ -112,10 +126,10 @@ fn method_problem(
     builtin: &HashSet<String>,
     scripts: &[(String, usize)],
 ) -> Option<String> {
-    // A script function called as a method gets the table as its first argument.
+    // A script function called as a method gets the table as `this`, or as its first argument.
     if scripts
         .iter()
-        .any(|(n, arity)| n == method && *arity == args + 1)
+        .any(|(n, arity)| n == method && (*arity == args || *arity == args + 1))
     {
         return None;
     }

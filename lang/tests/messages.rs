@@ -119,32 +119,63 @@ fn a_limit_names_the_statement_or_call_that_hit_it() {
     }
 }
 
-/// A handler driven into the same limit again soon after is not run twice more: the place the
-/// first traced run found is reused, so a client that repeats a runaway call does not double
-/// the time it takes from the owner.
+/// A size limit hit inside a call that is a statement of its own, or inside a call's
+/// argument, names that statement, not the one before it nor the fn line.
 #[test]
-fn a_limit_hit_again_soon_reuses_the_place_found() {
+fn a_size_limit_inside_a_call_names_its_statement() {
     let manifest = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]}}"#;
-    let mut app = load(manifest, &[("a.rhai", LIMITS)], counted()).expect("loads");
-    app.set_interpreted(true);
-    let mut tables = Tables::new(1);
-    let mut writes = WriteSet::default();
-    for call in 1..=3 {
-        match app.run_write("spin", &Request::default(), &mut tables, &mut writes) {
-            Err(HandlerError::Limit { line, column, .. }) => {
-                assert_eq!((line, column), (6, 14), "call {call}")
+    let script = "fn pad_it(req) {\n    let s = \"x\";\n    s.pad(2000000, \"y\");\n    s\n}\n\
+                  fn put_it(req) {\n    t.put(1, #{ n: \"x\".pad(2000000, \"y\") });\n}\n";
+    for interpreted in [false, true] {
+        let mut app = load(manifest, &[("a.rhai", script)], counted()).expect("loads");
+        app.set_interpreted(interpreted);
+        for (handler, line) in [("pad_it", 3), ("put_it", 7)] {
+            let mut tables = Tables::new(1);
+            let mut writes = WriteSet::default();
+            match app.run_write(handler, &Request::default(), &mut tables, &mut writes) {
+                Err(HandlerError::Limit {
+                    limit, line: at, ..
+                }) => {
+                    assert!(limit.starts_with("size"), "{handler}: {limit}");
+                    assert_eq!(at, line, "{handler}, interpreted: {interpreted}");
+                }
+                other => panic!("{handler}: expected a limit, got {other:?}"),
             }
-            other => panic!("expected a limit, got {other:?}"),
         }
-        writes.clear();
     }
-    assert_eq!(app.limit_traces(), 1);
-    let _ = app.run_write("deep", &Request::default(), &mut tables, &mut writes);
-    assert_eq!(
-        app.limit_traces(),
-        2,
-        "another handler is traced on its own"
-    );
+}
+
+/// Each call names where it stopped itself: two calls of one handler that stop in different
+/// loops name each its own.
+#[test]
+fn each_call_stopped_by_a_limit_names_its_own_place() {
+    let manifest = r#"{"name": "m", "routes": {}, "tables": {"t": ["n"]}}"#;
+    let script = "fn branchy(req) {\n    let x = 0;\n    if t.count() == 0 {\n        loop { x += 1; }\n    }\n    loop { x += 2; }\n}\nfn one(req) { t.put(1, #{ n: 1 }); }\n";
+    for interpreted in [false, true] {
+        let mut app = load(manifest, &[("a.rhai", script)], counted()).expect("loads");
+        app.set_interpreted(interpreted);
+        let mut tables = Tables::new(1);
+        let mut writes = WriteSet::default();
+        let mut place = |app: &App, tables: &mut Tables| {
+            let mut writes = WriteSet::default();
+            match app.run_write("branchy", &Request::default(), tables, &mut writes) {
+                Err(HandlerError::Limit { line, column, .. }) => (line, column),
+                other => panic!("expected a limit, got {other:?}"),
+            }
+        };
+        assert_eq!(
+            place(&app, &mut tables),
+            (4, 18),
+            "interpreted: {interpreted}"
+        );
+        app.run_write("one", &Request::default(), &mut tables, &mut writes)
+            .expect("a row");
+        assert_eq!(
+            place(&app, &mut tables),
+            (6, 14),
+            "interpreted: {interpreted}"
+        );
+    }
 }
 
 /// The limit handlers above are compiled, so that both paths are tested.

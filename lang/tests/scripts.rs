@@ -602,8 +602,18 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
                 let row = items.get(1); items.update(row); type_of(items) + items.to_string() \
                 + items.helper(1) }\n\
                 fn helper(t, x) { x }\n\
-                fn b(other) { other.remove(1) }";
+                fn count_rows() { this.count() }\n\
+                fn e(r) { items.count_rows() }";
     assert_eq!(load(fine), None);
+    // A parameter, a loop variable or a caught error named like a table is that value there.
+    for fine in [
+        "fn a(r) { 1 }\nfn b(items) { items.remove(1) }",
+        "fn a(r) { let n = 0; for items in [\"ab\"] { n += items.len(); } n }",
+        "fn a(r) { for (x, items) in [\"ab\"] { x.len() + items.abs(); } }",
+        "fn a(r) { try { throw \"abc\"; } catch (items) { return items.len(); } }",
+    ] {
+        assert_eq!(load(fine), None, "{fine}");
+    }
 }
 
 /// The manifest is read as strictly as the scripts: a misspelt key, a route that can never be
@@ -655,6 +665,12 @@ fn a_manifest_with_a_mistake_does_not_load() {
             "{\"name\": \"x\",\n \"tables\": {\"request\": []}, \"routes\": {}}",
             r#"a table cannot be named "request""#,
             r#""request""#,
+        ),
+        (
+            r#"{"name": "x", "tables": {"t": ["n"]}, "routes": {},
+                "indexes": {"by_x": {"table": "t", "fields": ["name"]}}}"#,
+            r#"index "by_x""#,
+            r#""name"]"#,
         ),
         (
             r#"{"name": "x", "tables": {"let": []}, "routes": {}}"#,

@@ -232,6 +232,7 @@ impl Dispatch {
             Ok(app) => {
                 let deployment = Deployment::new(app.clone(), Some(&self.deployment.load()));
                 self.deployment.store(Arc::new(deployment));
+                self.log.set_app(app.name());
                 self.metrics.reloads_total.fetch_add(1, Relaxed);
                 report_interpreted(app);
                 eprintln!(

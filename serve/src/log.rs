@@ -13,6 +13,7 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use pure_runtime::{LogLine, LogSink};
 
 /// Lines waiting for the writer; past this they are dropped.
@@ -53,7 +54,8 @@ pub struct Access<'a> {
 }
 
 pub struct Log {
-    app: String,
+    /// The app's name, as the last reload left it.
+    app: ArcSwap<String>,
     format: Format,
     access: bool,
     queue: SyncSender<String>,
@@ -104,7 +106,7 @@ impl Log {
             })
             .expect("spawning the log writer");
         Arc::new(Log {
-            app: app.to_string(),
+            app: ArcSwap::from_pointee(app.to_string()),
             format,
             access,
             queue,
@@ -123,6 +125,11 @@ impl Log {
         {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// Names the app in the lines from now on (a reload may rename it).
+    pub fn set_app(&self, app: &str) {
+        self.app.store(Arc::new(app.to_string()));
     }
 
     pub fn access_enabled(&self) -> bool {
@@ -149,11 +156,17 @@ impl Log {
         let line = match self.format {
             Format::Text => format!(
                 "{ts} ACCESS {} {} \"{} {}\" {} {}us {}\n",
-                self.app, a.peer, a.method, a.path, a.status, a.duration_us, a.request_id
+                self.app.load(),
+                a.peer,
+                a.method,
+                a.path,
+                a.status,
+                a.duration_us,
+                a.request_id
             ),
             Format::Json => {
                 let mut line = serde_json::json!({
-                    "ts": ts, "level": "access", "app": self.app, "peer": a.peer,
+                    "ts": ts, "level": "access", "app": **self.app.load(), "peer": a.peer,
                     "method": a.method, "path": a.path, "status": a.status,
                     "duration_us": a.duration_us, "request_id": a.request_id,
                 })
@@ -174,7 +187,7 @@ impl LogSink for Log {
                 let mut text = format!(
                     "{ts} {} {} {} {}: ",
                     line.level.name().to_ascii_uppercase(),
-                    self.app,
+                    self.app.load(),
                     line.handler,
                     line.request_id
                 );
@@ -196,7 +209,7 @@ impl LogSink for Log {
             }
             Format::Json => {
                 let mut text = serde_json::json!({
-                    "ts": ts, "level": line.level.name(), "app": self.app,
+                    "ts": ts, "level": line.level.name(), "app": **self.app.load(),
                     "handler": line.handler, "request_id": line.request_id,
                     "message": line.message,
                 })

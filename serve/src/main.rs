@@ -20,6 +20,7 @@ mod transfer;
 mod wire;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -98,7 +99,22 @@ fn load_app(options: &Options) -> anyhow::Result<App> {
     Ok(app)
 }
 
+/// Set by a SIGHUP that arrives while the app loads and the data directory recovers, before the
+/// server listens for the signal: without a handler it would end the process.
+static HANGUP_PENDING: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn note_hangup(_: libc::c_int) {
+    HANGUP_PENDING.store(true, Ordering::SeqCst);
+}
+
+/// Whether a SIGHUP came before the server listened for it (and forgets it).
+pub(crate) fn early_hangup() -> bool {
+    HANGUP_PENDING.swap(false, Ordering::SeqCst)
+}
+
 fn start(options: &Options) -> Result<u8, exit::Failure> {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe { libc::signal(libc::SIGHUP, note_hangup as *const () as libc::sighandler_t) };
     let mut app = load_app(options).map_err(|error| exit::Failure::new(exit::APP, error))?;
     if options.fixed_now.is_some() || options.seed.is_some() {
         eprintln!(

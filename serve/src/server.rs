@@ -110,6 +110,10 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         println!("pure-serve: admin endpoints (health, metrics, reload) on http://{bound}/_pure/");
     }
 
+    if crate::early_hangup() {
+        eprintln!("pure-serve: SIGHUP during start-up: reloading the app now");
+        let _ = tokio::task::block_in_place(|| dispatch.reload());
+    }
     let stop = loop {
         tokio::select! {
             _ = terminate.recv() => break Stop::Signal("SIGTERM"),

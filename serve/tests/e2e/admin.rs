@@ -66,7 +66,7 @@ fn the_admin_address_serves_health_metrics_and_reload_and_the_app_address_does_n
 
     std::fs::write(
         &script,
-        "fn ping(request) {\n    #{ pong: 3 }\n    let x = 1 +;\n}\n",
+        "fn ping(request) {\n    #{ pong: 3 }\n    nope(1)\n}\n",
     )
     .expect("write");
     let answer = admin.post("/_pure/reload", &json!({}));
@@ -74,7 +74,10 @@ fn the_admin_address_serves_health_metrics_and_reload_and_the_app_address_does_n
     let body = answer.json();
     assert_eq!(body["reloaded"], json!(false));
     assert!(
-        body["error"].as_str().unwrap().contains("ping.rhai:3:"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("ping.rhai:2:17: missing ; at the end of this statement"),
         "the refusal names the file and line: {body}"
     );
     assert_eq!(

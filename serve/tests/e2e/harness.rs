@@ -109,7 +109,13 @@ impl Launch {
 }
 
 impl Server {
-    pub fn start(mut command: Command) -> Server {
+    pub fn start(command: Command) -> Server {
+        Server::start_then(command, |_| {})
+    }
+
+    /// Starts the server, calls `before_ready` with its process id at once, then waits for its
+    /// ready line.
+    pub fn start_then(mut command: Command, before_ready: impl FnOnce(u32)) -> Server {
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -118,6 +124,7 @@ impl Server {
         // detaches from, rather than kills, its tracee when it is killed).
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn().expect("spawn pure-serve");
+        before_ready(child.id());
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
         let (stderr_sender, stderr_lines) = mpsc::channel();

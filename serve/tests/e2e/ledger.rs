@@ -127,11 +127,16 @@ fn transfers_keep_the_sum_exact_refusals_write_nothing_and_kill_9_loses_nothing(
 }
 
 /// The ledger's app directory, copied with `edit` applied to its manifest.
-fn ledger_copy(into: &std::path::Path, edit: impl FnOnce(&mut Value)) -> std::path::PathBuf {
+fn ledger_copy(
+    into: &std::path::Path,
+    edit: impl FnOnce(&mut Value),
+    edit_script: impl FnOnce(String) -> String,
+) -> std::path::PathBuf {
     let app = into.join("ledger");
     std::fs::create_dir_all(&app).expect("mkdir");
     let source = repo_path("apps/ledger");
-    std::fs::copy(source.join("ledger.rhai"), app.join("ledger.rhai")).expect("copy");
+    let script = std::fs::read_to_string(source.join("ledger.rhai")).expect("script");
+    std::fs::write(app.join("ledger.rhai"), edit_script(script)).expect("write");
     let text = std::fs::read_to_string(source.join("app.json")).expect("manifest");
     let mut manifest: Value = serde_json::from_str(&text).expect("json");
     edit(&mut manifest);
@@ -182,14 +187,26 @@ fn indexes_are_built_at_a_redeploy_that_adds_them_dropped_by_one_that_does_not_a
     let mut rng = StdRng::seed_from_u64(seed);
     let dirs = tempfile::tempdir().expect("tempdir");
     let data = dirs.path().join("data");
-    let without = ledger_copy(&dirs.path().join("v1"), |manifest| {
-        let manifest = manifest.as_object_mut().expect("an object");
-        manifest.remove("indexes");
-        let routes = manifest["routes"].as_object_mut().expect("routes");
-        routes.remove("GET /accounts");
-        routes.remove("GET /accounts/{id:int}/transfers");
-    });
-    let with = ledger_copy(&dirs.path().join("v2"), |_| {});
+    // Without the indexes, and without the calls of them (which would not load).
+    let without = ledger_copy(
+        &dirs.path().join("v1"),
+        |manifest| {
+            let manifest = manifest.as_object_mut().expect("an object");
+            manifest.remove("indexes");
+            let routes = manifest["routes"].as_object_mut().expect("routes");
+            routes.remove("GET /accounts");
+            routes.remove("GET /accounts/{id:int}/transfers");
+        },
+        |script| {
+            let unindexed = script
+                .replace("accounts.by_owner.find(request.query.owner, 1000)", "[]")
+                .replace("transfers.by_from.find_rev(id, limit)", "[]")
+                .replace("transfers.by_to.find_rev(id, limit)", "[]");
+            assert_ne!(unindexed, script, "the ledger's index calls were found");
+            unindexed
+        },
+    );
+    let with = ledger_copy(&dirs.path().join("v2"), |_| {}, |script| script);
     let owners: Vec<String> = ["ann", "bob", "cy dee"].map(String::from).to_vec();
 
     // Version 1 has no indexes: accounts and transfers are only rows.

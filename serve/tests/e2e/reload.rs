@@ -163,3 +163,55 @@ fn sighup_swaps_the_code_under_writes_and_a_failed_reload_keeps_the_old_version(
     );
     server.stop();
 }
+
+/// Whether process `pid` has a handler for `signal` (its `SigCgt` mask in /proc).
+fn catches(pid: u32, signal: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+/// Whether process `pid` has a thread named `name`.
+fn has_thread(pid: u32, name: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+    })
+}
+
+/// A SIGHUP that comes while the server is still starting (loading the app, recovering,
+/// preallocating its log) does not end it: the reload is done once it listens.
+#[test]
+fn a_sighup_during_start_up_reloads_instead_of_ending_the_server() {
+    let app = tempfile::tempdir().expect("tempdir");
+    std::fs::write(app.path().join("app.json"), MANIFEST).expect("write");
+    replace(&app.path().join("counter.rhai"), &script(1));
+    // A large log to preallocate keeps the server starting long enough to be signalled
+    // before its HTTP threads (and their signal handling) exist; a try that misses that
+    // moment is made again.
+    for _ in 0..5 {
+        let data = tempfile::tempdir().expect("tempdir");
+        let launch = Launch::new(app.path(), data.path())
+            .flag("--log-capacity", &(256u64 << 20).to_string());
+        let mut in_start_up = false;
+        let server = crate::harness::Server::start_then(launch.command(), |pid| {
+            wait_until("the server to catch SIGHUP", || catches(pid, libc::SIGHUP));
+            in_start_up = !has_thread(pid, "pure-http");
+            // SAFETY: kill(2) on the child just spawned, not yet waited for.
+            assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGHUP) }, 0);
+        });
+        server.wait_for_stderr("pure-serve: reloaded: counter serves 2 route(s)");
+        let mut client = server.client();
+        assert_eq!(post_hit(&mut client), 1);
+        server.stop();
+        if in_start_up {
+            return;
+        }
+    }
+    panic!("no try signalled the server before its HTTP threads started");
+}
