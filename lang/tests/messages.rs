@@ -156,7 +156,7 @@ fn each_call_stopped_by_a_limit_names_its_own_place() {
         app.set_interpreted(interpreted);
         let mut tables = Tables::new(1);
         let mut writes = WriteSet::default();
-        let mut place = |app: &App, tables: &mut Tables| {
+        let place = |app: &App, tables: &mut Tables| {
             let mut writes = WriteSet::default();
             match app.run_write("branchy", &Request::default(), tables, &mut writes) {
                 Err(HandlerError::Limit { line, column, .. }) => (line, column),
