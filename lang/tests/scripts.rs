@@ -493,15 +493,7 @@ fn the_stack_estimate_saturates_for_huge_or_unlimited_limits() {
 #[test]
 fn mistakes_every_call_would_hit_are_load_errors() {
     let manifest = r#"{"name": "x", "tables": {"items": ["n"]}, "routes": {"GET /a": "a"}}"#;
-    let load = |script: &str| {
-        App::from_sources(
-            manifest,
-            vec![("a.rhai".into(), script.into())],
-            Limits::default(),
-        )
-        .err()
-        .map(|e| e.to_string())
-    };
+    let load = |script: &str| load_error(manifest, script);
     for (script, says) in [
         (
             "fn a(r) {\n    itemz.get(1)\n}",
@@ -534,21 +526,24 @@ fn mistakes_every_call_would_hit_are_load_errors() {
     assert_eq!(load(fine), None);
 }
 
+/// Why the app of `manifest` and one script `a.rhai` does not load, or `None` if it does.
+fn load_error(manifest: &str, script: &str) -> Option<String> {
+    App::from_sources(
+        manifest,
+        vec![("a.rhai".into(), script.into())],
+        Limits::default(),
+    )
+    .err()
+    .map(|e| e.to_string())
+}
+
 /// A call on a table that cannot work is a load error at the call: a method tables do not have,
 /// a wrong number of arguments, an index the table does not have.
 #[test]
 fn calls_on_tables_that_cannot_work_are_load_errors() {
     let manifest = r#"{"name": "x", "tables": {"items": ["n"], "other": ["m"]},
         "indexes": {"by_n": {"table": "items", "fields": ["n"]}}, "routes": {"GET /a": "a"}}"#;
-    let load = |script: &str| {
-        App::from_sources(
-            manifest,
-            vec![("a.rhai".into(), script.into())],
-            Limits::default(),
-        )
-        .err()
-        .map(|e| e.to_string())
-    };
+    let load = |script: &str| load_error(manifest, script);
     for (script, says) in [
         (
             "fn a(r) {
@@ -620,15 +615,7 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
 /// reached, a malformed pattern and a table no script could name are load errors.
 #[test]
 fn a_manifest_with_a_mistake_does_not_load() {
-    let load = |manifest: &str| {
-        App::from_sources(
-            manifest,
-            vec![("a.rhai".into(), "fn a(r) { 1 }".into())],
-            Limits::default(),
-        )
-        .err()
-        .map(|e| e.to_string())
-    };
+    let load = |manifest: &str| load_error(manifest, "fn a(r) { 1 }");
     // Each case: the manifest, what the error says, and the text its line and column point at.
     for (manifest, says, at) in [
         (
