@@ -405,7 +405,13 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
             }
             3 => {
                 let n = rng.pick(&[json!(0), json!(1), json!(5), json!(30), json!(-3), a]);
-                let items = rng.pick(&[json!([]), json!([1, "x", 3]), json!(["only"]), b]);
+                let items = rng.pick(&[
+                    json!([]),
+                    json!([1, "x", 3]),
+                    json!(["only"]),
+                    json!({"z": 1, "a": [2], "m": {"k": "v"}}),
+                    b,
+                ]);
                 pair.call("collections", json!({"n": n, "items": items}))
             }
             4..=6 => {

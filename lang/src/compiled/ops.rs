@@ -494,6 +494,9 @@ pub(crate) enum Method {
     Len,
     Contains,
     SubString,
+    /// A map's `keys()` / `values()`, in the map's (key) order.
+    Keys,
+    Values,
 }
 
 impl Method {
@@ -518,6 +521,8 @@ impl Method {
             "len" => Method::Len,
             "contains" => Method::Contains,
             "sub_string" => Method::SubString,
+            "keys" => Method::Keys,
+            "values" => Method::Values,
             _ => return None,
         })
     }
@@ -530,6 +535,7 @@ impl Method {
         match self {
             Method::Contains => count == 1,
             Method::SubString => count == 2,
+            Method::Keys | Method::Values => count == 0,
             _ => true,
         }
     }
@@ -605,6 +611,21 @@ pub(crate) fn call_method(
             Err(Stop::Fallback)
         }
         Method::Contains if args.len() == 1 => contains(target, &args[0], env),
+        Method::Keys | Method::Values if args.is_empty() => {
+            let map = target.as_map_ref().map_err(|_| Stop::Fallback)?;
+            let array: rhai::Array = if method == Method::Keys {
+                map.keys()
+                    .map(|k| Dynamic::from(rhai::ImmutableString::from(k.as_str())))
+                    .collect()
+            } else {
+                map.values().cloned().collect()
+            };
+            drop(map);
+            let array = Dynamic::from_array(array);
+            // As Rhai checks a registered function's result against the size limits.
+            fits(&array, env)?;
+            Ok(array)
+        }
         Method::SubString if args.len() == 2 => {
             let text = text_receiver(target, env)?;
             let start = args[0].as_int().map_err(|_| Stop::Fallback)?;
