@@ -68,7 +68,8 @@ pub struct Declared {
     pub body: Option<Shape>,
     /// Query parameters by name. Undeclared ones pass as text.
     pub query: Vec<(String, Shape)>,
-    /// Path parameters declared with a type (`{id:int}`); the others are text.
+    /// Path parameters declared with a type, in the path (`{id:int}`) or under `"params"`; the
+    /// others are text.
     pub params: Vec<(String, Shape)>,
 }
 
@@ -104,7 +105,9 @@ impl Declared {
 
     /// The route's declarations from its manifest entry (an object beside `"handler"`) and the
     /// typed parameters of its path pattern, whose parameters must each take a whole segment
-    /// (`{name}` or `{name:type}`) and have distinct names. `route` names the route in errors.
+    /// (`{name}` or `{name:type}`) and have distinct names. A parameter with bounds is typed
+    /// under `"params"` instead, which the pattern has no room for. `route` names the route in
+    /// errors.
     pub(crate) fn parse(route: &str, entry: &Value, path: &str) -> Result<Declared, String> {
         let mut declared = Declared::default();
         let mut names = Vec::new();
@@ -164,6 +167,44 @@ impl Declared {
                     ));
                 }
                 declared.query.push((name.clone(), shape));
+            }
+        }
+        if let Some(params) = entry.get("params") {
+            let params = params.as_object().ok_or_else(|| {
+                format!("route {route:?}: \"params\" must be an object of parameter: type")
+            })?;
+            for (name, shape) in params {
+                let at = format!("params.{name}");
+                if !names.contains(&name.as_str()) {
+                    let has = if names.is_empty() {
+                        "its path has no parameters".to_string()
+                    } else {
+                        format!("its path has {}", names.join(", "))
+                    };
+                    return Err(format!(
+                        "route {route:?}: {at}: {name} is not a parameter of the path ({has})"
+                    ));
+                }
+                if declared.params.iter().any(|(typed, _)| typed == name) {
+                    return Err(format!(
+                        "route {route:?}: {at}: {name} is typed in the path already; give its \
+                         type in one place, as {{{name}}} with \"params\" or as {{{name}:type}}"
+                    ));
+                }
+                let shape =
+                    Shape::parse(shape, &at).map_err(|e| format!("route {route:?}: {e}"))?;
+                if matches!(shape.kind, Kind::Array { .. } | Kind::Object { .. }) {
+                    return Err(format!(
+                        "route {route:?}: {at}: a path parameter is one of {SCALARS:?}"
+                    ));
+                }
+                if shape.optional || shape.default.is_some() {
+                    return Err(format!(
+                        "route {route:?}: {at}: a path parameter is never absent: it takes no \
+                         \"optional\" or \"default\""
+                    ));
+                }
+                declared.params.push((name.clone(), shape));
             }
         }
         Ok(declared)
@@ -1109,6 +1150,76 @@ mod tests {
         let d = declared(r#"{"type": "object", "keys": {"type": "string", "max_len": 1}}"#);
         assert!(check(&d, r#"{"a": [1], "b": null}"#).is_ok());
         assert!(check(&d, r#"{"ab": 1}"#).is_err());
+    }
+
+    #[test]
+    fn path_parameters_take_bounds_under_params() {
+        let entry = serde_json::json!({"handler": "put",
+            "params": {"key": {"type": "string", "min_bytes": 1, "max_bytes": 256}},
+            "body": {"fields": {"value": {"type": "string", "max_bytes": 65536}}}});
+        let d = Declared::parse("PUT /kv/{key}", &entry, "/kv/{key}").expect("declares");
+        let mut params = vec![("key".to_string(), Dynamic::from("k".repeat(256)))];
+        d.check_params(&mut params).expect("256 bytes fit");
+        assert_eq!(
+            params[0].1.clone().into_string().ok(),
+            Some("k".repeat(256))
+        );
+        let mut params = vec![("key".to_string(), Dynamic::from("k".repeat(300)))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("key must be 1 to 256 bytes, not 300".into())
+        );
+        let mut params = vec![("key".to_string(), Dynamic::from(""))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("key must be 1 to 256 bytes, not 0".into())
+        );
+        // Scalars other than strings convert from the text, as a typed path parameter does.
+        let entry = serde_json::json!({"handler": "h",
+            "params": {"id": {"type": "int", "min": 1}}});
+        let d = Declared::parse("GET /x/{id}/{y}", &entry, "/x/{id}/{y}").expect("declares");
+        let mut params = vec![
+            ("id".to_string(), Dynamic::from("7")),
+            ("y".to_string(), Dynamic::from("z")),
+        ];
+        d.check_params(&mut params).expect("fits");
+        assert_eq!(params[0].1.as_int(), Ok(7));
+        let mut params = vec![("id".to_string(), Dynamic::from("0"))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("id must be an integer of at least 1, not \"0\"".into())
+        );
+
+        let refused = |route: &str, params: Value| {
+            let entry = serde_json::json!({"handler": "h", "params": params});
+            let path = route.split_once(' ').expect("a route").1;
+            Declared::parse(route, &entry, path).expect_err(route)
+        };
+        assert_eq!(
+            refused("GET /kv/{key}", serde_json::json!({"id": "int"})),
+            r#"route "GET /kv/{key}": params.id: id is not a parameter of the path (its path has key)"#
+        );
+        assert!(refused("GET /kv", serde_json::json!({"key": "string"}))
+            .contains("its path has no parameters"));
+        assert!(
+            refused("GET /kv/{key:int}", serde_json::json!({"key": "int"}))
+                .contains("key is typed in the path already")
+        );
+        assert!(
+            refused("GET /kv/{key}", serde_json::json!({"key": "array"}))
+                .contains("a path parameter is one of")
+        );
+        assert!(
+            refused("GET /kv/{key}", serde_json::json!({"key": "string?"}))
+                .contains("never absent")
+        );
+        assert!(refused("GET /kv/{key}", serde_json::json!(["key"]))
+            .contains("\"params\" must be an object"));
+        assert!(refused(
+            "GET /kv/{key}",
+            serde_json::json!({"key": {"type": "string", "max_byte": 3}})
+        )
+        .contains("params.key: string does not take \"max_byte\""));
     }
 
     #[test]
