@@ -327,6 +327,7 @@ impl Shape {
             Some(_) => return Err(bad(at, "\"type\" must be a name")),
             None if object.contains_key("fields") => "object",
             None if object.contains_key("items") => "array",
+            None if object.contains_key("keys") || object.contains_key("values") => "object",
             None => return Err(bad(at, "an object type needs \"type\"")),
         };
         let keys: &[&str] = match type_name {
@@ -1146,8 +1147,8 @@ mod tests {
             check(&d, r#"{"version": 1, "abcd": 1}"#),
             Err(r#"the field name "abcd" in the body must be at most 3 bytes, not 4"#.into())
         );
-        // `keys` alone leaves the values unchecked.
-        let d = declared(r#"{"type": "object", "keys": {"type": "string", "max_len": 1}}"#);
+        // `keys` alone leaves the values unchecked; it names an object type without "type".
+        let d = declared(r#"{"keys": {"type": "string", "max_len": 1}}"#);
         assert!(check(&d, r#"{"a": [1], "b": null}"#).is_ok());
         assert!(check(&d, r#"{"ab": 1}"#).is_err());
     }
