@@ -729,11 +729,11 @@ fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
                 return Err(format!("route {pattern:?}: method must be one of {METHODS:?} and the path start with /"));
             }
             let shape = "the handler must be a function name, or an object with \"handler\" and \
-                         any of \"body\" and \"query\"";
+                         any of \"body\", \"query\" and \"params\"";
             let handler: &str = match entry {
                 Value::String(handler) => handler,
                 Value::Object(entry) => {
-                    if let Some(key) = entry.keys().find(|k| !["handler", "body", "query"].contains(&k.as_str())) {
+                    if let Some(key) = entry.keys().find(|k| !["handler", "body", "query", "params"].contains(&k.as_str())) {
                         return Err(format!("route {pattern:?}: unknown key {key:?}: {shape}"));
                     }
                     entry.get("handler").and_then(Value::as_str).ok_or_else(|| format!("route {pattern:?}: {shape}"))?

@@ -37,10 +37,13 @@ enum Kind {
         min: Option<f64>,
         max: Option<f64>,
     },
-    /// Lengths in characters, not bytes.
+    /// `min_len`/`max_len` in characters, what a person counts; `min_bytes`/`max_bytes` in
+    /// UTF-8 bytes, what storage and a client's buffer count. Both may be given.
     String {
         min_len: Option<usize>,
         max_len: Option<usize>,
+        min_bytes: Option<usize>,
+        max_bytes: Option<usize>,
     },
     Array {
         items: Box<Shape>,
@@ -48,11 +51,14 @@ enum Kind {
         max_items: Option<usize>,
     },
     /// `fields` by name (the manifest's JSON objects are read sorted), the order they are
-    /// checked in. With `extra`,
-    /// undeclared fields pass unchecked; without, the first one refuses the value.
+    /// checked in. With `extra`, undeclared fields pass, their names checked against `keys`
+    /// and their values against `values` when declared (an object used as a map); without,
+    /// the first one refuses the value.
     Object {
         fields: Vec<(String, Shape)>,
         extra: bool,
+        keys: Option<Box<Shape>>,
+        values: Option<Box<Shape>>,
     },
 }
 
@@ -62,7 +68,8 @@ pub struct Declared {
     pub body: Option<Shape>,
     /// Query parameters by name. Undeclared ones pass as text.
     pub query: Vec<(String, Shape)>,
-    /// Path parameters declared with a type (`{id:int}`); the others are text.
+    /// Path parameters declared with a type, in the path (`{id:int}`) or under `"params"`; the
+    /// others are text.
     pub params: Vec<(String, Shape)>,
 }
 
@@ -75,6 +82,8 @@ enum Place<'a> {
     Field(&'a str),
     Query(&'a str),
     Param(&'a str),
+    /// An undeclared field's name, in words: `the field name "" in "put"`.
+    Name(&'a str),
 }
 
 impl std::fmt::Display for Place<'_> {
@@ -82,7 +91,7 @@ impl std::fmt::Display for Place<'_> {
         match self {
             Place::Body => f.write_str("the body"),
             Place::Field(path) => write!(f, "\"{path}\""),
-            Place::Query(name) | Place::Param(name) => f.write_str(name),
+            Place::Query(name) | Place::Param(name) | Place::Name(name) => f.write_str(name),
         }
     }
 }
@@ -96,7 +105,9 @@ impl Declared {
 
     /// The route's declarations from its manifest entry (an object beside `"handler"`) and the
     /// typed parameters of its path pattern, whose parameters must each take a whole segment
-    /// (`{name}` or `{name:type}`) and have distinct names. `route` names the route in errors.
+    /// (`{name}` or `{name:type}`) and have distinct names. A parameter with bounds is typed
+    /// under `"params"` instead, which the pattern has no room for. `route` names the route in
+    /// errors.
     pub(crate) fn parse(route: &str, entry: &Value, path: &str) -> Result<Declared, String> {
         let mut declared = Declared::default();
         let mut names = Vec::new();
@@ -156,6 +167,44 @@ impl Declared {
                     ));
                 }
                 declared.query.push((name.clone(), shape));
+            }
+        }
+        if let Some(params) = entry.get("params") {
+            let params = params.as_object().ok_or_else(|| {
+                format!("route {route:?}: \"params\" must be an object of parameter: type")
+            })?;
+            for (name, shape) in params {
+                let at = format!("params.{name}");
+                if !names.contains(&name.as_str()) {
+                    let has = if names.is_empty() {
+                        "its path has no parameters".to_string()
+                    } else {
+                        format!("its path has {}", names.join(", "))
+                    };
+                    return Err(format!(
+                        "route {route:?}: {at}: {name} is not a parameter of the path ({has})"
+                    ));
+                }
+                if declared.params.iter().any(|(typed, _)| typed == name) {
+                    return Err(format!(
+                        "route {route:?}: {at}: {name} is typed in the path already; give its \
+                         type in one place, as {{{name}}} with \"params\" or as {{{name}:type}}"
+                    ));
+                }
+                let shape =
+                    Shape::parse(shape, &at).map_err(|e| format!("route {route:?}: {e}"))?;
+                if matches!(shape.kind, Kind::Array { .. } | Kind::Object { .. }) {
+                    return Err(format!(
+                        "route {route:?}: {at}: a path parameter is one of {SCALARS:?}"
+                    ));
+                }
+                if shape.optional || shape.default.is_some() {
+                    return Err(format!(
+                        "route {route:?}: {at}: a path parameter is never absent: it takes no \
+                         \"optional\" or \"default\""
+                    ));
+                }
+                declared.params.push((name.clone(), shape));
             }
         }
         Ok(declared)
@@ -237,6 +286,8 @@ impl Shape {
                 "string" => Kind::String {
                     min_len: None,
                     max_len: None,
+                    min_bytes: None,
+                    max_bytes: None,
                 },
                 "array" => Kind::Array {
                     items: Box::new(Shape::any()),
@@ -246,6 +297,8 @@ impl Shape {
                 "object" => Kind::Object {
                     fields: Vec::new(),
                     extra: true,
+                    keys: None,
+                    values: None,
                 },
                 _ => {
                     return Err(bad(
@@ -274,14 +327,15 @@ impl Shape {
             Some(_) => return Err(bad(at, "\"type\" must be a name")),
             None if object.contains_key("fields") => "object",
             None if object.contains_key("items") => "array",
+            None if object.contains_key("keys") || object.contains_key("values") => "object",
             None => return Err(bad(at, "an object type needs \"type\"")),
         };
         let keys: &[&str] = match type_name {
             "any" | "bool" => &[],
             "int" | "float" => &["min", "max"],
-            "string" => &["min_len", "max_len"],
+            "string" => &["min_len", "max_len", "min_bytes", "max_bytes"],
             "array" => &["items", "min_items", "max_items"],
-            "object" => &["fields", "extra"],
+            "object" => &["fields", "extra", "keys", "values"],
             other => {
                 return Err(bad(
                     at,
@@ -354,8 +408,31 @@ impl Shape {
             }
             "string" => {
                 let (min_len, max_len) = (count("min_len")?, count("max_len")?);
+                let (min_bytes, max_bytes) = (count("min_bytes")?, count("max_bytes")?);
                 ordered(min_len.zip(max_len).is_some_and(|(a, b)| a > b), "string")?;
-                Kind::String { min_len, max_len }
+                ordered(
+                    min_bytes.zip(max_bytes).is_some_and(|(a, b)| a > b),
+                    "min_bytes and max_bytes",
+                )?;
+                // A character is 1 to 4 bytes: bounds that no string meets would refuse every
+                // request, which is a mistake to show at load, not in production.
+                if min_len.zip(max_bytes).is_some_and(|(a, b)| a > b)
+                    || min_bytes
+                        .zip(max_len)
+                        .is_some_and(|(a, b)| a > b.saturating_mul(4))
+                {
+                    return Err(bad(
+                        at,
+                        "no string fits both the character and the byte bounds (a character is \
+                         1 to 4 bytes)",
+                    ));
+                }
+                Kind::String {
+                    min_len,
+                    max_len,
+                    min_bytes,
+                    max_bytes,
+                }
             }
             "array" => {
                 let items = match object.get("items") {
@@ -374,10 +451,50 @@ impl Shape {
                 }
             }
             _ => {
+                let map = object.contains_key("keys") || object.contains_key("values");
                 let extra = match object.get("extra") {
-                    None => !object.contains_key("fields"),
+                    None => map || !object.contains_key("fields"),
+                    Some(Value::Bool(false)) if map => {
+                        return Err(bad(
+                            at,
+                            "\"keys\" and \"values\" are for fields not named in \"fields\", \
+                             which \"extra\": false refuses",
+                        ))
+                    }
                     Some(Value::Bool(extra)) => *extra,
                     Some(_) => return Err(bad(at, "\"extra\" must be true or false")),
+                };
+                let within = |what: &str| {
+                    if at.is_empty() {
+                        what.to_string()
+                    } else {
+                        format!("{at} {what}")
+                    }
+                };
+                let keys = match object.get("keys") {
+                    None => None,
+                    Some(keys) => {
+                        let at = within("keys");
+                        let shape = Shape::parse(keys, &at)?;
+                        if !matches!(shape.kind, Kind::String { .. }) {
+                            return Err(bad(
+                                &at,
+                                "field names are strings: \"keys\" is a string type",
+                            ));
+                        }
+                        if shape.optional || shape.default.is_some() {
+                            return Err(bad(
+                                &at,
+                                "a field name is never absent: it takes no \"optional\" or \
+                                 \"default\"",
+                            ));
+                        }
+                        Some(Box::new(shape))
+                    }
+                };
+                let values = match object.get("values") {
+                    None => None,
+                    Some(values) => Some(Box::new(Shape::parse(values, &within("values"))?)),
                 };
                 let fields = match object.get("fields") {
                     None => Vec::new(),
@@ -394,7 +511,12 @@ impl Shape {
                         .collect::<Result<_, String>>()?,
                     Some(_) => return Err(bad(at, "\"fields\" must be an object of name: type")),
                 };
-                Kind::Object { fields, extra }
+                Kind::Object {
+                    fields,
+                    extra,
+                    keys,
+                    values,
+                }
             }
         };
         let mut shape = Shape {
@@ -432,10 +554,25 @@ impl Shape {
             Kind::Bool => "true or false".into(),
             Kind::Int { min, max } => format!("an integer{}", bounds(*min, *max)),
             Kind::Float { min, max } => format!("a number{}", bounds(*min, *max)),
-            Kind::String { min_len, max_len } => match length(*min_len, *max_len, "character") {
-                Some(length) => format!("a string of {length}"),
-                None => "a string".into(),
-            },
+            Kind::String {
+                min_len,
+                max_len,
+                min_bytes,
+                max_bytes,
+            } => {
+                let lengths: Vec<String> = [
+                    length(*min_len, *max_len, "character"),
+                    length(*min_bytes, *max_bytes, "byte"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if lengths.is_empty() {
+                    "a string".into()
+                } else {
+                    format!("a string of {}", lengths.join(" and "))
+                }
+            }
             Kind::Array {
                 min_items,
                 max_items,
@@ -490,7 +627,12 @@ impl Shape {
                     Ok(Dynamic::from_float(n))
                 }
             }
-            Kind::String { min_len, max_len } => {
+            Kind::String {
+                min_len,
+                max_len,
+                min_bytes,
+                max_bytes,
+            } => {
                 let Some(text) = value.read_lock::<rhai::ImmutableString>() else {
                     return mismatch(&value);
                 };
@@ -499,6 +641,11 @@ impl Shape {
                     let length =
                         length(*min_len, *max_len, "character").expect("bounds are declared");
                     return Err(format!("{place} must be {length}, not {chars}"));
+                }
+                let bytes = text.len();
+                if outside(bytes, *min_bytes, *max_bytes) {
+                    let length = length(*min_bytes, *max_bytes, "byte").expect("bounds are set");
+                    return Err(format!("{place} must be {length}, not {bytes}"));
                 }
                 drop(text);
                 Ok(value)
@@ -530,7 +677,12 @@ impl Shape {
                     .collect::<Result<Array, String>>()?;
                 Ok(Dynamic::from_array(checked))
             }
-            Kind::Object { fields, extra } => {
+            Kind::Object {
+                fields,
+                extra,
+                keys,
+                values,
+            } => {
                 if !value.is_map() {
                     return mismatch(&value);
                 }
@@ -539,11 +691,9 @@ impl Shape {
                     Place::Field(path) => format!("{path}.{name}"),
                     _ => name.to_string(),
                 };
+                let declared = |key: &str| fields.iter().any(|(name, _)| name == key);
                 if !*extra {
-                    if let Some(key) = map
-                        .keys()
-                        .find(|key| !fields.iter().any(|(name, _)| name == key.as_str()))
-                    {
+                    if let Some(key) = map.keys().find(|key| !declared(key)) {
                         let names: Vec<String> = fields
                             .iter()
                             .map(|(name, _)| format!("\"{name}\""))
@@ -574,6 +724,25 @@ impl Shape {
                                 return Err(format!("\"{path}\" is required: {}", shape.describe()))
                             }
                         },
+                    }
+                }
+                if keys.is_some() || values.is_some() {
+                    for (name, value) in map.iter_mut().filter(|(name, _)| !declared(name)) {
+                        // The names are the client's: one may be as long as the body.
+                        let shown = shorten(name);
+                        if let Some(keys) = keys {
+                            let named = format!("the field name {shown:?} in {place}");
+                            // A string type leaves a string as it is: only a refusal matters.
+                            keys.check(
+                                Dynamic::from(rhai::ImmutableString::from(name.as_str())),
+                                Place::Name(&named),
+                            )
+                            .map(drop)?;
+                        }
+                        if let Some(values) = values {
+                            let path = path(&shown);
+                            *value = values.check(std::mem::take(value), Place::Field(&path))?;
+                        }
                     }
                 }
                 Ok(Dynamic::from_map(map))
@@ -620,6 +789,15 @@ impl Shape {
             Kind::String { .. } => self.check(Dynamic::from(text), place),
             Kind::Any | Kind::Array { .. } | Kind::Object { .. } => Ok(Dynamic::from(text)),
         }
+    }
+}
+
+/// A name as a message shows it: at most 40 characters, then an ellipsis.
+fn shorten(name: &str) -> String {
+    const SHOWN: usize = 40;
+    match name.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_string(),
     }
 }
 
@@ -840,5 +1018,259 @@ mod tests {
         assert!(Declared::parse("GET /x", &bad_query, "/x")
             .expect_err("arrays are not query parameters")
             .contains("query.q"));
+    }
+
+    #[test]
+    fn byte_bounds_count_utf8_bytes_beside_characters() {
+        // "日本語" is 3 characters of 3 bytes each.
+        let d = declared(r#"{"fields": {"s": {"type": "string", "max_bytes": 8}}}"#);
+        assert_eq!(
+            check(&d, r#"{"s": "日本語"}"#),
+            Err(r#""s" must be at most 8 bytes, not 9"#.into())
+        );
+        assert!(
+            check(&d, r#"{"s": "日本ab"}"#).is_ok(),
+            "8 bytes, at the bound"
+        );
+        let d = declared(r#"{"fields": {"s": {"type": "string", "max_len": 3}}}"#);
+        assert!(check(&d, r#"{"s": "日本語"}"#).is_ok(), "3 characters");
+        let d = declared(
+            r#"{"fields": {"s": {"type": "string", "min_len": 2, "max_len": 3,
+               "min_bytes": 1, "max_bytes": 9}}}"#,
+        );
+        assert!(
+            check(&d, r#"{"s": "日本語"}"#).is_ok(),
+            "9 bytes, at both bounds"
+        );
+        assert_eq!(
+            check(&d, r#"{"s": "a"}"#),
+            Err(r#""s" must be 2 to 3 characters, not 1"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"s": "日本語x"}"#),
+            Err(r#""s" must be 2 to 3 characters, not 4"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"s": 1}"#),
+            Err(
+                r#""s" must be a string of 2 to 3 characters and 1 to 9 bytes, not an integer"#
+                    .into()
+            )
+        );
+        let d = declared(r#"{"fields": {"s": {"type": "string", "min_bytes": 4}}}"#);
+        assert_eq!(
+            check(&d, r#"{}"#),
+            Err(r#""s" is required: a string of at least 4 bytes"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"s": "abc"}"#),
+            Err(r#""s" must be at least 4 bytes, not 3"#.into())
+        );
+        assert!(check(&d, r#"{"s": "é"}"#).is_err(), "2 bytes");
+        assert!(check(&d, r#"{"s": "éé"}"#).is_ok(), "4 bytes");
+    }
+
+    /// The bundled key-value app's batch body.
+    const BATCH: &str = r#"{"fields": {
+        "put": {"type": "object", "keys": {"type": "string", "min_bytes": 1, "max_bytes": 256},
+                "values": {"type": "string", "max_bytes": 65536}, "default": {}},
+        "delete": {"type": "array", "items": {"type": "string", "min_bytes": 1,
+                   "max_bytes": 256}, "default": []}}}"#;
+
+    #[test]
+    fn an_object_as_a_map_checks_each_name_and_value() {
+        let d = declared(BATCH);
+        assert_eq!(
+            check(&d, r#"{"put": {"a": "1", "日本": ""}, "delete": ["b"]}"#),
+            Ok(serde_json::json!({"put": {"a": "1", "日本": ""}, "delete": ["b"]}))
+        );
+        assert_eq!(
+            check(&d, "{}"),
+            Ok(serde_json::json!({"put": {}, "delete": []}))
+        );
+        let big = "x".repeat(70_000);
+        let at_bound = "x".repeat(65_536);
+        assert!(check(&d, &format!(r#"{{"put": {{"abc": "{at_bound}"}}}}"#)).is_ok());
+        let cases = [
+            (
+                format!(r#"{{"put": {{"abc": "{big}"}}}}"#),
+                r#""put.abc" must be at most 65536 bytes, not 70000"#.to_string(),
+            ),
+            (
+                r#"{"put": {"abc": 1}}"#.to_string(),
+                r#""put.abc" must be a string of at most 65536 bytes, not an integer"#.into(),
+            ),
+            (
+                r#"{"put": {"": "v"}}"#.to_string(),
+                r#"the field name "" in "put" must be 1 to 256 bytes, not 0"#.into(),
+            ),
+            (
+                format!(r#"{{"put": {{"{}": "v"}}}}"#, "k".repeat(257)),
+                format!(
+                    r#"the field name "{}…" in "put" must be 1 to 256 bytes, not 257"#,
+                    "k".repeat(40)
+                ),
+            ),
+            (
+                r#"{"put": []}"#.to_string(),
+                r#""put" must be an object, not an array"#.into(),
+            ),
+        ];
+        for (body, message) in cases {
+            assert_eq!(check(&d, &body), Err(message), "{:.60}", body);
+        }
+        assert!(check(&d, &format!(r#"{{"put": {{"{}": "v"}}}}"#, "k".repeat(256))).is_ok());
+
+        // Declared fields are checked as before, and are not held to `keys` or `values`.
+        let d = declared(
+            r#"{"fields": {"version": {"type": "int", "min": 1}}, "keys": {"type": "string",
+               "max_bytes": 3}, "values": "float"}"#,
+        );
+        assert_eq!(
+            check(&d, r#"{"version": 2, "a": 1, "b": 2.5}"#),
+            Ok(serde_json::json!({"version": 2, "a": 1.0, "b": 2.5})),
+            "an integer is widened for a float value"
+        );
+        assert_eq!(
+            check(&d, r#"{"version": 0, "a": 1}"#),
+            Err(r#""version" must be an integer of at least 1, not 0"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"a": 1}"#),
+            Err(r#""version" is required: an integer of at least 1"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"version": 1, "a": "1"}"#),
+            Err(r#""a" must be a number, not a string"#.into())
+        );
+        assert_eq!(
+            check(&d, r#"{"version": 1, "abcd": 1}"#),
+            Err(r#"the field name "abcd" in the body must be at most 3 bytes, not 4"#.into())
+        );
+        // `keys` alone leaves the values unchecked; it names an object type without "type".
+        let d = declared(r#"{"keys": {"type": "string", "max_len": 1}}"#);
+        assert!(check(&d, r#"{"a": [1], "b": null}"#).is_ok());
+        assert!(check(&d, r#"{"ab": 1}"#).is_err());
+    }
+
+    #[test]
+    fn path_parameters_take_bounds_under_params() {
+        let entry = serde_json::json!({"handler": "put",
+            "params": {"key": {"type": "string", "min_bytes": 1, "max_bytes": 256}},
+            "body": {"fields": {"value": {"type": "string", "max_bytes": 65536}}}});
+        let d = Declared::parse("PUT /kv/{key}", &entry, "/kv/{key}").expect("declares");
+        let mut params = vec![("key".to_string(), Dynamic::from("k".repeat(256)))];
+        d.check_params(&mut params).expect("256 bytes fit");
+        assert_eq!(
+            params[0].1.clone().into_string().ok(),
+            Some("k".repeat(256))
+        );
+        let mut params = vec![("key".to_string(), Dynamic::from("k".repeat(300)))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("key must be 1 to 256 bytes, not 300".into())
+        );
+        let mut params = vec![("key".to_string(), Dynamic::from(""))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("key must be 1 to 256 bytes, not 0".into())
+        );
+        // Scalars other than strings convert from the text, as a typed path parameter does.
+        let entry = serde_json::json!({"handler": "h",
+            "params": {"id": {"type": "int", "min": 1}}});
+        let d = Declared::parse("GET /x/{id}/{y}", &entry, "/x/{id}/{y}").expect("declares");
+        let mut params = vec![
+            ("id".to_string(), Dynamic::from("7")),
+            ("y".to_string(), Dynamic::from("z")),
+        ];
+        d.check_params(&mut params).expect("fits");
+        assert_eq!(params[0].1.as_int(), Ok(7));
+        let mut params = vec![("id".to_string(), Dynamic::from("0"))];
+        assert_eq!(
+            d.check_params(&mut params),
+            Err("id must be an integer of at least 1, not \"0\"".into())
+        );
+
+        let refused = |route: &str, params: Value| {
+            let entry = serde_json::json!({"handler": "h", "params": params});
+            let path = route.split_once(' ').expect("a route").1;
+            Declared::parse(route, &entry, path).expect_err(route)
+        };
+        assert_eq!(
+            refused("GET /kv/{key}", serde_json::json!({"id": "int"})),
+            r#"route "GET /kv/{key}": params.id: id is not a parameter of the path (its path has key)"#
+        );
+        assert!(refused("GET /kv", serde_json::json!({"key": "string"}))
+            .contains("its path has no parameters"));
+        assert!(
+            refused("GET /kv/{key:int}", serde_json::json!({"key": "int"}))
+                .contains("key is typed in the path already")
+        );
+        assert!(
+            refused("GET /kv/{key}", serde_json::json!({"key": "array"}))
+                .contains("a path parameter is one of")
+        );
+        assert!(
+            refused("GET /kv/{key}", serde_json::json!({"key": "string?"}))
+                .contains("never absent")
+        );
+        assert!(refused("GET /kv/{key}", serde_json::json!(["key"]))
+            .contains("\"params\" must be an object"));
+        assert!(refused(
+            "GET /kv/{key}",
+            serde_json::json!({"key": {"type": "string", "max_byte": 3}})
+        )
+        .contains("params.key: string does not take \"max_byte\""));
+    }
+
+    #[test]
+    fn mistakes_in_byte_bounds_and_maps_are_load_errors() {
+        let refused = |body: &str| {
+            let entry: Value =
+                serde_json::from_str(&format!(r#"{{"handler": "h", "body": {body}}}"#)).unwrap();
+            Declared::parse("POST /x", &entry, "/x").expect_err(body)
+        };
+        assert_eq!(
+            refused(r#"{"fields": {"s": {"type": "string", "min_bytes": 5, "max_bytes": 4}}}"#),
+            r#"route "POST /x": s: min_bytes and max_bytes: the minimum is above the maximum"#
+        );
+        assert!(refused(r#"{"type": "string", "max_bytes": -1}"#)
+            .contains("\"max_bytes\" must be a count"));
+        assert!(refused(r#"{"type": "string", "min_bytes": 1.5}"#)
+            .contains("\"min_bytes\" must be a count"));
+        assert!(
+            refused(r#"{"type": "string", "min_len": 5, "max_bytes": 4}"#)
+                .contains("no string fits")
+        );
+        assert!(
+            refused(r#"{"type": "string", "max_len": 1, "min_bytes": 5}"#)
+                .contains("no string fits")
+        );
+        assert_eq!(
+            refused(r#"{"fields": {"m": {"type": "object", "keys": "int"}}}"#),
+            r#"route "POST /x": m keys: field names are strings: "keys" is a string type"#
+        );
+        assert!(refused(r#"{"type": "object", "keys": "string?"}"#).contains("never absent"));
+        assert!(
+            refused(r#"{"type": "object", "values": "int", "extra": false}"#)
+                .contains("\"extra\": false refuses")
+        );
+        assert!(
+            refused(r#"{"type": "object", "keys": "string", "extra": false}"#)
+                .contains("\"extra\": false refuses")
+        );
+        assert!(refused(r#"{"type": "object", "values": "integer"}"#)
+            .contains("values: unknown type \"integer\""));
+        assert_eq!(
+            refused(r#"{"type": "object", "value": "int"}"#),
+            r#"route "POST /x": body: object does not take "value" (it takes ["fields", "extra", "keys", "values"])"#
+        );
+        assert!(refused(r#"{"type": "string", "max_byte": 3}"#)
+            .contains(r#"["min_len", "max_len", "min_bytes", "max_bytes"]"#));
+        // A default is checked against `values` like any value.
+        assert!(
+            refused(r#"{"type": "object", "values": "int", "default": {"a": "x"}}"#)
+                .contains("the default does not fit")
+        );
     }
 }

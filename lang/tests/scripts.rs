@@ -669,6 +669,16 @@ fn a_manifest_with_a_mistake_does_not_load() {
             "expected `:`",
             r#""a""#,
         ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/{p}": {"handler": "a", "param": {}}}}"#,
+            r#"unknown key "param": the handler must be a function name, or an object with "handler" and any of "body", "query" and "params""#,
+            r#""param""#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"GET /a/{p}": {"handler": "a", "params": {"q": "int"}}}}"#,
+            "params.q: q is not a parameter of the path (its path has p)",
+            r#""GET /a/{p}""#,
+        ),
     ] {
         let error = load(manifest).unwrap_or_else(|| panic!("{manifest} loaded"));
         assert!(error.contains(says), "{manifest}: {error}");
@@ -766,4 +776,96 @@ fn sum(r) {
         let error = load(limits).err().expect(limits).to_string();
         assert!(error.contains(says), "{limits}: {error}");
     }
+}
+
+/// The bundled key-value app's contract, declared in its manifest: a key of 1 to 256 bytes, a
+/// value of at most 64 KiB, and any other request a 400 before a handler runs.
+#[test]
+fn declared_byte_bounds_params_and_maps_refuse_requests_before_the_handler() {
+    let manifest = r#"{"name": "kv", "routes": {
+        "PUT /kv/{key}": {
+            "handler": "put",
+            "params": {"key": {"type": "string", "min_bytes": 1, "max_bytes": 256}},
+            "body": {"fields": {"value": {"type": "string", "max_bytes": 65536}}}
+        },
+        "POST /kv": {
+            "handler": "batch",
+            "body": {"fields": {
+                "put": {"type": "object", "keys": {"type": "string", "min_bytes": 1,
+                        "max_bytes": 256}, "values": {"type": "string", "max_bytes": 65536},
+                        "default": {}},
+                "delete": {"type": "array", "items": {"type": "string", "min_bytes": 1,
+                           "max_bytes": 256}, "default": []}}}
+        }}}"#;
+    let limits = Limits {
+        string_bytes_max: 1 << 20,
+        ..Limits::default()
+    };
+    let app = App::from_sources(
+        manifest,
+        vec![(
+            "kv.rhai".into(),
+            "fn put(r) { r.body.value }\nfn batch(r) { r.body.put.len() }".into(),
+        )],
+        limits,
+    )
+    .expect("loads");
+    let route = |handler: &str| {
+        app.routes()
+            .iter()
+            .position(|r| r.handler == handler)
+            .expect("a route")
+    };
+    let put = |key: &str, body: Value| {
+        let params = vec![("key".to_string(), key.to_string())];
+        let body = serde_json::to_vec(&body).expect("json");
+        app.request(route("put"), params, Vec::new(), Default::default(), &body)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let value = |n: usize| json!({"value": "v".repeat(n)});
+    assert_eq!(put(&"k".repeat(256), value(65_536)), Ok(()));
+    assert_eq!(
+        put(&"k".repeat(300), value(1)),
+        Err("key must be 1 to 256 bytes, not 300".into())
+    );
+    assert_eq!(
+        put("k", value(70_000)),
+        Err(r#""value" must be at most 65536 bytes, not 70000"#.into())
+    );
+    let batch = |body: Value| {
+        let body = serde_json::to_vec(&body).expect("json");
+        app.request(
+            route("batch"),
+            Vec::new(),
+            Vec::new(),
+            Default::default(),
+            &body,
+        )
+        .map(|request| {
+            request.body.cast::<rhai::Map>()["put"]
+                .clone()
+                .cast::<rhai::Map>()
+                .len()
+        })
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(batch(json!({"put": {"a": "1", "b": "2"}})), Ok(2));
+    assert_eq!(
+        batch(json!({"delete": ["a"]})),
+        Ok(0),
+        "put defaults to {{}}"
+    );
+    assert_eq!(
+        batch(json!({"put": {"abc": "v".repeat(70_000)}})),
+        Err(r#""put.abc" must be at most 65536 bytes, not 70000"#.into())
+    );
+    assert_eq!(
+        batch(json!({"put": {"": "v"}})),
+        Err(r#"the field name "" in "put" must be 1 to 256 bytes, not 0"#.into())
+    );
+    assert_eq!(
+        batch(json!({"delete": [""]})),
+        Err(r#""delete[0]" must be 1 to 256 bytes, not 0"#.into())
+    );
 }
