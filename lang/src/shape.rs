@@ -79,11 +79,11 @@ enum Place<'a> {
     /// The body itself.
     Body,
     /// A field of the body, by its path: `player`, `lines[2].qty`.
-    Field(&'a str),
+    Field(Path<'a>),
     Query(&'a str),
     Param(&'a str),
     /// An undeclared field's name, in words: `the field name "" in "put"`.
-    Name(&'a str),
+    Name(&'a str, &'a Place<'a>),
 }
 
 impl std::fmt::Display for Place<'_> {
@@ -91,7 +91,45 @@ impl std::fmt::Display for Place<'_> {
         match self {
             Place::Body => f.write_str("the body"),
             Place::Field(path) => write!(f, "\"{path}\""),
-            Place::Query(name) | Place::Param(name) | Place::Name(name) => f.write_str(name),
+            Place::Query(name) | Place::Param(name) => f.write_str(name),
+            Place::Name(name, within) => {
+                write!(f, "the field name {:?} in {within}", shorten(name))
+            }
+        }
+    }
+}
+
+/// A value's path in the body, written out only when a message names it: checking a batch of
+/// a thousand entries must not format a thousand paths that no message uses.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// A field of the body: `player`.
+    Top(&'a str),
+    /// A field of the object at a path: `order.lines`.
+    Member(&'a Path<'a>, &'a str),
+    /// An item of the array at a path (the body's own items have none): `lines[2]`.
+    Item(Option<&'a Path<'a>>, usize),
+}
+
+impl<'a> Path<'a> {
+    /// The field `name` of the object at `parent` (`None`: the body).
+    fn member(parent: Option<&'a Path<'a>>, name: &'a str) -> Path<'a> {
+        match parent {
+            Some(parent) => Path::Member(parent, name),
+            None => Path::Top(name),
+        }
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names are the client's when a type takes undeclared fields: one may be as long as
+        // the body.
+        match self {
+            Path::Top(name) => f.write_str(&shorten(name)),
+            Path::Member(parent, name) => write!(f, "{parent}.{}", shorten(name)),
+            Path::Item(Some(parent), i) => write!(f, "{parent}[{i}]"),
+            Path::Item(None, i) => write!(f, "[{i}]"),
         }
     }
 }
@@ -531,7 +569,10 @@ impl Shape {
         }
         if let Some(default) = object.get("default") {
             let value = shape
-                .check(value::to_dynamic(default), Place::Field("default"))
+                .check(
+                    value::to_dynamic(default),
+                    Place::Field(Path::Top("default")),
+                )
                 .map_err(|e| bad(at, format!("the default does not fit: {e}")))?;
             shape.default = Some(value);
             shape.optional = true;
@@ -663,16 +704,15 @@ impl Shape {
                     let length = length(*min_items, *max_items, "item").expect("bounds are set");
                     return Err(format!("{place} must hold {length}, not {}", array.len()));
                 }
-                let prefix = match place {
-                    Place::Field(path) => path.to_string(),
-                    _ => String::new(),
+                let parent = match place {
+                    Place::Field(path) => Some(path),
+                    _ => None,
                 };
                 let checked = array
                     .into_iter()
                     .enumerate()
                     .map(|(i, item)| {
-                        let path = format!("{prefix}[{i}]");
-                        items.check(item, Place::Field(&path))
+                        items.check(item, Place::Field(Path::Item(parent.as_ref(), i)))
                     })
                     .collect::<Result<Array, String>>()?;
                 Ok(Dynamic::from_array(checked))
@@ -687,10 +727,11 @@ impl Shape {
                     return mismatch(&value);
                 }
                 let mut map = value.cast::<Map>();
-                let path = |name: &str| match place {
-                    Place::Field(path) => format!("{path}.{name}"),
-                    _ => name.to_string(),
+                let parent = match place {
+                    Place::Field(path) => Some(path),
+                    _ => None,
                 };
+                let path = |name| Path::member(parent.as_ref(), name);
                 let declared = |key: &str| fields.iter().any(|(name, _)| name == key);
                 if !*extra {
                     if let Some(key) = map.keys().find(|key| !declared(key)) {
@@ -710,10 +751,10 @@ impl Shape {
                     }
                 }
                 for (name, shape) in fields {
-                    let path = path(name);
+                    let path = Path::member(parent.as_ref(), name);
                     match map.get_mut(name.as_str()) {
                         Some(value) => {
-                            *value = shape.check(std::mem::take(value), Place::Field(&path))?;
+                            *value = shape.check(std::mem::take(value), Place::Field(path))?;
                         }
                         None => match &shape.default {
                             Some(default) => {
@@ -728,20 +769,17 @@ impl Shape {
                 }
                 if keys.is_some() || values.is_some() {
                     for (name, value) in map.iter_mut().filter(|(name, _)| !declared(name)) {
-                        // The names are the client's: one may be as long as the body.
-                        let shown = shorten(name);
                         if let Some(keys) = keys {
-                            let named = format!("the field name {shown:?} in {place}");
                             // A string type leaves a string as it is: only a refusal matters.
                             keys.check(
                                 Dynamic::from(rhai::ImmutableString::from(name.as_str())),
-                                Place::Name(&named),
+                                Place::Name(name, &place),
                             )
                             .map(drop)?;
                         }
                         if let Some(values) = values {
-                            let path = path(&shown);
-                            *value = values.check(std::mem::take(value), Place::Field(&path))?;
+                            let place = Place::Field(Path::member(parent.as_ref(), name));
+                            *value = values.check(std::mem::take(value), place)?;
                         }
                     }
                 }
