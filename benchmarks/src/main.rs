@@ -7,6 +7,7 @@
 //! `Foo(foo::Args)` to `Command` plus its arm in `main`.
 
 mod device;
+mod kv;
 mod log;
 mod measure;
 mod owner;
@@ -51,6 +52,11 @@ enum Command {
     /// One TPC-C stream through Pure, SQLite and grouped SQLite: answers, tables and the
     /// consistency conditions compared.
     TpccEqual(tpcc::equal::Args),
+    /// db_bench for the kv app (Pure over HTTP or in-process) or SQLite: micros/op per benchmark.
+    Kv(kv::Args),
+    /// The kv benchmarks on every SQLite journal mode, page size and synchronous setting and on
+    /// Pure: one comparison table (Markdown, JSON) and a plot.
+    KvSweep(kv::sweep::SweepArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,5 +69,7 @@ fn main() -> anyhow::Result<()> {
         Command::TpccMatrix(args) => tpcc::matrix::run(args),
         Command::TpccLoad(args) => tpcc::run_load(args),
         Command::TpccEqual(args) => tpcc::equal::run(args),
+        Command::Kv(args) => kv::run(args),
+        Command::KvSweep(args) => kv::sweep::run(args),
     }
 }

@@ -154,7 +154,7 @@ impl Settings {
 
     /// Applies everything but `page_size` to a connection, `journal_mode` checked (a database
     /// that another connection holds in WAL mode cannot leave it).
-    pub(super) fn apply(&self, conn: &Connection) -> Result<()> {
+    pub(crate) fn apply(&self, conn: &Connection) -> Result<()> {
         conn.pragma_update(None, "foreign_keys", "OFF")?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

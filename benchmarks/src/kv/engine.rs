@@ -1,0 +1,662 @@
+//! The engines `pure-bench kv` drives, behind one interface: a [`Store`] is a database that can be
+//! emptied and hands out [`Client`]s, one per benchmark thread, each doing one operation at a
+//! time. Every engine is given the same operations (keys, values, batches, pages of a range), so
+//! that their figures compare.
+//!
+//! - [`Sqlite`]: rusqlite (bundled SQLite) in this process, one connection per client, a commit
+//!   per operation (per batch for a batch) under the chosen `synchronous`; writers take turns on
+//!   a lock of ours, so they never meet SQLITE_BUSY and its sleeping retries.
+//! - [`PureHttp`]: the kv app in a `pure-serve` started here, one keep-alive connection per
+//!   client.
+//! - [`PureInprocess`]: the kv app in a `pure_runtime::Runtime` in this process: the requests
+//!   the server would build, without HTTP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Context, Result};
+use pure_lang::{App, Request};
+use pure_runtime::{Runtime, RuntimeOptions};
+use pure_store::SyncMode;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+
+use crate::tpcc::pure::Server;
+use crate::tpcc::sqlite::Settings;
+
+/// Most entries one range call returns: the kv app's largest `limit`.
+pub const PAGE: usize = 1000;
+
+/// A page of a range: the entries read (and their bytes), and where the next page starts.
+pub struct Page {
+    pub entries: usize,
+    pub bytes: usize,
+    /// Forward: the first key of the next page; reverse: the key the next page stops before.
+    /// `None` at the end.
+    pub next: Option<String>,
+}
+
+/// One thread's connection to the database.
+pub trait Client {
+    fn put(&mut self, key: &str, value: &str) -> Result<()>;
+    /// The value's length, or `None` when the key is absent.
+    fn get(&mut self, key: &str) -> Result<Option<usize>>;
+    /// Whether the key was there.
+    fn delete(&mut self, key: &str) -> Result<bool>;
+    /// Every entry written in one transaction.
+    fn batch(&mut self, entries: &[(String, &str)]) -> Result<()>;
+    /// Up to `limit` entries from `bound` on (forward: `bound` included; reverse: from below
+    /// `bound` down, `bound` excluded); `None` is the start (or the end, reverse).
+    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page>;
+}
+
+/// A database under test.
+pub trait Store: Sync {
+    /// A new client, for the calling thread.
+    fn client(&self) -> Result<Box<dyn Client + '_>>;
+    /// Starts again on an empty database (db_bench's fresh database for the fill benchmarks).
+    fn fresh(&mut self) -> Result<()>;
+    /// Closes the database cleanly.
+    fn close(self: Box<Self>) -> Result<()>;
+    /// The server process, when the engine is one (its CPU is counted apart from ours).
+    fn server_pid(&self) -> Option<u32> {
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite
+
+/// One table, `key TEXT PRIMARY KEY, value TEXT`, WITHOUT ROWID (the entries live in the
+/// primary key's B-tree, as Pure's live in one ordered map), in `dir/kv.sqlite`.
+pub struct Sqlite {
+    path: PathBuf,
+    settings: Settings,
+    /// Writers take turns here rather than in SQLite's busy handler, which sleeps.
+    write_lock: Arc<Mutex<()>>,
+}
+
+impl Sqlite {
+    pub fn open(dir: &Path, settings: Settings, existing: bool) -> Result<Sqlite> {
+        let sqlite = Sqlite {
+            path: dir.join("kv.sqlite"),
+            settings,
+            write_lock: Arc::new(Mutex::new(())),
+        };
+        if existing {
+            if !sqlite.path.exists() {
+                bail!(
+                    "--use-existing-db: {} does not exist (run a fill benchmark first)",
+                    sqlite.path.display()
+                );
+            }
+            sqlite.connect()?;
+        } else {
+            sqlite.create()?;
+        }
+        Ok(sqlite)
+    }
+
+    fn create(&self) -> Result<()> {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let path = PathBuf::from(format!("{}{suffix}", self.path.display()));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| format!("remove {}", path.display())),
+            }
+        }
+        let conn = Connection::open(&self.path)
+            .with_context(|| format!("create {}", self.path.display()))?;
+        // The page size counts only before the first table, and not in WAL mode.
+        conn.pragma_update(None, "page_size", self.settings.page_size)?;
+        conn.execute_batch(
+            "CREATE TABLE kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID",
+        )?;
+        let page_size: u32 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+        if page_size != self.settings.page_size {
+            bail!(
+                "page_size={} was asked but SQLite made {page_size}",
+                self.settings.page_size
+            );
+        }
+        self.settings.apply(&conn)?;
+        Ok(())
+    }
+
+    fn connect(&self) -> Result<Connection> {
+        let conn = Connection::open(&self.path)
+            .with_context(|| format!("open {}", self.path.display()))?;
+        self.settings.apply(&conn)?;
+        Ok(conn)
+    }
+}
+
+impl Store for Sqlite {
+    fn client(&self) -> Result<Box<dyn Client + '_>> {
+        Ok(Box::new(SqliteClient {
+            conn: self.connect()?,
+            write_lock: &self.write_lock,
+        }))
+    }
+
+    fn fresh(&mut self) -> Result<()> {
+        self.create()
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct SqliteClient<'a> {
+    conn: Connection,
+    write_lock: &'a Mutex<()>,
+}
+
+/// Takes the writers' turn. A writer that panicked left nothing half-done in SQLite (its
+/// transaction rolls back), so a poisoned lock is taken as it is.
+fn turn(lock: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
+    lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Client for SqliteClient<'_> {
+    fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        let _turn = turn(self.write_lock);
+        self.conn
+            .prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
+            .execute(params![key, value])?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<usize>> {
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT value FROM kv WHERE key = ?1")?;
+        // The value is read out as the HTTP answer's would be, not just found.
+        let value = statement
+            .query_row([key], |row| {
+                row.get_ref(0).map(|v| v.as_bytes().map(<[u8]>::len))
+            })
+            .optional()?;
+        Ok(value.transpose()?)
+    }
+
+    fn delete(&mut self, key: &str) -> Result<bool> {
+        let _turn = turn(self.write_lock);
+        let changed = self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE key = ?1")?
+            .execute([key])?;
+        Ok(changed > 0)
+    }
+
+    fn batch(&mut self, entries: &[(String, &str)]) -> Result<()> {
+        let _turn = turn(self.write_lock);
+        let tx = self.conn.transaction()?;
+        {
+            let mut put =
+                tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?;
+            for (key, value) in entries {
+                put.execute(params![key, value])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page> {
+        let sql = match (reverse, bound.is_some()) {
+            (false, true) => "SELECT key, value FROM kv WHERE key >= ?1 ORDER BY key LIMIT ?2",
+            (false, false) => "SELECT key, value FROM kv ORDER BY key LIMIT ?2",
+            (true, true) => "SELECT key, value FROM kv WHERE key < ?1 ORDER BY key DESC LIMIT ?2",
+            (true, false) => "SELECT key, value FROM kv ORDER BY key DESC LIMIT ?2",
+        };
+        let mut statement = self.conn.prepare_cached(sql)?;
+        // Both parameters are always bound: ?1 unused is allowed when numbered.
+        let mut rows = statement.query(params![bound.unwrap_or(""), limit as i64 + 1])?;
+        let mut page = Page {
+            entries: 0,
+            bytes: 0,
+            next: None,
+        };
+        let mut last = String::new();
+        while let Some(row) = rows.next()? {
+            let key = row.get_ref(0)?.as_str()?;
+            if page.entries == limit {
+                page.next = Some(if reverse { last } else { key.to_string() });
+                break;
+            }
+            let value = row.get_ref(1)?.as_bytes()?;
+            page.entries += 1;
+            page.bytes += key.len() + value.len();
+            if reverse {
+                last.clear();
+                last.push_str(key);
+            }
+        }
+        Ok(page)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure over HTTP
+
+/// The kv app in a pure-serve of ours, on `data`.
+pub struct PureHttp {
+    app: PathBuf,
+    data: PathBuf,
+    flags: Vec<String>,
+    server: Option<Server>,
+}
+
+impl PureHttp {
+    pub fn start(app: &Path, data: &Path, flags: Vec<String>, existing: bool) -> Result<PureHttp> {
+        let mut pure = PureHttp {
+            app: app.to_path_buf(),
+            data: data.to_path_buf(),
+            flags,
+            server: None,
+        };
+        if existing {
+            if !data.exists() {
+                bail!(
+                    "--use-existing-db: {} does not exist (run a fill benchmark first)",
+                    data.display()
+                );
+            }
+            pure.serve()?;
+        } else {
+            pure.fresh()?;
+        }
+        Ok(pure)
+    }
+
+    fn serve(&mut self) -> Result<()> {
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        self.server = Some(Server::start(&self.app, &self.data, &flags)?);
+        Ok(())
+    }
+
+    fn address(&self) -> SocketAddr {
+        self.server.as_ref().expect("serving").address
+    }
+}
+
+impl Store for PureHttp {
+    fn client(&self) -> Result<Box<dyn Client + '_>> {
+        Ok(Box::new(HttpClient::connect(self.address())?))
+    }
+
+    fn fresh(&mut self) -> Result<()> {
+        if let Some(server) = self.server.take() {
+            server.stop()?;
+        }
+        remove_dir(&self.data)?;
+        self.serve()
+    }
+
+    fn close(mut self: Box<Self>) -> Result<()> {
+        match self.server.take() {
+            Some(server) => server.stop(),
+            None => Ok(()),
+        }
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        self.server.as_ref().map(Server::pid)
+    }
+}
+
+fn remove_dir(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("empty {}", dir.display())),
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection. It reads answers' bodies as bytes and parses only a
+/// range's (a page of entries), so that the client, which shares the machine's cores with the
+/// server, spends little of them.
+struct HttpClient {
+    stream: BufReader<TcpStream>,
+    request: Vec<u8>,
+    body: Vec<u8>,
+    line: String,
+}
+
+impl HttpClient {
+    fn connect(address: SocketAddr) -> Result<HttpClient> {
+        let stream =
+            TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
+        stream.set_nodelay(true)?;
+        // Far beyond any answer's time, so that a server that stopped answering fails the run
+        // instead of hanging it.
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+        Ok(HttpClient {
+            stream: BufReader::with_capacity(64 << 10, stream),
+            request: Vec::with_capacity(4096),
+            body: Vec::new(),
+            line: String::new(),
+        })
+    }
+
+    /// Sends a request and reads its answer's status, leaving the body in `self.body`.
+    fn send(&mut self, method: &str, path: &str, body: &[u8]) -> Result<u16> {
+        self.request.clear();
+        write!(self.request, "{method} {path} HTTP/1.1\r\nHost: kv\r\n")?;
+        if !body.is_empty() {
+            write!(
+                self.request,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            )?;
+        }
+        self.request.extend_from_slice(b"\r\n");
+        self.request.extend_from_slice(body);
+        self.stream.get_mut().write_all(&self.request)?;
+        self.line.clear();
+        self.stream.read_line(&mut self.line)?;
+        let status: u16 = self
+            .line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("not an HTTP status line: {:?}", self.line))?;
+        let mut length = 0;
+        loop {
+            self.line.clear();
+            self.stream.read_line(&mut self.line)?;
+            let header = self.line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value
+                        .trim()
+                        .parse()
+                        .with_context(|| format!("a bad Content-Length: {header}"))?;
+                }
+            }
+        }
+        self.body.resize(length, 0);
+        self.stream.read_exact(&mut self.body)?;
+        Ok(status)
+    }
+
+    fn expect(&self, what: &str, status: u16, expected: &[u16]) -> Result<()> {
+        if expected.contains(&status) {
+            return Ok(());
+        }
+        bail!(
+            "{what}: the server answered {status} {}",
+            String::from_utf8_lossy(&self.body)
+        )
+    }
+}
+
+impl Client for HttpClient {
+    fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        let body = value_body(value);
+        let status = self.send("PUT", &format!("/kv/{key}"), &body)?;
+        self.expect("PUT", status, &[204])
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<usize>> {
+        let status = self.send("GET", &format!("/kv/{key}"), b"")?;
+        self.expect("GET", status, &[200, 404])?;
+        Ok((status == 200).then_some(self.body.len()))
+    }
+
+    fn delete(&mut self, key: &str) -> Result<bool> {
+        let status = self.send("DELETE", &format!("/kv/{key}"), b"")?;
+        self.expect("DELETE", status, &[200])?;
+        // {"deleted":true} or {"deleted":false}: no need to parse it.
+        Ok(self.body.windows(4).any(|w| w == b"true"))
+    }
+
+    fn batch(&mut self, entries: &[(String, &str)]) -> Result<()> {
+        let body = batch_body(entries);
+        let status = self.send("POST", "/kv", &body)?;
+        self.expect("POST", status, &[200])
+    }
+
+    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page> {
+        let mut path = format!("/kv?limit={limit}");
+        match (bound, reverse) {
+            (Some(key), false) => path.push_str(&format!("&from={key}")),
+            (Some(key), true) => path.push_str(&format!("&to={key}&reverse=true")),
+            (None, true) => path.push_str("&reverse=true"),
+            (None, false) => {}
+        }
+        let status = self.send("GET", &path, b"")?;
+        self.expect("GET /kv", status, &[200])?;
+        let answer: Value = serde_json::from_slice(&self.body)?;
+        page_of(&answer)
+    }
+}
+
+/// Keys are digits and values letters and digits (see `super::Data`), so neither needs
+/// escaping in a path or a JSON string.
+fn value_body(value: &str) -> Vec<u8> {
+    let mut body = Vec::with_capacity(value.len() + 16);
+    body.extend_from_slice(b"{\"value\":\"");
+    body.extend_from_slice(value.as_bytes());
+    body.extend_from_slice(b"\"}");
+    body
+}
+
+fn batch_body(entries: &[(String, &str)]) -> Vec<u8> {
+    let size: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let mut body = Vec::with_capacity(size + 16);
+    body.extend_from_slice(b"{\"put\":{");
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.push(b'"');
+        body.extend_from_slice(key.as_bytes());
+        body.extend_from_slice(b"\":\"");
+        body.extend_from_slice(value.as_bytes());
+        body.push(b'"');
+    }
+    body.extend_from_slice(b"}}");
+    body
+}
+
+/// A range's answer `{"entries": [{"key", "value"}, ...], "next": key or null}` as a page.
+fn page_of(answer: &Value) -> Result<Page> {
+    let entries = answer["entries"]
+        .as_array()
+        .ok_or_else(|| anyhow!("a range's answer without entries: {answer}"))?;
+    let bytes = entries
+        .iter()
+        .map(|e| {
+            let text = |field: &str| e[field].as_str().map_or(0, str::len);
+            text("key") + text("value")
+        })
+        .sum();
+    Ok(Page {
+        entries: entries.len(),
+        bytes,
+        next: answer["next"].as_str().map(str::to_string),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure in this process
+
+/// The kv app in a runtime of ours, on `data`.
+pub struct PureInprocess {
+    app: PathBuf,
+    data: PathBuf,
+    sync: SyncMode,
+    runtime: Option<Runtime>,
+}
+
+impl PureInprocess {
+    pub fn open(app: &Path, data: &Path, sync: SyncMode, existing: bool) -> Result<PureInprocess> {
+        let mut pure = PureInprocess {
+            app: app.to_path_buf(),
+            data: data.to_path_buf(),
+            sync,
+            runtime: None,
+        };
+        if existing {
+            if !data.exists() {
+                bail!(
+                    "--use-existing-db: {} does not exist (run a fill benchmark first)",
+                    data.display()
+                );
+            }
+            pure.start()?;
+        } else {
+            pure.fresh()?;
+        }
+        Ok(pure)
+    }
+
+    fn start(&mut self) -> Result<()> {
+        let app = App::load(&self.app).map_err(|e| anyhow!("{}: {e}", self.app.display()))?;
+        let options = RuntimeOptions {
+            sync: self.sync,
+            ..RuntimeOptions::default()
+        };
+        let runtime = Runtime::open(app, &self.data, options).map_err(|e| anyhow!("{e}"))?;
+        self.runtime = Some(runtime);
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown();
+            if let Some(reason) = runtime.poisoned() {
+                bail!("the runtime is poisoned: {reason}");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Store for PureInprocess {
+    fn client(&self) -> Result<Box<dyn Client + '_>> {
+        let runtime = self.runtime.as_ref().expect("open");
+        let app = runtime.app();
+        let route = |handler: &str| {
+            app.routes()
+                .iter()
+                .position(|r| r.handler == handler)
+                .ok_or_else(|| anyhow!("the app has no route to {handler}: is it apps/kv?"))
+        };
+        Ok(Box::new(InprocessClient {
+            runtime,
+            routes: [
+                route("put_entry")?,
+                route("get_entry")?,
+                route("delete_entry")?,
+                route("batch")?,
+                route("range")?,
+            ],
+            app,
+        }))
+    }
+
+    fn fresh(&mut self) -> Result<()> {
+        self.stop()?;
+        remove_dir(&self.data)?;
+        self.start()
+    }
+
+    fn close(mut self: Box<Self>) -> Result<()> {
+        self.stop()
+    }
+}
+
+struct InprocessClient<'a> {
+    runtime: &'a Runtime,
+    app: Arc<App>,
+    /// The routes of put, get, remove, batch and range.
+    routes: [usize; 5],
+}
+
+impl InprocessClient<'_> {
+    /// The request as pure-serve builds it from what it read: the body parsed and checked
+    /// against the route's declaration.
+    fn request(
+        &self,
+        route: usize,
+        key: Option<&str>,
+        query: Vec<(String, String)>,
+        body: &[u8],
+    ) -> Result<Request> {
+        let params = key
+            .map(|k| vec![("key".to_string(), k.to_string())])
+            .unwrap_or_default();
+        self.app
+            .request(route, params, query, Default::default(), body)
+            .map_err(|e| anyhow!("the request is refused: {e:?}"))
+    }
+
+    fn write(&self, handler: &str, request: Request) -> Result<pure_lang::Answer> {
+        let reply = self
+            .runtime
+            .write_on(&self.app, handler, request)
+            .map_err(|e| anyhow!("{handler}: {}", e.to_json()))?;
+        reply
+            .blocking_recv()
+            .map_err(|_| anyhow!("the runtime stopped before answering"))?
+            .map_err(|e| anyhow!("{handler}: {}", e.to_json()))
+    }
+
+    fn read(&self, handler: &str, request: Request) -> Result<pure_lang::Answer> {
+        self.runtime
+            .read_on(&self.app, handler, request)
+            .map_err(|e| anyhow!("{handler}: {}", e.to_json()))
+    }
+}
+
+impl Client for InprocessClient<'_> {
+    fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        let request = self.request(self.routes[0], Some(key), Vec::new(), &value_body(value))?;
+        self.write("put_entry", request)?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<usize>> {
+        let request = self.request(self.routes[1], Some(key), Vec::new(), b"")?;
+        match self.runtime.read_on(&self.app, "get_entry", request) {
+            Ok(answer) => Ok(Some(answer.body["value"].as_str().map_or(0, str::len))),
+            Err(e) if e.status() == 404 => Ok(None),
+            Err(e) => bail!("get: {}", e.to_json()),
+        }
+    }
+
+    fn delete(&mut self, key: &str) -> Result<bool> {
+        let request = self.request(self.routes[2], Some(key), Vec::new(), b"")?;
+        let answer = self.write("delete_entry", request)?;
+        Ok(answer.body["deleted"] == Value::Bool(true))
+    }
+
+    fn batch(&mut self, entries: &[(String, &str)]) -> Result<()> {
+        let request = self.request(self.routes[3], None, Vec::new(), &batch_body(entries))?;
+        self.write("batch", request)?;
+        Ok(())
+    }
+
+    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page> {
+        let mut query = vec![("limit".to_string(), limit.to_string())];
+        if let Some(key) = bound {
+            let name = if reverse { "to" } else { "from" };
+            query.push((name.to_string(), key.to_string()));
+        }
+        if reverse {
+            query.push(("reverse".to_string(), "true".to_string()));
+        }
+        let request = self.request(self.routes[4], None, query, b"")?;
+        page_of(&self.read("range", request)?.body)
+    }
+}
