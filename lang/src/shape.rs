@@ -1311,4 +1311,45 @@ mod tests {
                 .contains("the default does not fit")
         );
     }
+
+    /// A refused value deep in arrays, objects and maps is named by its whole path, as the
+    /// messages were before paths were formatted lazily.
+    #[test]
+    fn deep_refusals_name_the_whole_path() {
+        let d = declared(
+            r#"{"fields": {"a": {"fields": {"b": {"items": {"fields": {"c": "int",
+               "m": {"keys": {"type": "string", "min_bytes": 1}, "values": {"items": "int"}, "optional": true}}}}}}}}"#,
+        );
+        let refused = |d: &Declared, body: &str| check(d, body).map(drop);
+        assert_eq!(
+            refused(&d, r#"{"a": {"b": [{"c": 1}, {"c": 2}, {"c": "x"}]}}"#),
+            Err(r#""a.b[2].c" must be an integer, not a string"#.into())
+        );
+        assert_eq!(
+            refused(&d, r#"{"a": {"b": [{"c": 1, "m": {"k": [1, "x"]}}]}}"#),
+            Err(r#""a.b[0].m.k[1]" must be an integer, not a string"#.into())
+        );
+        assert_eq!(
+            refused(&d, r#"{"a": {"b": [{"c": 1, "m": {"": []}}]}}"#),
+            Err(r#"the field name "" in "a.b[0].m" must be at least 1 byte, not 0"#.into())
+        );
+        assert_eq!(
+            refused(&d, r#"{"a": {"b": [{"c": 1, "z": 1}]}}"#),
+            Err(r#"unexpected field "a.b[0].z": "a.b[0]" takes "c", "m""#.into())
+        );
+        let d = declared(r#"{"items": {"fields": {"c": "int"}}}"#);
+        assert_eq!(
+            refused(&d, r#"[{"c": 1}, {"c": "x"}]"#),
+            Err(r#""[1].c" must be an integer, not a string"#.into())
+        );
+        assert_eq!(
+            refused(&d, r#"[{"c": 1}, {"d": 1}]"#),
+            Err(r#"unexpected field "[1].d": "[1]" takes "c""#.into())
+        );
+        let d = declared(r#"{"items": {"items": "int"}}"#);
+        assert_eq!(
+            refused(&d, r#"[[1], [1, "x"]]"#),
+            Err(r#""[1][1]" must be an integer, not a string"#.into())
+        );
+    }
 }

@@ -1765,6 +1765,10 @@ fn row_local(req) { t.put(1, #{ n: 1, s: "a" }); let r = t.get(1); r.s = "x"; r.
 fn temp_root(req) { let big = [1,2,3,4,5,6,7]; [big, []][1].push(1); 0 }
 fn temp_method(req) { t.put(1, #{ n: [1,2,3,4,5,6,7], s: [] }); t.get(1).to_map().s.push(1); 0 }
 fn table_local(req) { let x = t; x.put(1, #{ n: 1, s: "a" }); x.scan(0, 10, 5).push(1); 0 }
+fn len_grows(req) { let a = []; let k = 0; for i in 0..req.body.n { a.push(i); k += a.len(); } k }
+fn len_nested(req) { let a = [[]]; let k = 0; for i in 0..req.body.n { a[0].push(i); k += a.len() + a[0].len(); } k }
+fn len_map(req) { let m = #{}; let k = 0; for i in 0..req.body.n { m[`k${i}`] = "abcde"; k += m.len(); } k }
+fn len_deep(req) { let a = []; let k = 0; for i in 0..req.body.n { a.push("abcdefghij"); a.push([a.len()]); k += a.len(); } k }
 "#;
     let small = Limits {
         array_items_max: 10,
@@ -1803,6 +1807,10 @@ fn table_local(req) { let x = t; x.put(1, #{ n: 1, s: "a" }); x.scan(0, 10, 5).p
         "temp_root",
         "temp_method",
         "table_local",
+        "len_grows",
+        "len_nested",
+        "len_map",
+        "len_deep",
     ];
     for handler in handlers {
         assert_eq!(

@@ -932,6 +932,9 @@ impl Compiler<'_> {
         // `local.push(x)`: the local's sizes after are its sizes before and x's, and the check
         // of the local is the check of the array pushed into.
         let pushes_on_root = matches!(steps.as_slice(), [Step::Method(Method::Push, 1)]);
+        // `local.len()`: Rhai checks the receiver against the size limits, which walks it; a
+        // loop that asks an array it grows for its length would walk it at every turn.
+        let len_on_root = matches!(steps.as_slice(), [Step::Method(Method::Len, 0)]);
         Ok(Box::new(move |f| {
             let mut values = Vec::with_capacity(args.len());
             for arg in &args {
@@ -956,6 +959,24 @@ impl Compiler<'_> {
             }
             let mut values = values.into_iter();
             match &root {
+                Root::Local { slot, .. }
+                    if len_on_root && {
+                        let local = f.local_ref(*slot);
+                        local.is_array() || local.is_map()
+                    } =>
+                {
+                    // Known sizes were kept only after a check of them passed, and `len`
+                    // changes nothing: the check is the comparison, not a walk.
+                    let (target, known) = f.local_sized(*slot);
+                    let sizes = ops::fits_known(target, known, env)?;
+                    let length = match (target.as_array_ref(), target.as_map_ref()) {
+                        (Ok(array), _) => array.len(),
+                        (_, Ok(map)) => map.len(),
+                        _ => unreachable!("an array or a map, as the guard says"),
+                    };
+                    f.keep_sizes(*slot, sizes);
+                    Ok(Dynamic::from_int(length as i64))
+                }
                 Root::Local { slot, constant } if !grows => walk(
                     f.local_same_sizes(*slot),
                     &steps,
