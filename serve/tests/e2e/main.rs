@@ -12,6 +12,7 @@ mod crash;
 mod errors;
 mod harness;
 mod hostile;
+mod kv;
 mod ledger;
 mod limits;
 mod logs;

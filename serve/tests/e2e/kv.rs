@@ -1,0 +1,171 @@
+//! The kv app (apps/kv) at its bounds and under a crash: values of exactly 64 KiB are taken
+//! and one byte more is refused with nothing written, and a batch is one transaction, whole or
+//! absent after kill -9.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::harness::{repo_path, Client, Launch};
+
+fn put(client: &mut Client, key: &str, value: &str) -> u16 {
+    let body = serde_json::to_vec(&json!({ "value": value })).expect("json");
+    client
+        .request("PUT", &format!("/kv/{key}"), Some(&body))
+        .expect("answered")
+        .status
+}
+
+#[test]
+fn values_and_keys_are_taken_up_to_their_bounds_in_bytes_and_refused_past_them() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&repo_path("apps/kv"), data.path()).start();
+    let mut client = server.client();
+
+    // 65,536 bytes, in ASCII and in two-byte characters: taken, and read back whole.
+    for (key, value) in [("ascii", "v".repeat(65_536)), ("utf8", "é".repeat(32_768))] {
+        assert_eq!(put(&mut client, key, &value), 204, "{key}");
+        let got = client.get(&format!("/kv/{key}"));
+        assert_eq!(got.status, 200);
+        assert_eq!(got.json()["value"], Value::from(value));
+    }
+    // One byte more: refused, and the entry keeps its value (or stays absent).
+    for (key, value) in [
+        ("ascii", "w".repeat(65_537)),
+        ("utf8", "é".repeat(32_768) + "a"),
+        ("fresh", "x".repeat(65_537)),
+    ] {
+        let body = serde_json::to_vec(&json!({ "value": value })).expect("json");
+        let answer = client
+            .request("PUT", &format!("/kv/{key}"), Some(&body))
+            .expect("answered");
+        assert_eq!(answer.status, 400, "{key}: {}", answer.text());
+        assert!(
+            answer.json()["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("at most 65536 bytes")),
+            "{}",
+            answer.text()
+        );
+    }
+    assert_eq!(
+        client.get("/kv/ascii").json()["value"],
+        Value::from("v".repeat(65_536))
+    );
+    assert_eq!(client.get("/kv/fresh").status, 404);
+
+    // Keys: 256 bytes taken, 257 refused, counted in bytes after percent-decoding.
+    let key = "k".repeat(256);
+    assert_eq!(put(&mut client, &key, "a"), 204);
+    assert_eq!(client.get(&format!("/kv/{key}")).status, 200);
+    assert_eq!(put(&mut client, &"k".repeat(257), "a"), 400);
+    let two_byte = "%C3%A9".repeat(128); // 128 "é": 256 bytes
+    assert_eq!(put(&mut client, &two_byte, "a"), 204);
+    assert_eq!(put(&mut client, &format!("{two_byte}a"), "a"), 400);
+
+    // A batch with one value past the bound writes none of its entries.
+    let answer = client.post(
+        "/kv",
+        &json!({ "put": { "b1": "ok", "b2": "x".repeat(65_537) }, "delete": ["ascii"] }),
+    );
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert_eq!(client.get("/kv/b1").status, 404);
+    assert_eq!(client.get("/kv/ascii").status, 200);
+    // A batch its handler refuses (a key both put and deleted) writes none either.
+    let answer = client.post(
+        "/kv",
+        &json!({ "put": { "b1": "ok", "ascii": "new" }, "delete": ["ascii"] }),
+    );
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert_eq!(client.get("/kv/b1").status, 404);
+    assert_eq!(
+        client.get("/kv/ascii").json()["value"],
+        Value::from("v".repeat(65_536))
+    );
+    server.stop();
+}
+
+/// Batches of `WIDTH` entries, each entry's value naming its batch, are sent without pause
+/// while the server is killed; after a restart every acknowledged batch is whole and every
+/// other batch is whole or absent.
+#[test]
+fn a_batch_is_whole_or_absent_after_kill_9() {
+    const WIDTH: usize = 40;
+    const CYCLES: usize = 3;
+    let data = tempfile::tempdir().expect("tempdir");
+    let launch = Launch::new(&repo_path("apps/kv"), data.path());
+    let mut acknowledged: Vec<u64> = Vec::new();
+    let mut sent = 0u64;
+    for cycle in 0..CYCLES {
+        let mut server = launch.start();
+        let address = server.address;
+        let stop = Arc::new(AtomicBool::new(false));
+        let first = sent;
+        let writer = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut client = Client::connect(address);
+                let mut acked = Vec::new();
+                let mut n = first;
+                while !stop.load(Relaxed) {
+                    // Every batch overwrites the same keys, so that a torn batch would show as
+                    // keys naming different batches.
+                    let put: serde_json::Map<String, Value> = (0..WIDTH)
+                        .map(|i| (format!("key{i:03}"), Value::from(format!("batch{n}"))))
+                        .collect();
+                    let body = serde_json::to_vec(&json!({ "put": put })).expect("json");
+                    match client.request("POST", "/kv", Some(&body)) {
+                        Ok(answer) if answer.status == 200 => acked.push(n),
+                        Ok(answer) => assert!(answer.status >= 500, "{}", answer.text()),
+                        Err(_) => break,
+                    }
+                    n += 1;
+                }
+                (acked, n)
+            })
+        };
+        // Kill once some batches were acknowledged (the server counts them, not a clock).
+        let mut client = server.client();
+        crate::harness::wait_until("batches acknowledged", || {
+            client
+                .get("/kv/key000")
+                .json()
+                .get("value")
+                .and_then(Value::as_str)
+                .and_then(|v| v.strip_prefix("batch"))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n >= first + 20)
+        });
+        server.signal(libc::SIGKILL);
+        server.wait();
+        stop.store(true, Relaxed);
+        let (acked, next) = writer.join().expect("writer");
+        acknowledged.extend(acked);
+        // `next` was in flight when the server died: written or not, but never acknowledged.
+        let in_flight = next;
+        sent = next + 1;
+
+        let server = launch.start();
+        let mut client = server.client();
+        let page = client.get(&format!("/kv?limit={}", WIDTH + 10)).json();
+        let entries = page["entries"].as_array().expect("entries");
+        assert_eq!(entries.len(), WIDTH, "cycle {cycle}: {page}");
+        let values: Vec<&str> = entries
+            .iter()
+            .map(|e| e["value"].as_str().expect("value"))
+            .collect();
+        assert!(
+            values.iter().all(|v| *v == values[0]),
+            "cycle {cycle}: a torn batch: {values:?}"
+        );
+        let survived: u64 = values[0]["batch".len()..].parse().expect("batch number");
+        let last_acked = *acknowledged.last().expect("some batches acknowledged");
+        assert!(
+            survived >= last_acked && survived <= in_flight,
+            "cycle {cycle}: batch {survived} survived; {last_acked} was the last acknowledged, \
+             {in_flight} the one in flight"
+        );
+        server.stop();
+    }
+}
