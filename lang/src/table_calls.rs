@@ -126,12 +126,25 @@ fn method_problem(
     builtin: &HashSet<String>,
     scripts: &[(String, usize)],
 ) -> Option<String> {
-    // A script function called as a method gets the table as `this`, or as its first argument.
+    // A script function called as a method gets the table as `this` (same count of arguments),
+    // or as its first argument (one more). Rhai prefers the `this` form to a table method of the
+    // same name: a handler `fn get(request)` turns every `t.get(k)` into a call of the handler,
+    // which a reader of the script cannot see. (With the table as first argument the table
+    // method still wins.)
+    let shadows = scripts
+        .iter()
+        .any(|(n, arity)| n == method && *arity == args);
     if scripts
         .iter()
         .any(|(n, arity)| n == method && (*arity == args || *arity == args + 1))
     {
-        return None;
+        return (shadows && TABLE_METHODS.iter().any(|(name, ..)| *name == method)).then(|| {
+            format!(
+                "{table}.{method}() would call the script's function {method}(), not the \
+                 table method: Rhai calls a script function of the same name in its \
+                 place. Rename the function (and its handler name in app.json)"
+            )
+        });
     }
     match TABLE_METHODS.iter().find(|(name, ..)| *name == method) {
         Some(&(_, least, most)) if (least..=most).contains(&args) => None,

@@ -584,6 +584,10 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
             "fn a(r) { items.by_m.find(1, 10) }",
             "table items has no index by_m (its indexes: by_n)",
         ),
+        (
+            "fn a(r) { 0 }\nfn get(r) {\n  items.get(r.params.k)\n}",
+            "a.rhai:3:9: items.get() would call the script's function get(), not the table method",
+        ),
     ] {
         let error = load(script).unwrap_or_else(|| panic!("{script:?} loaded"));
         assert!(error.contains(says), "{script:?}: {error}");
@@ -597,6 +601,7 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
                 let row = items.get(1); items.update(row); type_of(items) + items.to_string() \
                 + items.helper(1) }\n\
                 fn helper(t, x) { x }\n\
+                fn delete(t, k) { k }\n\
                 fn count_rows() { this.count() }\n\
                 fn e(r) { items.count_rows() }";
     assert_eq!(load(fine), None);
