@@ -2200,3 +2200,69 @@ fn overflow_says_what_and_where_and_checked_arithmetic_gives_unit() {
         assert_eq!(answer.body, json!([null, null, null, 3]));
     }
 }
+
+/// Review (issue 17): more ways a local changes around `len()` on it (the `len_on_root` branch
+/// keeps the local's sizes after the check), against Rhai under small limits. Run in a debug
+/// build too, where `Frame::keep_sizes` asserts that the sizes kept are exact.
+#[test]
+fn review_len_on_root_around_every_change() {
+    let script = r#"
+fn h(a) { a.push(1); a.len() }
+fn len_in_push(req) { let a = []; for i in 0..req.body.n { a.push(a.len()); } a.len() }
+fn len_in_index(req) { let a = [""]; for i in 0..req.body.n { a.push(i); a[a.len() - 1] = "abcdefgh"; } a.len() }
+fn len_in_value(req) { let a = [0]; for i in 0..req.body.n { a[0] = a.len(); a.push("abcde"); } a.len() }
+fn concat(req) { let a = []; let k = a.len(); for i in 0..req.body.n { a += [i, i]; k += a.len(); } k }
+fn concat_text(req) { let m = #{ s: "" }; let k = m.len(); for i in 0..req.body.n { m.s += "abcdefgh"; k += m.len(); } k }
+fn param(req) { let a = []; let k = 0; for i in 0..req.body.n { a.push(i); k += h(a) + a.len(); } k }
+fn whole(req) { let a = [1]; let k = a.len(); for i in 0..req.body.n { a = [a, a]; k += a.len(); } k }
+fn map_index(req) { let m = #{}; let k = 0; for i in 0..req.body.n { m[`${m.len()}`] = "abcdef"; k += m.len(); } k }
+fn nested_then_len(req) { let a = [[]]; let k = a.len(); for i in 0..req.body.n { a[0].push("abcdefgh"); k += a.len(); } k }
+fn nested_prop(req) { let m = #{ l: [] }; let k = m.len(); for i in 0..req.body.n { m.l.push("abcdefgh"); k += m.len(); } k }
+fn two(req) { let a = []; let b = []; let k = 0; for i in 0..req.body.n { a.push("abcdefgh"); k += a.len(); b.push(a); k += b.len(); } k }
+fn while_len(req) { let a = []; while a.len() < req.body.n { a.push("abcdefgh"); } a.len() }
+fn shadow_len(req) { let a = [1]; let k = a.len(); let a = [[1,2,3,4,5,6,7,8,9], [1]]; for i in 0..req.body.n { a.push(i); k += a.len(); } k }
+fn block_len(req) { let k = 0; for i in 0..req.body.n { let a = []; a.push(1); k += a.len(); { let b = [1,2,3,4,5,6,7,8]; b.push(i); k += b.len(); } } k }
+fn loop_var_len(req) { let k = 0; for x in [[1], [1,2,3,4,5,6,7,8,9]] { k += x.len(); for i in 0..req.body.n { x.push(i); } k += x.len(); } k }
+fn compound_index(req) { let a = ["", 1]; let k = a.len(); for i in 0..req.body.n { a[0] += "abcdefgh"; k += a.len(); } k }
+fn self_len(req) { let a = [1]; for i in 0..req.body.n { a.push(a); a.len(); } a.len() }
+fn map_self(req) { let m = #{ x: 1 }; for i in 0..req.body.n { m.len(); m[`k${i}`] = m; } m.len() }
+fn rows_len(req) { for i in 0..req.body.n { t.put(i, #{ n: i, s: "abcdefghij" }); } let rows = t.scan((), (), 100); let page = []; for r in rows { if page.len() == 100 { break; } page.push(#{ s: r.s }); } page.len() }
+"#;
+    let small = Limits {
+        array_items_max: 10,
+        map_items_max: 10,
+        string_bytes_max: 40,
+        ..limits()
+    };
+    let mut pair = pair_of(script, small);
+    for handler in [
+        "len_in_push",
+        "len_in_index",
+        "len_in_value",
+        "concat",
+        "concat_text",
+        "param",
+        "whole",
+        "map_index",
+        "nested_then_len",
+        "nested_prop",
+        "two",
+        "while_len",
+        "shadow_len",
+        "block_len",
+        "loop_var_len",
+        "compound_index",
+        "self_len",
+        "map_self",
+        "rows_len",
+    ] {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        for n in [0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 20] {
+            pair.call(handler, json!({ "n": n })).ok();
+        }
+    }
+}
