@@ -288,13 +288,18 @@ impl Owner {
         if result.is_ok() && !writes.is_empty() {
             record::encode_writes(record, writes.changes());
             if record.len() > self.group_bytes_max {
-                // One write larger than a frame can hold: it can never be made durable.
+                // One write larger than a frame can hold: it can never be made durable, and a
+                // retry would fail the same way, so it is the request that is too large (413),
+                // not the server that is unavailable.
                 state.tables.roll_back(writes);
-                return Err(HandlerError::Unavailable {
-                    reason: format!(
-                        "the write's record of {} bytes is larger than the log allows",
-                        record.len()
-                    ),
+                let error = format!(
+                    "the write's changes take {} bytes in the log, more than one write may take                      ({} bytes: an eighth of the log's capacity, at most 4 MiB); split them                      into smaller writes",
+                    record.len(),
+                    self.group_bytes_max
+                );
+                return Err(HandlerError::Thrown {
+                    status: 413,
+                    body: serde_json::json!({ "error": error, "status": 413 }),
                 });
             }
             state.group.bytes.extend_from_slice(record);

@@ -198,6 +198,38 @@ fn a_range_over_large_values_answers_a_page_not_a_500() {
             entries.len()
         );
     }
+    // A page ends at 1,048,576 characters of keys and values: 16 of these entries. Following
+    // `next` either way visits every key once.
+    for reverse in [false, true] {
+        let mut keys = Vec::new();
+        let mut bound: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let path = match (&bound, reverse) {
+                (None, false) => "/kv".to_string(),
+                (None, true) => "/kv?reverse=true".to_string(),
+                (Some(b), false) => format!("/kv?from={b}"),
+                (Some(b), true) => format!("/kv?reverse=true&to={b}"),
+            };
+            let page = client.get(&path).json();
+            let entries = page["entries"].as_array().expect("entries");
+            if pages == 0 {
+                assert_eq!(entries.len(), 16, "{path}");
+            }
+            pages += 1;
+            keys.extend(entries.iter().map(|e| e["key"].as_str().unwrap().to_string()));
+            match page["next"].as_str() {
+                Some(next) => bound = Some(next.to_string()),
+                None => break,
+            }
+        }
+        let mut expected: Vec<String> = (0..20).map(|i| format!("big{i:02}")).collect();
+        if reverse {
+            expected.reverse();
+        }
+        assert_eq!(keys, expected, "reverse={reverse}");
+        assert_eq!(pages, 2, "reverse={reverse}");
+    }
     server.stop();
 }
 
@@ -208,15 +240,30 @@ fn a_range_over_large_values_answers_a_page_not_a_500() {
 #[test]
 fn a_batch_of_large_values_is_taken_once_max_body_is_raised() {
     let data = tempfile::tempdir().expect("tempdir");
+    // A log of 32 MiB lets one write take 4 MiB of it (an eighth, as the default log does).
     let server = Launch::new(&repo_path("apps/kv"), data.path())
         .flag("--max-body", &(16 << 20).to_string())
+        .flag("--log-capacity", &(32 << 20).to_string())
         .start();
     let mut client = server.client();
     let value = "v".repeat(65_536);
-    let put: serde_json::Map<String, Value> = (0..20)
-        .map(|i| (format!("big{i:02}"), Value::from(value.clone())))
-        .collect();
-    let answer = client.post("/kv", &json!({ "put": put }));
+    let batch = |first: usize, count: usize| {
+        let put: serde_json::Map<String, Value> = (first..first + count)
+            .map(|i| (format!("big{i:03}"), Value::from(value.clone())))
+            .collect();
+        json!({ "put": put })
+    };
+    let answer = client.post("/kv", &batch(0, 20));
     assert_eq!(answer.status, 200, "{}", answer.text());
+    // More than one write may take in the log: refused as too large, and nothing is written.
+    let answer = client.post("/kv", &batch(100, 70));
+    assert_eq!(answer.status, 413, "{}", answer.text());
+    assert!(
+        answer.text().contains("more than one write may take"),
+        "{}",
+        answer.text()
+    );
+    assert_eq!(client.get("/kv/big100").status, 404);
+    assert_eq!(client.get("/kv/big019").status, 200);
     server.stop();
 }
