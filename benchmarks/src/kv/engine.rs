@@ -49,7 +49,15 @@ pub trait Client {
     fn batch(&mut self, entries: &[(String, &str)]) -> Result<()>;
     /// Up to `limit` entries from `bound` on (forward: `bound` included; reverse: from below
     /// `bound` down, `bound` excluded); `None` is the start (or the end, reverse).
-    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page>;
+    /// Up to `limit` entries with `from <= key < to` (a bound left out: no bound), in key order
+    /// or from the highest key down.
+    fn range(
+        &mut self,
+        from: Option<&str>,
+        to: Option<&str>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Page>;
 }
 
 /// A database under test.
@@ -207,16 +215,25 @@ impl Client for SqliteClient<'_> {
         Ok(())
     }
 
-    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page> {
-        let sql = match (reverse, bound.is_some()) {
-            (false, true) => "SELECT key, value FROM kv WHERE key >= ?1 ORDER BY key LIMIT ?2",
-            (false, false) => "SELECT key, value FROM kv ORDER BY key LIMIT ?2",
-            (true, true) => "SELECT key, value FROM kv WHERE key < ?1 ORDER BY key DESC LIMIT ?2",
-            (true, false) => "SELECT key, value FROM kv ORDER BY key DESC LIMIT ?2",
-        };
-        let mut statement = self.conn.prepare_cached(sql)?;
-        // Both parameters are always bound: ?1 unused is allowed when numbered.
-        let mut rows = statement.query(params![bound.unwrap_or(""), limit as i64 + 1])?;
+    fn range(
+        &mut self,
+        from: Option<&str>,
+        to: Option<&str>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Page> {
+        let sql = format!(
+            "SELECT key, value FROM kv WHERE key >= ?1{} ORDER BY key{} LIMIT ?3",
+            if to.is_some() { " AND key < ?2" } else { "" },
+            if reverse { " DESC" } else { "" }
+        );
+        let mut statement = self.conn.prepare_cached(&sql)?;
+        // Every parameter is bound: one unused is allowed when numbered. No key is below "".
+        let mut rows = statement.query(params![
+            from.unwrap_or(""),
+            to.unwrap_or(""),
+            limit as i64 + 1
+        ])?;
         let mut page = Page {
             entries: 0,
             bytes: 0,
@@ -239,6 +256,17 @@ impl Client for SqliteClient<'_> {
         }
         Ok(page)
     }
+}
+
+/// The page size of the SQLite database in `dir`.
+pub fn sqlite_page_size(dir: &Path) -> Result<u32> {
+    let path = dir.join("kv.sqlite");
+    let conn = rusqlite::Connection::open_with_flags(
+        &path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("open {}", path.display()))?;
+    Ok(conn.query_row("PRAGMA page_size", [], |row| row.get(0))?)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -440,13 +468,22 @@ impl Client for HttpClient {
         self.expect("POST", status, &[200])
     }
 
-    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page> {
+    fn range(
+        &mut self,
+        from: Option<&str>,
+        to: Option<&str>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Page> {
         let mut path = format!("/kv?limit={limit}");
-        match (bound, reverse) {
-            (Some(key), false) => path.push_str(&format!("&from={key}")),
-            (Some(key), true) => path.push_str(&format!("&to={key}&reverse=true")),
-            (None, true) => path.push_str("&reverse=true"),
-            (None, false) => {}
+        if let Some(key) = from {
+            path.push_str(&format!("&from={key}"));
+        }
+        if let Some(key) = to {
+            path.push_str(&format!("&to={key}"));
+        }
+        if reverse {
+            path.push_str("&reverse=true");
         }
         let status = self.send("GET", &path, b"")?;
         self.expect("GET /kv", status, &[200])?;
@@ -662,11 +699,18 @@ impl Client for InprocessClient<'_> {
         Ok(())
     }
 
-    fn range(&mut self, bound: Option<&str>, reverse: bool, limit: usize) -> Result<Page> {
+    fn range(
+        &mut self,
+        from: Option<&str>,
+        to: Option<&str>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Page> {
         let mut query = vec![("limit".to_string(), limit.to_string())];
-        if let Some(key) = bound {
-            let name = if reverse { "to" } else { "from" };
-            query.push((name.to_string(), key.to_string()));
+        for (name, bound) in [("from", from), ("to", to)] {
+            if let Some(key) = bound {
+                query.push((name.to_string(), key.to_string()));
+            }
         }
         if reverse {
             query.push(("reverse".to_string(), "true".to_string()));

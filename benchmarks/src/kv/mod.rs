@@ -18,7 +18,7 @@ pub mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -345,7 +345,13 @@ pub fn measure(args: &Args) -> Result<Report> {
         outcomes.push(outcome);
     }
     store.close()?;
-    Ok(Report::new(args, device, outcomes))
+    // An existing SQLite database keeps the page size it was made with, whatever --page-size
+    // says: the report gives the one the benchmarks ran on.
+    let mut reported = args.clone();
+    if args.engine == EngineKind::Sqlite {
+        reported.page_size = engine::sqlite_page_size(&args.dir)?;
+    }
+    Ok(Report::new(&reported, device, outcomes))
 }
 
 fn check(args: &Args) -> Result<()> {
@@ -464,7 +470,7 @@ fn drive(
         crate::measure::counter(benchmark.name())
     };
     progress.set_length(plan.ops);
-    let start = Barrier::new(threads + 1);
+    let start = Gate::default();
     let cpu_before = (
         crate::measure::process_cpu(),
         crate::measure::cpu_seconds(store.server_pid()),
@@ -489,7 +495,7 @@ fn drive(
                         }
                         Ok(client)
                     });
-                    start.wait();
+                    start.ready_then_wait();
                     let began = Instant::now();
                     let result = client.and_then(|mut client| {
                         let mut worker = Worker {
@@ -516,10 +522,28 @@ fn drive(
                     }
                     result
                 })
-                .context("start a benchmark thread")?;
-            handles.push(handle);
+                .with_context(|| {
+                    format!(
+                        "start benchmark thread {} of {threads} (try fewer --threads)",
+                        t + 1
+                    )
+                });
+            match handle {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    // The threads started so far must not wait for the others forever: they
+                    // are let go, see the failure, and stop.
+                    failed.store(true, Ordering::Relaxed);
+                    start.open();
+                    for handle in handles {
+                        let _ = handle.join();
+                    }
+                    return Err(e);
+                }
+            }
         }
-        start.wait();
+        start.wait_for(handles.len());
+        start.open();
         let mut dones = Vec::new();
         let mut first_error = None;
         // The benchmark's time runs from the first thread's start to the last one's end, each
@@ -573,6 +597,41 @@ fn drive(
         client_cpu,
         server_cpu,
     })
+}
+
+/// Where a benchmark's threads wait until all of them are ready, so that the clock starts
+/// once every connection is open and warmed up.
+#[derive(Default)]
+struct Gate {
+    /// Threads ready, and whether they may go.
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+impl Gate {
+    /// A thread: says it is ready, then waits to be let go.
+    fn ready_then_wait(&self) {
+        let mut state = self.state.lock().expect("gate");
+        state.0 += 1;
+        self.changed.notify_all();
+        while !state.1 {
+            state = self.changed.wait(state).expect("gate");
+        }
+    }
+
+    /// The driver: waits until `threads` are ready.
+    fn wait_for(&self, threads: usize) {
+        let mut state = self.state.lock().expect("gate");
+        while state.0 < threads {
+            state = self.changed.wait(state).expect("gate");
+        }
+    }
+
+    /// The driver: lets every thread go, now and from now on.
+    fn open(&self) {
+        self.state.lock().expect("gate").1 = true;
+        self.changed.notify_all();
+    }
 }
 
 /// Thread `t`'s share of `ops`: the range of operation numbers it does.
@@ -680,20 +739,29 @@ impl Worker<'_> {
                 }
             }
             Benchmark::ReadSeq | Benchmark::ReadReverse => {
-                // Each thread reads its share from its own place in the key space, forward
-                // from it or backward from below it, until it has read its share or reached the
-                // end.
+                // Each thread reads its own part of the key space, forward from its start or
+                // backward from its end, until it has read its share or reached the part's
+                // other end: no entry is read twice, whatever the database holds.
                 let reverse = benchmark == Benchmark::ReadReverse;
-                let place = share_start(num, self.args.threads as u64, self.thread, reverse);
-                let mut bound = place.map(|n| self.data.key(n));
+                let (start, end) = part(num, self.args.threads as u64, self.thread);
+                let start = start.map(|n| self.data.key(n));
+                let end = end.map(|n| self.data.key(n));
+                let (mut from, mut to) = (start, end);
                 let mut left = share.end - share.start;
                 while left > 0 && !self.failed.load(Ordering::Relaxed) {
                     let limit = (left as usize).min(PAGE);
-                    let page = self.timed(|c| c.range(bound.as_deref(), reverse, limit))?;
+                    let page =
+                        self.timed(|c| c.range(from.as_deref(), to.as_deref(), reverse, limit))?;
                     self.counted(page.entries as u64, page.bytes);
                     left -= page.entries as u64;
                     match page.next {
-                        Some(next) if page.entries > 0 => bound = Some(next),
+                        Some(next) if page.entries > 0 => {
+                            if reverse {
+                                to = Some(next);
+                            } else {
+                                from = Some(next);
+                            }
+                        }
                         _ => break,
                     }
                 }
@@ -703,16 +771,12 @@ impl Worker<'_> {
     }
 }
 
-/// Where thread `t` of `threads` starts a scan: forward from the first key of its part of the
-/// key space, reverse from the first key past its part (`None`: the start, or the end).
-fn share_start(num: u64, threads: u64, t: u64, reverse: bool) -> Option<u64> {
-    if reverse {
-        let end = num * (t + 1) / threads;
-        (end < num).then_some(end)
-    } else {
-        let start = num * t / threads;
-        (start > 0).then_some(start)
-    }
+/// Thread `t`'s part of the key space `0..num` for a scan: its first key and the first key past
+/// it (`None`: the start, or the end).
+fn part(num: u64, threads: u64, t: u64) -> (Option<u64>, Option<u64>) {
+    let start = num * t / threads;
+    let end = num * (t + 1) / threads;
+    ((start > 0).then_some(start), (end < num).then_some(end))
 }
 
 impl Outcome {
