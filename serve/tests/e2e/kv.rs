@@ -217,7 +217,11 @@ fn a_range_over_large_values_answers_a_page_not_a_500() {
                 assert_eq!(entries.len(), 16, "{path}");
             }
             pages += 1;
-            keys.extend(entries.iter().map(|e| e["key"].as_str().unwrap().to_string()));
+            keys.extend(
+                entries
+                    .iter()
+                    .map(|e| e["key"].as_str().unwrap().to_string()),
+            );
             match page["next"].as_str() {
                 Some(next) => bound = Some(next.to_string()),
                 None => break,
