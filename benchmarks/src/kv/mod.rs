@@ -487,6 +487,9 @@ fn drive(
                 .name(format!("kv-{t}"))
                 .stack_size(16 << 20)
                 .spawn_scoped(scope, move || {
+                    // Counted as arrived even if what comes before the gate panics, so that the
+                    // driver does not wait for this thread forever.
+                    let arrival = start.arrival();
                     // A few reads first, untimed and changing nothing: a new thread's first
                     // calls pay for its connection's and its allocator's first pages.
                     let client = store.client().and_then(|mut client| {
@@ -495,7 +498,7 @@ fn drive(
                         }
                         Ok(client)
                     });
-                    start.ready_then_wait();
+                    arrival.ready_then_wait();
                     let began = Instant::now();
                     let result = client.and_then(|mut client| {
                         let mut worker = Worker {
@@ -608,28 +611,64 @@ struct Gate {
     changed: Condvar,
 }
 
+/// A thread's place at the gate: it counts as arrived when it says it is ready, or when it is
+/// dropped without having said so (the thread failed before).
+struct Arrival<'a> {
+    gate: &'a Gate,
+    arrived: bool,
+}
+
+impl Arrival<'_> {
+    /// Says the thread is ready, then waits to be let go.
+    fn ready_then_wait(mut self) {
+        self.arrived = true;
+        let mut state = self.gate.arrive();
+        while !state.1 {
+            state = self
+                .gate
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if !self.arrived {
+            drop(self.gate.arrive());
+        }
+    }
+}
+
 impl Gate {
-    /// A thread: says it is ready, then waits to be let go.
-    fn ready_then_wait(&self) {
-        let mut state = self.state.lock().expect("gate");
+    /// A thread's place at the gate, taken when it starts.
+    fn arrival(&self) -> Arrival<'_> {
+        Arrival {
+            gate: self,
+            arrived: false,
+        }
+    }
+
+    fn arrive(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        // A thread that panicked holding the lock cannot have left the count half changed.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.0 += 1;
         self.changed.notify_all();
-        while !state.1 {
-            state = self.changed.wait(state).expect("gate");
-        }
+        state
     }
 
     /// The driver: waits until `threads` are ready.
     fn wait_for(&self, threads: usize) {
-        let mut state = self.state.lock().expect("gate");
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         while state.0 < threads {
-            state = self.changed.wait(state).expect("gate");
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
 
     /// The driver: lets every thread go, now and from now on.
     fn open(&self) {
-        self.state.lock().expect("gate").1 = true;
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
         self.changed.notify_all();
     }
 }
