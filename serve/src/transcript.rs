@@ -280,6 +280,16 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
 /// transcript to run or one cannot be read.
 pub fn run(app_dir: &Path, update: bool) -> Result<u8, exit::Failure> {
     let tests = app_dir.join("tests");
+    let no_transcripts = || {
+        anyhow!(
+            "no transcripts in {} (files named *.transcript: requests, each followed by the \
+             answer it must get; the guide's \"Testing an app\" shows one)",
+            tests.display()
+        )
+    };
+    if !tests.exists() && app_dir.join("app.json").exists() {
+        return Err(exit::Failure::new(exit::APP, no_transcripts()));
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(&tests)
         .with_context(|| format!("reading {}", tests.display()))
         .map_err(|e| exit::Failure::new(exit::APP, e))?
@@ -288,13 +298,7 @@ pub fn run(app_dir: &Path, update: bool) -> Result<u8, exit::Failure> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(exit::Failure::new(
-            exit::APP,
-            anyhow!(
-                "no transcripts in {} (files named *.transcript)",
-                tests.display()
-            ),
-        ));
+        return Err(exit::Failure::new(exit::APP, no_transcripts()));
     }
     let mut failed = 0;
     for file in &files {

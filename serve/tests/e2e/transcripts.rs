@@ -141,4 +141,15 @@ fn an_app_that_does_not_start_or_has_no_transcripts_exits_3() {
         "{}",
         text(&output)
     );
+
+    // An app without a tests/ directory is told the same, not "No such file or directory".
+    let untested = scoreboard_with("");
+    std::fs::remove_dir_all(untested.path().join("tests")).expect("remove tests/");
+    let output = test(untested.path(), false);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        text(&output).contains("no transcripts in") && text(&output).contains("Testing an app"),
+        "{}",
+        text(&output)
+    );
 }
