@@ -47,8 +47,6 @@ pub trait Client {
     fn delete(&mut self, key: &str) -> Result<bool>;
     /// Every entry written in one transaction.
     fn batch(&mut self, entries: &[(String, &str)]) -> Result<()>;
-    /// Up to `limit` entries from `bound` on (forward: `bound` included; reverse: from below
-    /// `bound` down, `bound` excluded); `None` is the start (or the end, reverse).
     /// Up to `limit` entries with `from <= key < to` (a bound left out: no bound), in key order
     /// or from the highest key down.
     fn range(

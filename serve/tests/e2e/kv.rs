@@ -271,3 +271,111 @@ fn a_batch_of_large_values_is_taken_once_max_body_is_raised() {
     assert_eq!(client.get("/kv/big019").status, 200);
     server.stop();
 }
+
+/// Every byte of a query value percent-encoded but letters and digits.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Paging by `next`, forward and in reverse, with random bounds and limits over random key
+/// sets (keys with `/ % ? & + space`, multi-byte characters and NUL), visits exactly the keys
+/// of the range, in order, each once: checked against a sorted set.
+#[test]
+fn paging_by_next_visits_each_key_of_a_range_once_in_order() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeSet;
+
+    let mut rng = StdRng::seed_from_u64(crate::harness::seed("kv paging"));
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&repo_path("apps/kv"), data.path()).start();
+    let mut client = server.client();
+    let alphabet: Vec<&str> = vec![
+        "a", "b", "z", "A", "0", "9", "/", "%", "?", "&", "+", " ", "é", "日", "😀", "~", "\u{0}",
+    ];
+    let word = |rng: &mut StdRng, most: usize| -> String {
+        let len = rng.random_range(1..=most);
+        (0..len)
+            .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+            .collect()
+    };
+    let mut keys = BTreeSet::new();
+    for round in 0..8 {
+        // Add keys, and delete some of the old ones, in one batch.
+        let added: BTreeSet<String> = (0..rng.random_range(1..60))
+            .map(|_| word(&mut rng, 4))
+            .collect();
+        let deleted: Vec<String> = keys
+            .iter()
+            .filter(|k| !added.contains(*k) && rng.random_bool(0.2))
+            .cloned()
+            .collect();
+        let put: serde_json::Map<String, Value> = added
+            .iter()
+            .map(|k| (k.clone(), Value::from(format!("v{round}"))))
+            .collect();
+        let answer = client.post("/kv", &json!({ "put": put, "delete": deleted }));
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        keys.extend(added);
+        for k in &deleted {
+            keys.remove(k);
+        }
+        for _ in 0..10 {
+            let mut from = rng.random_bool(0.5).then(|| word(&mut rng, 2));
+            let mut to = rng.random_bool(0.5).then(|| word(&mut rng, 2));
+            let limit = [1, 2, 3, 7, 1000][rng.random_range(0..5)];
+            let reverse = rng.random_bool(0.5);
+            // Key order is the byte order of UTF-8, which is Rust's order of strings.
+            let mut expected: Vec<&String> = keys
+                .iter()
+                .filter(|k| from.as_ref().is_none_or(|f| *k >= f))
+                .filter(|k| to.as_ref().is_none_or(|t| *k < t))
+                .collect();
+            if reverse {
+                expected.reverse();
+            }
+            let mut seen: Vec<String> = Vec::new();
+            let mut pages = 0;
+            loop {
+                let mut path = format!("/kv?limit={limit}&reverse={reverse}");
+                if let Some(f) = &from {
+                    path.push_str(&format!("&from={}", encoded(f)));
+                }
+                if let Some(t) = &to {
+                    path.push_str(&format!("&to={}", encoded(t)));
+                }
+                let answer = client.get(&path);
+                assert_eq!(answer.status, 200, "{path}: {}", answer.text());
+                let page = answer.json();
+                let entries = page["entries"].as_array().expect("entries");
+                assert!(entries.len() <= limit, "{path}");
+                seen.extend(
+                    entries
+                        .iter()
+                        .map(|e| e["key"].as_str().unwrap().to_string()),
+                );
+                pages += 1;
+                assert!(pages <= keys.len() + 1, "{path}: paging does not end");
+                match page["next"].as_str() {
+                    Some(next) if reverse => to = Some(next.to_string()),
+                    Some(next) => from = Some(next.to_string()),
+                    None => break,
+                }
+            }
+            let seen: Vec<&String> = seen.iter().collect();
+            assert_eq!(
+                seen, expected,
+                "round {round}, limit {limit}, reverse {reverse}"
+            );
+        }
+    }
+    server.stop();
+}
