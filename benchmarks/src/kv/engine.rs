@@ -11,8 +11,7 @@
 //! - [`PureInprocess`]: the kv app in a `pure_runtime::Runtime` in this process: the requests
 //!   the server would build, without HTTP.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +22,7 @@ use pure_store::SyncMode;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use crate::tpcc::pure::Server;
+use crate::tpcc::pure::{self, Server};
 use crate::tpcc::sqlite::Settings;
 
 /// Most entries one range call returns: the kv app's largest `limit`.
@@ -92,12 +91,7 @@ impl Sqlite {
             write_lock: Arc::new(Mutex::new(())),
         };
         if existing {
-            if !sqlite.path.exists() {
-                bail!(
-                    "--use-existing-db: {} does not exist (run a fill benchmark first)",
-                    sqlite.path.display()
-                );
-            }
+            existing_db(&sqlite.path)?;
             sqlite.connect()?;
         } else {
             sqlite.create()?;
@@ -287,12 +281,7 @@ impl PureHttp {
             server: None,
         };
         if existing {
-            if !data.exists() {
-                bail!(
-                    "--use-existing-db: {} does not exist (run a fill benchmark first)",
-                    data.display()
-                );
-            }
+            existing_db(data)?;
             pure.serve()?;
         } else {
             pure.fresh()?;
@@ -336,6 +325,17 @@ impl Store for PureHttp {
     }
 }
 
+/// `--use-existing-db`'s database must be there.
+fn existing_db(path: &Path) -> Result<()> {
+    if !path.exists() {
+        bail!(
+            "--use-existing-db: {} does not exist (run a fill benchmark first)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 fn remove_dir(dir: &Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
@@ -348,70 +348,22 @@ fn remove_dir(dir: &Path) -> Result<()> {
 /// range's (a page of entries), so that the client, which shares the machine's cores with the
 /// server, spends little of them.
 struct HttpClient {
-    stream: BufReader<TcpStream>,
-    request: Vec<u8>,
+    connection: pure::Client,
+    /// The last answer's body.
     body: Vec<u8>,
-    line: String,
 }
 
 impl HttpClient {
     fn connect(address: SocketAddr) -> Result<HttpClient> {
-        let stream =
-            TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
-        stream.set_nodelay(true)?;
-        // Far beyond any answer's time, so that a server that stopped answering fails the run
-        // instead of hanging it.
-        stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
         Ok(HttpClient {
-            stream: BufReader::with_capacity(64 << 10, stream),
-            request: Vec::with_capacity(4096),
+            connection: pure::Client::connect(address)?,
             body: Vec::new(),
-            line: String::new(),
         })
     }
 
     /// Sends a request and reads its answer's status, leaving the body in `self.body`.
     fn send(&mut self, method: &str, path: &str, body: &[u8]) -> Result<u16> {
-        self.request.clear();
-        write!(self.request, "{method} {path} HTTP/1.1\r\nHost: kv\r\n")?;
-        if !body.is_empty() {
-            write!(
-                self.request,
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            )?;
-        }
-        self.request.extend_from_slice(b"\r\n");
-        self.request.extend_from_slice(body);
-        self.stream.get_mut().write_all(&self.request)?;
-        self.line.clear();
-        self.stream.read_line(&mut self.line)?;
-        let status: u16 = self
-            .line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("not an HTTP status line: {:?}", self.line))?;
-        let mut length = 0;
-        loop {
-            self.line.clear();
-            self.stream.read_line(&mut self.line)?;
-            let header = self.line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value
-                        .trim()
-                        .parse()
-                        .with_context(|| format!("a bad Content-Length: {header}"))?;
-                }
-            }
-        }
-        self.body.resize(length, 0);
-        self.stream.read_exact(&mut self.body)?;
-        Ok(status)
+        self.connection.exchange(method, path, body, &mut self.body)
     }
 
     fn expect(&self, what: &str, status: u16, expected: &[u16]) -> Result<()> {
@@ -557,12 +509,7 @@ impl PureInprocess {
             runtime: None,
         };
         if existing {
-            if !data.exists() {
-                bail!(
-                    "--use-existing-db: {} does not exist (run a fill benchmark first)",
-                    data.display()
-                );
-            }
+            existing_db(data)?;
             pure.start()?;
         } else {
             pure.fresh()?;

@@ -346,9 +346,9 @@ pub fn measure(args: &Args) -> Result<Report> {
     }
     store.close()?;
     // An existing SQLite database keeps the page size it was made with, whatever --page-size
-    // says: the report gives the one the benchmarks ran on.
+    // says: the report gives the one the benchmarks ran on. (A new one has --page-size.)
     let mut reported = args.clone();
-    if args.engine == EngineKind::Sqlite {
+    if args.engine == EngineKind::Sqlite && args.use_existing_db {
         reported.page_size = engine::sqlite_page_size(&args.dir)?;
     }
     Ok(Report::new(&reported, device, outcomes))

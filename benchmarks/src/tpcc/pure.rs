@@ -199,6 +199,8 @@ pub struct Client {
     stream: BufReader<TcpStream>,
     host: String,
     request: Vec<u8>,
+    /// A line of the answer's head, kept to be reused.
+    line: String,
 }
 
 impl Client {
@@ -213,6 +215,7 @@ impl Client {
             stream: BufReader::with_capacity(64 << 10, stream),
             host: address.to_string(),
             request: Vec::with_capacity(4096),
+            line: String::new(),
         })
     }
 
@@ -225,13 +228,34 @@ impl Client {
 
     /// Sends one request (a body only with POST) and returns the app's answer.
     pub fn send(&mut self, method: &str, path: &str, body: &str) -> Result<Answer> {
+        let mut answer = Vec::new();
+        let status = self.exchange(method, path, body.as_bytes(), &mut answer)?;
+        let body = serde_json::from_slice(&answer).with_context(|| {
+            format!(
+                "the answer is not JSON: {}",
+                String::from_utf8_lossy(&answer)
+            )
+        })?;
+        Ok(Answer { status, body })
+    }
+
+    /// Sends one request (with Content-Length when it has a body, or is a POST) and reads the
+    /// answer: its status, and its body into `answer` (as bytes, so that a caller that need
+    /// not parse it spends nothing on it).
+    pub fn exchange(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        answer: &mut Vec<u8>,
+    ) -> Result<u16> {
         self.request.clear();
         write!(
             self.request,
             "{method} {path} HTTP/1.1\r\nHost: {}\r\n",
             self.host
         )?;
-        if method == "POST" {
+        if !body.is_empty() || method == "POST" {
             write!(
                 self.request,
                 "Content-Type: application/json\r\nContent-Length: {}\r\n",
@@ -239,40 +263,45 @@ impl Client {
             )?;
         }
         self.request.extend_from_slice(b"\r\n");
-        self.request.extend_from_slice(body.as_bytes());
+        self.request.extend_from_slice(body);
         self.stream.get_mut().write_all(&self.request)?;
-        self.read_answer()
-    }
 
-    fn read_answer(&mut self) -> Result<Answer> {
-        let mut line = String::new();
-        self.stream.read_line(&mut line)?;
-        let status: u16 = line
+        self.line.clear();
+        self.stream.read_line(&mut self.line)?;
+        let status: u16 = self
+            .line
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("not an HTTP status line: {line:?}"))?;
+            .ok_or_else(|| anyhow!("not an HTTP status line: {:?}", self.line))?;
         let mut length = None;
         loop {
-            line.clear();
-            self.stream.read_line(&mut line)?;
-            let header = line.trim_end();
+            self.line.clear();
+            self.stream.read_line(&mut self.line)?;
+            let header = self.line.trim_end();
             if header.is_empty() {
                 break;
             }
             if let Some((name, value)) = header.split_once(':') {
                 if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse::<usize>().ok();
+                    length = Some(
+                        value
+                            .trim()
+                            .parse::<usize>()
+                            .with_context(|| format!("a bad Content-Length: {header}"))?,
+                    );
                 }
             }
         }
-        let length = length.ok_or_else(|| anyhow!("an answer without Content-Length"))?;
-        let mut body = vec![0; length];
-        self.stream.read_exact(&mut body)?;
-        let body = serde_json::from_slice(&body).with_context(|| {
-            format!("the answer is not JSON: {}", String::from_utf8_lossy(&body))
-        })?;
-        Ok(Answer { status, body })
+        // A 204 or 304 has no body, and no Content-Length to say so.
+        let length = match length {
+            Some(length) => length,
+            None if status == 204 || status == 304 => 0,
+            None => bail!("an answer without Content-Length"),
+        };
+        answer.resize(length, 0);
+        self.stream.read_exact(answer)?;
+        Ok(status)
     }
 }
 
