@@ -92,7 +92,11 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
 
-    /// Use the database already in --dir; the fill benchmarks are then skipped.
+    /// Use the database already in --dir; the fill benchmarks are then skipped. Give a --seed
+    /// other than the run that wrote it: the same seed writes the same values to the same keys
+    /// again, and SQLite leaves a row whose new value equals the stored one unwritten (no WAL
+    /// frame, no sync), so overwrite would measure mostly nothing on SQLite (66 against 170 µs
+    /// per write at 16 threads, research note 015).
     #[arg(long)]
     pub use_existing_db: bool,
 
