@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Map, Module, Position};
 
 use crate::context::{with_tables, with_write};
-use crate::key::{key_from_dynamic, key_part, Key};
+use crate::key::{key_from_dynamic, Key};
 use crate::schema::{Schema, TableId};
 use crate::tables::{Fields, IndexDef};
 
@@ -120,11 +120,7 @@ pub(crate) fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
     {
         return Ok(Key::ints(&ints[..parts.len()]));
     }
-    let parts = parts
-        .iter()
-        .map(|p| key_part(p))
-        .collect::<Result<Vec<_>, _>>();
-    Ok(Key::from_parts(parts.map_err(api_error)?))
+    Key::from_values(parts.iter().copied()).map_err(api_error)
 }
 
 pub(crate) fn get(table: Table, key: Key) -> Fallible<Dynamic> {

@@ -441,10 +441,37 @@ pub fn key_part(value: &Dynamic) -> Result<KeyPart, String> {
     if let Some(s) = value.read_lock::<ImmutableString>() {
         return Ok(KeyPart::Str(s.clone()));
     }
-    Err(format!(
+    Err(not_a_part(value))
+}
+
+fn not_a_part(value: &Dynamic) -> String {
+    format!(
         "a key part must be an integer or a string, not {}",
         value.type_name()
-    ))
+    )
+}
+
+impl Key {
+    /// The key whose parts are these script values (integers and strings), encoded as they are
+    /// read: no part is copied out first, and no list of parts is allocated.
+    pub fn from_values<'a>(parts: impl IntoIterator<Item = &'a Dynamic>) -> Result<Key, String> {
+        let mut encoder = Encoder::new();
+        let mut count = 0;
+        for value in parts {
+            count += 1;
+            if let Ok(i) = value.as_int() {
+                encoder.int(i);
+            } else if let Some(s) = value.read_lock::<ImmutableString>() {
+                encoder.str(&s);
+            } else {
+                return Err(not_a_part(value));
+            }
+        }
+        if count == 0 {
+            return Err("a key must have at least one part".into());
+        }
+        Ok(encoder.finish())
+    }
 }
 
 /// A key from a script value: an integer, a string, or an array of them.
@@ -456,10 +483,9 @@ pub fn key_from_dynamic(value: &Dynamic) -> Result<Key, String> {
         if array.is_empty() {
             return Err("a key must have at least one part".into());
         }
-        let parts = array.iter().map(key_part).collect::<Result<Vec<_>, _>>()?;
-        return Ok(Key::from_parts(parts));
+        return Key::from_values(array.iter());
     }
-    Ok(Key::from_parts(vec![key_part(value)?]))
+    Key::from_values([value])
 }
 
 #[cfg(test)]
@@ -563,6 +589,33 @@ mod tests {
                 assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} vs {b:?}");
             }
         }
+    }
+
+    #[test]
+    fn keys_from_script_values_encode_as_their_parts() {
+        let long = "a string part longer than the inline key";
+        let cases: Vec<Vec<KeyPart>> = vec![
+            vec![KeyPart::Int(-7)],
+            vec![KeyPart::Str("k00000000000001".into())],
+            vec![KeyPart::Str("with\0zero".into()), KeyPart::Int(i64::MAX)],
+            vec![KeyPart::Int(1), KeyPart::Str(long.into()), KeyPart::Int(i64::MIN)],
+        ];
+        for parts in cases {
+            let values: Vec<Dynamic> = parts
+                .iter()
+                .map(|p| match p {
+                    KeyPart::Int(i) => Dynamic::from_int(*i),
+                    KeyPart::Str(s) => Dynamic::from(s.clone()),
+                })
+                .collect();
+            let key = Key::from_values(values.iter()).expect("a key");
+            assert_eq!(key, k(&parts), "{parts:?}");
+            assert_eq!(key.as_bytes(), k(&parts).as_bytes());
+        }
+        assert!(Key::from_values([&Dynamic::from_float(1.5)])
+            .unwrap_err()
+            .contains("integer or a string, not f64"));
+        assert!(Key::from_values([]).is_err(), "a key has a part");
     }
 
     #[test]
