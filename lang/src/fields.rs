@@ -18,6 +18,8 @@
 //! Invariant: the bytes are well formed (every tag valid, every var range inside `var`, string
 //! bytes UTF-8, array and map bytes a valid encoding); only [`FieldsBuilder`] makes them.
 
+use std::cell::RefCell;
+
 use rhai::{Dynamic, ImmutableString};
 use triomphe::ThinArc;
 
@@ -48,11 +50,25 @@ impl Fields {
 
     /// The row of `values` in slot order. Every value must be storable (`api::check_storable`).
     pub fn from_values(values: &[Dynamic]) -> Fields {
-        let mut b = FieldsBuilder::new(values.len());
-        for (slot, v) in values.iter().enumerate() {
-            b.set_value(slot, v);
+        // Built in the thread's scratch buffer, so that a row costs one allocation (its own)
+        // rather than a buffer grown for its strings and then freed.
+        thread_local! {
+            static SCRATCH: RefCell<FieldsBuilder> = RefCell::new(FieldsBuilder::new(0));
         }
-        b.finish()
+        /// A larger buffer is given back after use, not kept for the thread's life.
+        const KEPT_MAX: usize = 64 * 1024;
+        SCRATCH.with(|scratch| {
+            let mut b = scratch.borrow_mut();
+            b.reset(values.len());
+            for (slot, v) in values.iter().enumerate() {
+                b.set_value(slot, v);
+            }
+            let row = b.build();
+            if b.bytes.capacity() > KEPT_MAX {
+                *b = FieldsBuilder::new(0);
+            }
+            row
+        })
     }
 
     /// Field slots held (trailing units included).
