@@ -216,6 +216,16 @@ pub(crate) struct Sizes {
 impl Sizes {
     /// What `value` holds, walked in full.
     pub(crate) fn of(value: &Dynamic) -> Sizes {
+        // Strings first: the leaves of most values (a batch's keys and values) are strings.
+        if let Ok(text) = value.as_immutable_string_ref() {
+            return Sizes {
+                text: text.len(),
+                ..Sizes::default()
+            };
+        }
+        if !value.is_array() && !value.is_map() {
+            return Sizes::default();
+        }
         if let Ok(array) = value.as_array_ref() {
             let mut sizes = Sizes {
                 arrays: array.len(),
@@ -235,12 +245,6 @@ impl Sizes {
                 sizes = sizes.plus(Sizes::of(item));
             }
             return sizes;
-        }
-        if let Ok(text) = value.as_immutable_string_ref() {
-            return Sizes {
-                text: text.len(),
-                ..Sizes::default()
-            };
         }
         Sizes::default()
     }
