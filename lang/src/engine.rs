@@ -25,7 +25,8 @@ pub struct Limits {
     /// is checked every 256 operations and before every scan, the CPU clock only after the
     /// wall clock has run out. Time the thread spends waiting for a core is not counted, so a
     /// busy machine delays legitimate handlers but does not fail them (the error still names
-    /// the limit "wall-clock time").
+    /// the limit "wall-clock time"). The CPU time is counted from a reading at most a 32nd of
+    /// this (and 1 ms) old, so it may overcount by that much: see `context::Budget`.
     pub wall_clock_max: Duration,
     /// Script function call depth. Rhai recurses on the native stack: a handler call that finds
     /// less than [`Limits::stack_bytes`] left on its thread's stack runs on a fresh one.
