@@ -166,10 +166,7 @@ pub(crate) fn with_write<R>(
 mod budget_tests {
     use super::*;
 
-    /// A call whose wall-clock budget ran out while its thread waited for a core (here: a
-    /// deadline moved into the past) is not stopped; once the thread has run the budget of CPU
-    /// time in it, it is. Nothing here depends on how fast the machine is: the loop runs until
-    /// the thread's own CPU clock says so.
+    /// The CPU time the installed call's budget counts from.
     fn start_of_call() -> Duration {
         DEADLINE.with(Cell::get).expect("installed").cpu_at_start
     }
@@ -209,6 +206,10 @@ mod budget_tests {
         let _ = take();
     }
 
+    /// A call whose wall-clock budget ran out while its thread waited for a core (here: a
+    /// deadline moved into the past) is not stopped; once the thread has run the budget of CPU
+    /// time in it, it is. Nothing here depends on how fast the machine is: the loop runs until
+    /// the thread's own CPU clock says so.
     #[test]
     fn time_spent_waiting_for_a_core_is_not_spent_budget() {
         let budget = Duration::from_millis(20);

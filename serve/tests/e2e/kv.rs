@@ -379,3 +379,19 @@ fn paging_by_next_visits_each_key_of_a_range_once_in_order() {
     }
     server.stop();
 }
+
+/// A batch that names a key twice is a 400 that says so, even when the body also passes a limit
+/// after the repeat: the repeat, earlier in the text, is what the client gets to fix first.
+#[test]
+fn a_repeated_key_is_refused_400_even_when_a_limit_follows() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&repo_path("apps/kv"), data.path()).start();
+    let mut client = server.client();
+    let zeros = vec!["0"; 50_001].join(",");
+    let body = format!(r#"{{"put": {{"b": "1", "a": "2", "b": "3", "z": [{zeros}]}}}}"#);
+    let answer = client
+        .request("POST", "/kv", Some(body.as_bytes()))
+        .expect("answered");
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(answer.text().contains("appears twice"), "{}", answer.text());
+}
