@@ -151,7 +151,10 @@ pub(crate) fn parse(
     // says where.
     let parsed = match std::str::from_utf8(bytes) {
         Ok(text) => parse_with(&mut serde_json::Deserializer::from_str(text), &mut budget),
-        Err(_) => parse_with(&mut serde_json::Deserializer::from_slice(bytes), &mut budget),
+        Err(_) => parse_with(
+            &mut serde_json::Deserializer::from_slice(bytes),
+            &mut budget,
+        ),
     };
     match (parsed, budget.exceeded) {
         (_, Some(exceeded)) => Err(exceeded),
@@ -501,21 +504,34 @@ mod tests {
             r#"{"c": 3, "a": 1, "d": 4, "b": 2}"#,
             r#"{"d": 4, "c": 3, "b": 2, "a": 1}"#,
         ] {
-            let map = parse(text.as_bytes(), &[], &[], &Default::default(), &Limits::default())
-                .expect("parses")
-                .cast::<Map>();
+            let map = parse(
+                text.as_bytes(),
+                &[],
+                &[],
+                &Default::default(),
+                &Limits::default(),
+            )
+            .expect("parses")
+            .cast::<Map>();
             let pairs: Vec<(String, i64)> = map
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.as_int().expect("an integer")))
                 .collect();
-            let expected = [("a", 1), ("b", 2), ("c", 3), ("d", 4)].map(|(k, v)| (k.to_string(), v));
+            let expected =
+                [("a", 1), ("b", 2), ("c", 3), ("d", 4)].map(|(k, v)| (k.to_string(), v));
             assert_eq!(pairs, expected, "{text}");
         }
         // Keys past the inline size, and with escapes (read through serde's scratch buffer).
         let text = r#"{"a key longer than twenty-three bytes": 1, "k\u00e9y": 2}"#;
-        let map = parse(text.as_bytes(), &[], &[], &Default::default(), &Limits::default())
-            .expect("parses")
-            .cast::<Map>();
+        let map = parse(
+            text.as_bytes(),
+            &[],
+            &[],
+            &Default::default(),
+            &Limits::default(),
+        )
+        .expect("parses")
+        .cast::<Map>();
         assert_eq!(map["a key longer than twenty-three bytes"].as_int(), Ok(1));
         assert_eq!(map["k\u{e9}y"].as_int(), Ok(2));
     }
@@ -526,15 +542,27 @@ mod tests {
     fn a_repeat_is_refused_where_it_stands() {
         let repeat = |got: Result<Dynamic, BodyError>, key: &str| match got {
             Err(BodyError::Malformed { message }) => {
-                assert!(message.contains(&format!("{key:?} appears twice")), "{message}")
+                assert!(
+                    message.contains(&format!("{key:?} appears twice")),
+                    "{message}"
+                )
             }
             other => panic!("{other:?}"),
         };
-        repeat(parse_body(r#"{"b": 1, "a": 2, "b": 3, "c": [1, 2, 3, 4, 5]}"#), "b");
+        repeat(
+            parse_body(r#"{"b": 1, "a": 2, "b": 3, "c": [1, 2, 3, 4, 5]}"#),
+            "b",
+        );
         repeat(parse_body(r#"{"b": 1, "a": 2, "b": 3, oops"#), "b");
         repeat(parse_body(r#"{"a": 1, "b": 2, "b": 3, oops"#), "b");
         let text = r#"{"z": 1, "a": 2, "z": 3, "a": 4}"#;
-        let got = parse(text.as_bytes(), &[], &[], &Default::default(), &Limits::default());
+        let got = parse(
+            text.as_bytes(),
+            &[],
+            &[],
+            &Default::default(),
+            &Limits::default(),
+        );
         assert_eq!(
             got.err(),
             Some(BodyError::Malformed {
@@ -571,9 +599,13 @@ mod tests {
         };
         assert!(message.contains("\"b\" appears twice"), "{message}");
         // Bytes that are not UTF-8, inside a string: refused with where they are.
-        let Err(BodyError::Malformed { message }) =
-            parse(b"{\"a\": \"x\xff\"}", &[], &[], &Default::default(), &limits())
-        else {
+        let Err(BodyError::Malformed { message }) = parse(
+            b"{\"a\": \"x\xff\"}",
+            &[],
+            &[],
+            &Default::default(),
+            &limits(),
+        ) else {
             panic!("a body that is not UTF-8 is refused");
         };
         assert!(message.contains("line 1 column"), "{message}");

@@ -190,11 +190,17 @@ mod budget_tests {
             if before.elapsed() > stale_max(budget) {
                 return false;
             }
-            assert_eq!(first, second, "a second call within 1 ms starts from the same reading");
+            assert_eq!(
+                first, second,
+                "a second call within 1 ms starts from the same reading"
+            );
             assert!(thread_cpu() >= second);
             true
         });
-        assert!(shared, "no two calls ran within 1 ms of each other in 100 tries");
+        assert!(
+            shared,
+            "no two calls ran within 1 ms of each other in 100 tries"
+        );
 
         let budget = Duration::from_micros(3200);
         install(Context::Idle, budget, 0);

@@ -598,7 +598,11 @@ mod tests {
             vec![KeyPart::Int(-7)],
             vec![KeyPart::Str("k00000000000001".into())],
             vec![KeyPart::Str("with\0zero".into()), KeyPart::Int(i64::MAX)],
-            vec![KeyPart::Int(1), KeyPart::Str(long.into()), KeyPart::Int(i64::MIN)],
+            vec![
+                KeyPart::Int(1),
+                KeyPart::Str(long.into()),
+                KeyPart::Int(i64::MIN),
+            ],
         ];
         for parts in cases {
             let values: Vec<Dynamic> = parts

@@ -703,7 +703,12 @@ impl Shape {
                 let Some(text) = value.read_lock::<rhai::ImmutableString>() else {
                     return mismatch(&value);
                 };
-                check_str(&text, (*min_len, *max_len), (*min_bytes, *max_bytes), &place)?;
+                check_str(
+                    &text,
+                    (*min_len, *max_len),
+                    (*min_bytes, *max_bytes),
+                    &place,
+                )?;
                 drop(text);
                 Ok(value)
             }
@@ -1098,7 +1103,12 @@ mod tests {
             let body = format!(r#"{{"s": "{}"}}"#, face.repeat(n));
             assert_eq!(check(&d, &body).is_ok(), ok, "{n} four-byte characters");
         }
-        for (text, ok) in [("ab", false), ("abc", true), ("abcd", true), ("abcde", false)] {
+        for (text, ok) in [
+            ("ab", false),
+            ("abc", true),
+            ("abcd", true),
+            ("abcde", false),
+        ] {
             let body = format!(r#"{{"s": "{text}"}}"#);
             assert_eq!(check(&d, &body).is_ok(), ok, "{text}");
         }
