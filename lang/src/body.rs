@@ -385,6 +385,17 @@ mod tests {
         }
     }
 
+    /// `text` parsed under the default limits.
+    fn parse_default_limits(text: &str) -> Result<Dynamic, BodyError> {
+        parse(
+            text.as_bytes(),
+            &[],
+            &[],
+            &Default::default(),
+            &Limits::default(),
+        )
+    }
+
     fn parse_body(text: &str) -> Result<Dynamic, BodyError> {
         parse(text.as_bytes(), &[], &[], &Default::default(), &limits())
     }
@@ -396,14 +407,7 @@ mod tests {
     #[test]
     fn converts_every_kind_of_value() {
         let text = r#"{"a": [1, -0, 2.5, true, null], "b": "xy"}"#;
-        let value = parse(
-            text.as_bytes(),
-            &[],
-            &[],
-            &Default::default(),
-            &Limits::default(),
-        )
-        .expect("parses");
+        let value = parse_default_limits(text).expect("parses");
         let map = value.cast::<Map>();
         let items = map["a"].clone().cast::<Array>();
         assert_eq!(items[0].as_int(), Ok(1));
@@ -420,15 +424,7 @@ mod tests {
     #[test]
     fn minus_zero_is_an_integer_as_written_and_a_float_otherwise() {
         let text = r#"["-0.0", -0.0, -0, -1e-400, {"k\"-0": -0e3}, -0, -0.5, 0.0]"#;
-        let items = parse(
-            text.as_bytes(),
-            &[],
-            &[],
-            &Default::default(),
-            &Limits::default(),
-        )
-        .expect("parses")
-        .cast::<Array>();
+        let items = parse_default_limits(text).expect("parses").cast::<Array>();
         assert!(items[0].is_string());
         assert!(items[1]
             .as_float()
@@ -504,15 +500,7 @@ mod tests {
             r#"{"c": 3, "a": 1, "d": 4, "b": 2}"#,
             r#"{"d": 4, "c": 3, "b": 2, "a": 1}"#,
         ] {
-            let map = parse(
-                text.as_bytes(),
-                &[],
-                &[],
-                &Default::default(),
-                &Limits::default(),
-            )
-            .expect("parses")
-            .cast::<Map>();
+            let map = parse_default_limits(text).expect("parses").cast::<Map>();
             let pairs: Vec<(String, i64)> = map
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.as_int().expect("an integer")))
@@ -523,15 +511,7 @@ mod tests {
         }
         // Keys past the inline size, and with escapes (read through serde's scratch buffer).
         let text = r#"{"a key longer than twenty-three bytes": 1, "k\u00e9y": 2}"#;
-        let map = parse(
-            text.as_bytes(),
-            &[],
-            &[],
-            &Default::default(),
-            &Limits::default(),
-        )
-        .expect("parses")
-        .cast::<Map>();
+        let map = parse_default_limits(text).expect("parses").cast::<Map>();
         assert_eq!(map["a key longer than twenty-three bytes"].as_int(), Ok(1));
         assert_eq!(map["k\u{e9}y"].as_int(), Ok(2));
     }
@@ -556,13 +536,7 @@ mod tests {
         repeat(parse_body(r#"{"b": 1, "a": 2, "b": 3, oops"#), "b");
         repeat(parse_body(r#"{"a": 1, "b": 2, "b": 3, oops"#), "b");
         let text = r#"{"z": 1, "a": 2, "z": 3, "a": 4}"#;
-        let got = parse(
-            text.as_bytes(),
-            &[],
-            &[],
-            &Default::default(),
-            &Limits::default(),
-        );
+        let got = parse_default_limits(text);
         assert_eq!(
             got.err(),
             Some(BodyError::Malformed {
