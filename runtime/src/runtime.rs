@@ -218,8 +218,17 @@ impl Shared {
             .clone()
     }
 
-    pub fn publish(&self, snapshot: Snapshot) {
-        *self.published.lock().expect("publishing never panics") = Arc::new(snapshot);
+    /// Makes `snapshot` the one reads see, and returns the one it replaces. The caller drops
+    /// that after answering its group: when no read holds it any more, dropping it frees every
+    /// node the group's writes copied, which neither the readers waiting for this lock nor the
+    /// group's answers should wait for.
+    #[must_use = "drop the replaced snapshot once the group is answered"]
+    pub fn publish(&self, snapshot: Snapshot) -> Arc<Snapshot> {
+        let snapshot = Arc::new(snapshot);
+        std::mem::replace(
+            &mut *self.published.lock().expect("publishing never panics"),
+            snapshot,
+        )
     }
 
     pub fn poison(&self, reason: String) {

@@ -150,12 +150,13 @@ impl Syncer {
         match self.make_durable(&group) {
             Outcome::Durable(sync) => {
                 let lsn = self.store.durable_lsn();
-                self.shared.publish(Snapshot::new(group.snapshot, lsn.0));
+                let replaced = self.shared.publish(Snapshot::new(group.snapshot, lsn.0));
                 self.shared.metrics.committed(records, sync, lsn.0);
                 for (reply, result) in group.replies {
                     // A caller that stopped waiting dropped its receiver: nothing to do.
                     let _ = reply.send(result);
                 }
+                drop(replaced);
             }
             Outcome::Refused(reason) => {
                 self.store.discard_pending();
