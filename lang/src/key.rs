@@ -403,17 +403,19 @@ impl Ord for Key {
     fn cmp(&self, other: &Self) -> Ordering {
         if let (Repr::Inline(a), Repr::Inline(b)) = (self.repr(), other.repr()) {
             // Zero padding compares as the shorter key (see the invariant). Word by word, as
-            // most keys differ in their first eight bytes.
+            // most keys differ in their first eight bytes. The last word overlaps the second
+            // by a byte, equal by then, so that no comparison falls back to a byte loop (a
+            // string key of 15 to 21 bytes, as a 16-digit key is, differs in its last word).
             let word = |x: &[u8; INLINE], at: usize| {
                 u64::from_be_bytes(x[at..at + 8].try_into().expect("8 bytes"))
             };
-            for at in [0, 8] {
+            for at in [0, 8, INLINE - 8] {
                 let (x, y) = (word(a, at), word(b, at));
                 if x != y {
                     return x.cmp(&y);
                 }
             }
-            return a[16..].cmp(&b[16..]);
+            return Ordering::Equal;
         }
         self.as_bytes().cmp(other.as_bytes())
     }
@@ -538,6 +540,28 @@ mod tests {
         for (i, a) in ordered.iter().enumerate() {
             for (j, b) in ordered.iter().enumerate() {
                 assert_eq!(a.cmp(b), i.cmp(&j), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    /// Inline keys that differ only in their last bytes, where the comparison's words
+    /// overlap: they order as their encodings do, whichever byte differs.
+    #[test]
+    fn inline_keys_that_differ_in_their_last_bytes_order_as_their_bytes() {
+        let mut keys = Vec::new();
+        for len in 12..=21 {
+            for at in 0..len {
+                for c in [b'0', b'5', b'9'] {
+                    let mut text = vec![b'7'; len];
+                    text[at] = c;
+                    keys.push(k(&[KeyPart::Str(String::from_utf8(text).unwrap().into())]));
+                }
+            }
+        }
+        for a in &keys {
+            assert!(matches!(a.repr(), Repr::Inline(_)), "{a:?} is inline");
+            for b in &keys {
+                assert_eq!(a.cmp(b), a.as_bytes().cmp(b.as_bytes()), "{a:?} vs {b:?}");
             }
         }
     }
