@@ -293,7 +293,9 @@ impl Owner {
                 // not the server that is unavailable.
                 state.tables.roll_back(writes);
                 let error = format!(
-                    "the write's changes take {} bytes in the log, more than one write may take                      ({} bytes: an eighth of the log's capacity, at most 4 MiB); split them                      into smaller writes",
+                    "the write's changes take {} bytes in the log, more than one write may take \
+                     ({} bytes: an eighth of the log's capacity, at most 4 MiB); split them \
+                     into smaller writes",
                     record.len(),
                     self.group_bytes_max
                 );
