@@ -409,10 +409,29 @@ fn open(args: &Args) -> Result<Box<dyn Store>> {
                 if let Some(threads) = args.server_threads {
                     flags.extend(["--threads".to_string(), threads.to_string()]);
                 }
+                // A batch's body may be larger than the server's default limit (1 MiB, about
+                // 9,000 entries of 100 bytes): raise it, so that a batch the in-process engine
+                // takes is taken over HTTP too (the app's own limits still apply to both).
+                let body = fillbatch_body_bytes(args);
+                if body > SERVER_MAX_BODY_DEFAULT {
+                    flags.extend([
+                        "--max-body".to_string(),
+                        body.next_multiple_of(1 << 20).to_string(),
+                    ]);
+                }
                 Box::new(PureHttp::start(&args.app, &data, flags, existing)?)
             }
         }
     })
+}
+
+/// pure-serve's default `--max-body`.
+const SERVER_MAX_BODY_DEFAULT: u64 = 1 << 20;
+
+/// The largest body fillbatch sends: `--batch` entries of `{"key":"value"}` pairs.
+fn fillbatch_body_bytes(args: &Args) -> u64 {
+    let entry = (args.key_size + args.value_size) as u64 + 6;
+    args.batch as u64 * entry + 16
 }
 
 impl Sync {

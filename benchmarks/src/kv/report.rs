@@ -52,8 +52,9 @@ pub struct BenchmarkJson {
 }
 
 impl Outcome {
-    fn micros_per_op(&self) -> f64 {
-        self.seconds * 1e6 / self.ops.max(1) as f64
+    /// 0 when the benchmark did no operation (a read of an empty database), as `ops_per_s`.
+    pub(super) fn micros_per_op(&self) -> f64 {
+        self.per_op(self.seconds * 1e6)
     }
 
     fn mb_per_s(&self) -> f64 {
@@ -68,8 +69,15 @@ impl Outcome {
         self.latency.value_at_quantile(quantile) as f64 / 1000.0
     }
 
+    /// `total` per operation; 0 when there was no operation.
+    fn per_op(&self, total: f64) -> f64 {
+        if self.ops == 0 {
+            return 0.0;
+        }
+        total / self.ops as f64
+    }
+
     pub fn json(&self) -> BenchmarkJson {
-        let ops = self.ops.max(1) as f64;
         BenchmarkJson {
             name: self.benchmark.name(),
             skipped: self.skipped,
@@ -89,9 +97,9 @@ impl Outcome {
             p999_us: self.us(0.999),
             max_us: self.latency.max() as f64 / 1000.0,
             found: self.found,
-            device_bytes_per_op: self.device_bytes.map(|b| b as f64 / ops),
-            client_cpu_us_per_op: self.client_cpu * 1e6 / ops,
-            server_cpu_us_per_op: self.server_cpu.map(|c| c * 1e6 / ops),
+            device_bytes_per_op: self.device_bytes.map(|b| self.per_op(b as f64)),
+            client_cpu_us_per_op: self.per_op(self.client_cpu * 1e6),
+            server_cpu_us_per_op: self.server_cpu.map(|c| self.per_op(c * 1e6)),
         }
     }
 
@@ -100,6 +108,11 @@ impl Outcome {
         let name = self.benchmark.name();
         if self.skipped {
             return format!("{name:<12} : skipped (--use-existing-db)\n");
+        }
+        if self.ops == 0 {
+            return format!(
+                "{name:<12} : no operations (nothing to read: the database is empty)\n"
+            );
         }
         let mut line = format!("{name:<12} : {:>11.3} micros/op;", self.micros_per_op());
         if self.bytes > 0 {
@@ -113,14 +126,13 @@ impl Outcome {
             };
             let _ = write!(line, " ({found} of {} {what})", self.ops);
         }
-        let ops = self.ops.max(1) as f64;
-        let _ = write!(line, " [cpu {:.1}", self.client_cpu * 1e6 / ops);
+        let _ = write!(line, " [cpu {:.1}", self.per_op(self.client_cpu * 1e6));
         if let Some(server) = self.server_cpu {
-            let _ = write!(line, " + server {:.1}", server * 1e6 / ops);
+            let _ = write!(line, " + server {:.1}", self.per_op(server * 1e6));
         }
         line.push_str(" us/op");
         if let Some(bytes) = self.device_bytes {
-            let _ = write!(line, ", {:.0} bytes written/op", bytes as f64 / ops);
+            let _ = write!(line, ", {:.0} bytes written/op", self.per_op(bytes as f64));
         }
         line.push(']');
         line.push('\n');
@@ -317,10 +329,18 @@ fn histogram_text(h: &Histogram<u64>) -> String {
         decade *= 10.0;
     }
     let total = h.len().max(1) as f64;
+    // Each recorded value in the one bucket that holds it, placed as the percentiles report
+    // it (the top of its sub-bucket). `count_between` counts whole sub-buckets, so a value
+    // near an edge was counted on both sides of it.
+    let mut counts = vec![0u64; edges.len() - 1];
+    for value in h.iter_recorded() {
+        let at = value.value_iterated_to() as f64 / 1000.0;
+        let bucket = edges[1..].partition_point(|&edge| edge <= at);
+        let last = counts.len() - 1;
+        counts[bucket.min(last)] += value.count_at_value();
+    }
     let mut cumulative = 0u64;
-    for pair in edges.windows(2) {
-        let (lo, hi) = ((pair[0] * 1000.0) as u64, (pair[1] * 1000.0) as u64);
-        let count = h.count_between(lo, hi.saturating_sub(1).max(lo));
+    for (pair, &count) in edges.windows(2).zip(&counts) {
         if count == 0 {
             continue;
         }
@@ -375,4 +395,105 @@ fn cpu() -> String {
 
 fn cpu_cache() -> String {
     cpuinfo("cache size").unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::Benchmark;
+
+    /// Calls of 50 µs and 100 µs sit on bucket edges: each is counted once, in the bucket
+    /// that starts at it, and the buckets add up to the calls. (A value is placed as the
+    /// percentiles report it, at the top of its histogram sub-bucket: 0.1% above it at most.)
+    #[test]
+    fn histogram_buckets_count_each_call_once() {
+        let mut h = super::super::new_histogram();
+        for nanos in [50_000, 50_000, 100_000, 3_000, 90_000] {
+            h.record(nanos).expect("in range");
+        }
+        let text = histogram_text(&h);
+        let buckets: Vec<(String, u64)> = text
+            .lines()
+            .filter(|l| l.starts_with('['))
+            .map(|l| {
+                let (range, rest) = l.split_once(')').expect("a bucket line");
+                let count = rest.split_whitespace().next().expect("a count");
+                (range.to_string(), count.parse().expect("a number"))
+            })
+            .collect();
+        let total: u64 = buckets.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, 5, "{text}");
+        let count = |lo: &str| {
+            buckets
+                .iter()
+                .find(|(range, _)| {
+                    range
+                        .split(',')
+                        .next()
+                        .unwrap()
+                        .trim_start_matches('[')
+                        .trim()
+                        == lo
+                })
+                .map_or(0, |(_, n)| *n)
+        };
+        assert_eq!(count("2"), 1, "3 µs: {text}");
+        assert_eq!(count("50"), 3, "50, 50 and 90 µs: {text}");
+        assert_eq!(count("100"), 1, "100 µs: {text}");
+        assert!(text.contains("100.000%"), "{text}");
+        assert!(
+            !text.contains("100.200%") && !text.contains("200.000%"),
+            "{text}"
+        );
+
+        // Many calls over many sub-buckets: the buckets still add up to the calls.
+        let mut h = super::super::new_histogram();
+        for i in 0..3_000u64 {
+            h.record(1_000 + i * 7_919 % 2_000_000).expect("in range");
+        }
+        let text = histogram_text(&h);
+        let total: u64 = text
+            .lines()
+            .filter(|l| l.starts_with('['))
+            .map(|l| {
+                l.split(')')
+                    .nth(1)
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+            })
+            .map(|n| n.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(total, 3_000, "{text}");
+    }
+
+    /// A read of an empty database does no operation: no figure per operation, not the whole
+    /// run's time as one.
+    #[test]
+    fn a_benchmark_without_operations_has_no_time_per_operation() {
+        let outcome = Outcome {
+            benchmark: Benchmark::ReadSeq,
+            ops: 0,
+            latency: super::super::new_histogram(),
+            seconds: 0.25,
+            bytes: 0,
+            found: None,
+            device_bytes: Some(4096),
+            skipped: false,
+            client_cpu: 0.1,
+            server_cpu: Some(0.1),
+        };
+        let json = outcome.json();
+        assert_eq!(json.ops_per_s, 0.0);
+        assert_eq!(json.micros_per_op, 0.0);
+        assert_eq!(json.client_cpu_us_per_op, 0.0);
+        assert_eq!(json.server_cpu_us_per_op, Some(0.0));
+        assert_eq!(json.device_bytes_per_op, Some(0.0));
+        assert!(
+            outcome.line().contains("no operations"),
+            "{}",
+            outcome.line()
+        );
+    }
 }

@@ -206,10 +206,10 @@ fn configurations(args: &SweepArgs) -> Vec<(String, bool, Args)> {
         for &synchronous in &args.synchronous {
             for &page_size in &args.page_sizes {
                 let label = format!(
-                    "sqlite {} {} {}K",
+                    "sqlite {} {} {}",
                     journal_mode.pragma().to_uppercase(),
                     synchronous.pragma().to_uppercase(),
-                    page_size / 1024
+                    page_label(page_size)
                 );
                 let config = Args {
                     engine: EngineKind::Sqlite,
@@ -225,12 +225,21 @@ fn configurations(args: &SweepArgs) -> Vec<(String, bool, Args)> {
     configs
 }
 
+/// A page size as a label: "4K" for whole KiB, "512B" below.
+fn page_label(bytes: u32) -> String {
+    if bytes % 1024 == 0 {
+        format!("{}K", bytes / 1024)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
 fn micros(run: &Run, benchmark: Benchmark) -> Option<f64> {
     run.report
         .outcomes
         .iter()
         .find(|o| o.benchmark == benchmark && !o.skipped)
-        .map(|o| o.seconds * 1e6 / o.ops.max(1) as f64)
+        .map(|o| o.micros_per_op())
 }
 
 /// The comparison in Markdown: micros/op per run and benchmark, then the targets.
@@ -344,11 +353,11 @@ fn targets(runs: &[Run]) -> Vec<String> {
 /// configuration and per SQLite journal mode at its first synchronous setting and page size.
 fn plot(path: &std::path::Path, args: &SweepArgs, runs: &[Run]) -> Result<()> {
     let first_sqlite = format!(
-        "{} {}K",
+        "{} {}",
         args.synchronous
             .first()
             .map_or_else(|| "FULL".to_string(), |s| s.pragma().to_uppercase()),
-        args.page_sizes.first().map_or(4, |p| p / 1024)
+        page_label(args.page_sizes.first().copied().unwrap_or(4096))
     );
     let series: Vec<String> = {
         let mut labels: Vec<String> = Vec::new();
@@ -462,4 +471,17 @@ fn plot(path: &std::path::Path, args: &SweepArgs, runs: &[Run]) -> Result<()> {
         Ok(())
     };
     draw().map_err(|e| anyhow::anyhow!("draw {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_sizes_below_a_kib_keep_their_bytes_in_the_label() {
+        assert_eq!(page_label(512), "512B");
+        assert_eq!(page_label(1024), "1K");
+        assert_eq!(page_label(16384), "16K");
+        assert_eq!(page_label(1536), "1536B");
+    }
 }
