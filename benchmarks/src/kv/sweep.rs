@@ -227,7 +227,7 @@ fn configurations(args: &SweepArgs) -> Vec<(String, bool, Args)> {
 
 /// A page size as a label: "4K" for whole KiB, "512B" below.
 fn page_label(bytes: u32) -> String {
-    if bytes % 1024 == 0 {
+    if bytes.is_multiple_of(1024) {
         format!("{}K", bytes / 1024)
     } else {
         format!("{bytes}B")
