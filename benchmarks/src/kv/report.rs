@@ -110,9 +110,12 @@ impl Outcome {
             return format!("{name:<12} : skipped (--use-existing-db)\n");
         }
         if self.ops == 0 {
-            return format!(
-                "{name:<12} : no operations (nothing to read: the database is empty)\n"
-            );
+            let why = if self.benchmark.writes() {
+                "--writes 0"
+            } else {
+                "--reads 0, or nothing to read: the database is empty"
+            };
+            return format!("{name:<12} : no operations ({why})\n");
         }
         let mut line = format!("{name:<12} : {:>11.3} micros/op;", self.micros_per_op());
         if self.bytes > 0 {
