@@ -524,3 +524,30 @@ fn readseq_reads_back_what_fill100k_wrote_on_every_engine() {
         assert!(u(&bench(&json, "readseq")["ops"]) > 16, "{engine:?}");
     }
 }
+
+/// A batch larger than pure-serve's default body limit (1 MiB) runs over HTTP as it does
+/// in-process: pure-bench starts the server with a `--max-body` that fits it.
+#[test]
+fn a_batch_past_the_servers_default_body_limit_runs_over_http() {
+    if !pure_serve_built() {
+        return;
+    }
+    let dir = scratch();
+    let json = dir.path().join("report.json");
+    let output = Command::new(BIN)
+        .arg("kv")
+        .arg("--dir")
+        .arg(dir.path().join("db"))
+        .arg("--app")
+        .arg(kv_app())
+        .args(["--engine", "pure", "--sync", "none", "--quiet"])
+        .args(["--num", "12000", "--batch", "12000", "--benchmarks", "fillbatch"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run pure-bench");
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the report")).expect("JSON");
+    assert_eq!(u(&bench(&report, "fillbatch")["ops"]), 12_000);
+}
