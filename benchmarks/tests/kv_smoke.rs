@@ -541,7 +541,14 @@ fn a_batch_past_the_servers_default_body_limit_runs_over_http() {
         .arg("--app")
         .arg(kv_app())
         .args(["--engine", "pure", "--sync", "none", "--quiet"])
-        .args(["--num", "12000", "--batch", "12000", "--benchmarks", "fillbatch"])
+        .args([
+            "--num",
+            "12000",
+            "--batch",
+            "12000",
+            "--benchmarks",
+            "fillbatch",
+        ])
         .arg("--json")
         .arg(&json)
         .output()
