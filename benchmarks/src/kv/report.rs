@@ -335,11 +335,11 @@ fn histogram_text(h: &Histogram<u64>) -> String {
     // Each recorded value in the one bucket that holds it, placed as the percentiles report
     // it (the top of its sub-bucket). `count_between` counts whole sub-buckets, so a value
     // near an edge was counted on both sides of it.
-    let mut counts = vec![0u64; edges.len() - 1];
+    let last = edges.len() - 2;
+    let mut counts = vec![0u64; last + 1];
     for value in h.iter_recorded() {
         let at = value.value_iterated_to() as f64 / 1000.0;
         let bucket = edges[1..].partition_point(|&edge| edge <= at);
-        let last = counts.len() - 1;
         counts[bucket.min(last)] += value.count_at_value();
     }
     let mut cumulative = 0u64;
@@ -415,29 +415,13 @@ mod tests {
             h.record(nanos).expect("in range");
         }
         let text = histogram_text(&h);
-        let buckets: Vec<(String, u64)> = text
-            .lines()
-            .filter(|l| l.starts_with('['))
-            .map(|l| {
-                let (range, rest) = l.split_once(')').expect("a bucket line");
-                let count = rest.split_whitespace().next().expect("a count");
-                (range.to_string(), count.parse().expect("a number"))
-            })
-            .collect();
+        let buckets = bucket_counts(&text);
         let total: u64 = buckets.iter().map(|(_, n)| n).sum();
         assert_eq!(total, 5, "{text}");
         let count = |lo: &str| {
             buckets
                 .iter()
-                .find(|(range, _)| {
-                    range
-                        .split(',')
-                        .next()
-                        .unwrap()
-                        .trim_start_matches('[')
-                        .trim()
-                        == lo
-                })
+                .find(|(start, _)| start == lo)
                 .map_or(0, |(_, n)| *n)
         };
         assert_eq!(count("2"), 1, "3 µs: {text}");
@@ -455,20 +439,21 @@ mod tests {
             h.record(1_000 + i * 7_919 % 2_000_000).expect("in range");
         }
         let text = histogram_text(&h);
-        let total: u64 = text
-            .lines()
-            .filter(|l| l.starts_with('['))
-            .map(|l| {
-                l.split(')')
-                    .nth(1)
-                    .unwrap()
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-            })
-            .map(|n| n.parse::<u64>().unwrap())
-            .sum();
+        let total: u64 = bucket_counts(&text).iter().map(|(_, n)| n).sum();
         assert_eq!(total, 3_000, "{text}");
+    }
+
+    /// The bucket lines of a histogram's text: each bucket's start (as printed) and count.
+    fn bucket_counts(text: &str) -> Vec<(String, u64)> {
+        text.lines()
+            .filter_map(|line| line.strip_prefix('['))
+            .map(|line| {
+                let (range, rest) = line.split_once(')').expect("a bucket line");
+                let start = range.split(',').next().expect("a start").trim();
+                let count = rest.split_whitespace().next().expect("a count");
+                (start.to_string(), count.parse().expect("a number"))
+            })
+            .collect()
     }
 
     /// A read of an empty database does no operation: no figure per operation, not the whole
