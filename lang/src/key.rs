@@ -208,8 +208,32 @@ fn encode_int(out: &mut [u8; 9], v: i64) -> usize {
     1 + n
 }
 
+/// A part as its encoding holds it: an integer, or a string's UTF-8 bytes (borrowed when they
+/// hold no `00`, which the encoding escapes). For writers of the part's bytes, who need not
+/// check them as text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartBytes<'a> {
+    Int(i64),
+    Str(Cow<'a, [u8]>),
+}
+
 /// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
 fn decode_part(bytes: &[u8]) -> (PartRef<'_>, usize) {
+    let (part, n) = decode_part_bytes(bytes);
+    let part = match part {
+        PartBytes::Int(i) => PartRef::Int(i),
+        PartBytes::Str(Cow::Borrowed(raw)) => PartRef::Str(Cow::Borrowed(
+            std::str::from_utf8(raw).expect("a key's string part is UTF-8"),
+        )),
+        PartBytes::Str(Cow::Owned(raw)) => PartRef::Str(Cow::Owned(
+            String::from_utf8(raw).expect("a key's string part is UTF-8"),
+        )),
+    };
+    (part, n)
+}
+
+/// `decode_part` without the check that a string part is UTF-8.
+fn decode_part_bytes(bytes: &[u8]) -> (PartBytes<'_>, usize) {
     let code = bytes[0];
     if code == STR {
         let body = &bytes[1..];
@@ -236,11 +260,11 @@ fn decode_part(bytes: &[u8]) -> (PartRef<'_>, usize) {
                 out.push(raw[i]);
                 i += if raw[i] == 0 { 2 } else { 1 };
             }
-            Cow::Owned(String::from_utf8(out).expect("a key's string part is UTF-8"))
+            Cow::Owned(out)
         } else {
-            Cow::Borrowed(std::str::from_utf8(raw).expect("a key's string part is UTF-8"))
+            Cow::Borrowed(raw)
         };
-        return (PartRef::Str(text), 1 + end + 1);
+        return (PartBytes::Str(text), 1 + end + 1);
     }
     debug_assert!(
         (INT_MIN_CODE..=INT_MAX_CODE).contains(&code),
@@ -253,7 +277,7 @@ fn decode_part(bytes: &[u8]) -> (PartRef<'_>, usize) {
     };
     let mut word = if negative { [0xFF; 8] } else { [0; 8] };
     word[8 - n..].copy_from_slice(&bytes[1..1 + n]);
-    (PartRef::Int(i64::from_be_bytes(word)), 1 + n)
+    (PartBytes::Int(i64::from_be_bytes(word)), 1 + n)
 }
 
 impl Key {
@@ -346,9 +370,22 @@ impl Key {
         })
     }
 
+    /// The parts in order as bytes: `part_refs` without checking strings as text.
+    pub fn part_bytes(&self) -> impl Iterator<Item = PartBytes<'_>> {
+        let mut rest = self.as_bytes();
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let (part, n) = decode_part_bytes(rest);
+            rest = &rest[n..];
+            Some(part)
+        })
+    }
+
     /// The number of parts.
     pub fn len(&self) -> usize {
-        self.part_refs().count()
+        self.part_bytes().count()
     }
 
     /// Never true: a key has at least one part.

@@ -40,7 +40,7 @@ pub use cors::Cors;
 pub use engine::{Limits, LIMIT_CAPS};
 pub use error::{HandlerError, LoadError};
 pub use fields::{Fields, FieldsBuilder, SLOTS_MAX};
-pub use key::{Key, KeyPart, PartRef, KEY_PARTS_MAX};
+pub use key::{Key, KeyPart, PartBytes, PartRef, KEY_PARTS_MAX};
 pub use respond::{has_no_body, Answer, RESERVED_HEADERS};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use schema::{Schema, TableId, TableSchema, FIELDS_MAX};
