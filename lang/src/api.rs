@@ -120,6 +120,11 @@ pub(crate) fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
     {
         return Ok(Key::ints(&ints[..parts.len()]));
     }
+    if let [only] = parts {
+        if let Some(s) = only.read_lock::<ImmutableString>() {
+            return Ok(Key::string(&s));
+        }
+    }
     Key::from_values(parts.iter().copied()).map_err(api_error)
 }
 

@@ -298,6 +298,22 @@ impl Key {
         Key::inline(bytes, n)
     }
 
+    /// The key of one string part.
+    pub fn string(value: &str) -> Key {
+        let bytes = value.as_bytes();
+        // Inline and without a `00` to escape (most string keys): the code, the bytes, and the
+        // terminator `00`, which the zero padding already holds.
+        if bytes.len() + 2 <= INLINE && !bytes.contains(&0) {
+            let mut inline = [0u8; INLINE];
+            inline[0] = STR;
+            inline[1..1 + bytes.len()].copy_from_slice(bytes);
+            return Key::inline(inline, bytes.len() + 2);
+        }
+        let mut encoder = Encoder::new();
+        encoder.str(value);
+        encoder.finish()
+    }
+
     /// The key of integer parts (at least one).
     pub fn ints(parts: &[i64]) -> Key {
         assert!(!parts.is_empty(), "a key has at least one part");
@@ -518,6 +534,9 @@ pub fn key_from_dynamic(value: &Dynamic) -> Result<Key, String> {
     if let Ok(i) = value.as_int() {
         return Ok(Key::int(i));
     }
+    if let Some(s) = value.read_lock::<ImmutableString>() {
+        return Ok(Key::string(&s));
+    }
     if let Some(array) = value.read_lock::<rhai::Array>() {
         if array.is_empty() {
             return Err("a key must have at least one part".into());
@@ -683,6 +702,29 @@ mod tests {
         assert!(Key::from_values([]).is_err(), "a key has a part");
     }
 
+    /// `Key::string`'s shortcut (inline, nothing to escape) gives the encoder's key, at every
+    /// length around the inline bound and for strings it must leave to the encoder.
+    #[test]
+    fn a_string_key_is_the_encoders_at_every_length() {
+        let mut texts: Vec<String> = (0..=26).map(|n| "k".repeat(n)).collect();
+        texts.extend((0..=26).map(|n| "é".repeat(n / 2) + "z".repeat(n % 2).as_str()));
+        texts.extend(["\0", "a\0", "\0b", "twenty\0one bytes long"].map(String::from));
+        texts.push("x".repeat(20) + "\0");
+        for text in texts {
+            let parts = [KeyPart::Str(text.as_str().into())];
+            let expected = k(&parts);
+            let shortcut = Key::string(&text);
+            assert_eq!(shortcut.as_bytes(), expected.as_bytes(), "{text:?}");
+            assert_eq!(shortcut, expected, "{text:?}");
+            assert_eq!(shortcut.parts(), parts, "{text:?}");
+            let value = Dynamic::from(ImmutableString::from(text.as_str()));
+            assert_eq!(
+                key_from_dynamic(&value).expect("a key"),
+                expected,
+                "{text:?}"
+            );
+        }
+    }
     #[test]
     fn heap_keys_are_shared_by_clones_and_outlive_the_original() {
         let long = Key::from_parts(vec![KeyPart::Str(
