@@ -725,6 +725,7 @@ mod tests {
             );
         }
     }
+
     #[test]
     fn heap_keys_are_shared_by_clones_and_outlive_the_original() {
         let long = Key::from_parts(vec![KeyPart::Str(
