@@ -217,22 +217,22 @@ pub enum PartBytes<'a> {
     Str(Cow<'a, [u8]>),
 }
 
-/// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
-fn decode_part(bytes: &[u8]) -> (PartRef<'_>, usize) {
-    let (part, n) = decode_part_bytes(bytes);
-    let part = match part {
-        PartBytes::Int(i) => PartRef::Int(i),
-        PartBytes::Str(Cow::Borrowed(raw)) => PartRef::Str(Cow::Borrowed(
-            std::str::from_utf8(raw).expect("a key's string part is UTF-8"),
-        )),
-        PartBytes::Str(Cow::Owned(raw)) => PartRef::Str(Cow::Owned(
-            String::from_utf8(raw).expect("a key's string part is UTF-8"),
-        )),
-    };
-    (part, n)
+impl<'a> From<PartBytes<'a>> for PartRef<'a> {
+    /// The part as text. A key's string parts were encoded from strings: they are UTF-8.
+    fn from(part: PartBytes<'a>) -> PartRef<'a> {
+        match part {
+            PartBytes::Int(i) => PartRef::Int(i),
+            PartBytes::Str(Cow::Borrowed(raw)) => PartRef::Str(Cow::Borrowed(
+                std::str::from_utf8(raw).expect("a key's string part is UTF-8"),
+            )),
+            PartBytes::Str(Cow::Owned(raw)) => PartRef::Str(Cow::Owned(
+                String::from_utf8(raw).expect("a key's string part is UTF-8"),
+            )),
+        }
+    }
 }
 
-/// `decode_part` without the check that a string part is UTF-8.
+/// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
 fn decode_part_bytes(bytes: &[u8]) -> (PartBytes<'_>, usize) {
     let code = bytes[0];
     if code == STR {
@@ -375,15 +375,7 @@ impl Key {
 
     /// The parts in order, decoded as they are read.
     pub fn part_refs(&self) -> impl Iterator<Item = PartRef<'_>> {
-        let mut rest = self.as_bytes();
-        std::iter::from_fn(move || {
-            if rest.is_empty() {
-                return None;
-            }
-            let (part, n) = decode_part(rest);
-            rest = &rest[n..];
-            Some(part)
-        })
+        self.part_bytes().map(PartRef::from)
     }
 
     /// The parts in order as bytes: `part_refs` without checking strings as text.
