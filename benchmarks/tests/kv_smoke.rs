@@ -533,28 +533,18 @@ fn a_batch_past_the_servers_default_body_limit_runs_over_http() {
         return;
     }
     let dir = scratch();
-    let json = dir.path().join("report.json");
-    let output = Command::new(BIN)
-        .arg("kv")
-        .arg("--dir")
-        .arg(dir.path().join("db"))
-        .arg("--app")
-        .arg(kv_app())
-        .args(["--engine", "pure", "--sync", "none", "--quiet"])
-        .args([
-            "--num",
-            "12000",
-            "--batch",
-            "12000",
-            "--benchmarks",
-            "fillbatch",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run pure-bench");
-    assert!(output.status.success(), "{}", text(&output));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("the report")).expect("JSON");
+    let flags = [
+        "--engine",
+        "pure",
+        "--sync",
+        "none",
+        "--num",
+        "12000",
+        "--batch",
+        "12000",
+        "--benchmarks",
+        "fillbatch",
+    ];
+    let report = kv_json(dir.path(), "big", &flags);
     assert_eq!(u(&bench(&report, "fillbatch")["ops"]), 12_000);
 }

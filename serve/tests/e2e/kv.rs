@@ -289,10 +289,8 @@ fn batches_up_to_the_documented_entries_are_answered() {
     let mut client = server.client();
     let n = 49_900;
     let put = |keys: std::ops::Range<usize>| {
-        let put: serde_json::Map<String, Value> = keys
-            .map(|i| (format!("m{i:06}"), Value::from("")))
-            .collect();
-        put
+        keys.map(|i| (format!("m{i:06}"), Value::from("")))
+            .collect::<serde_json::Map<String, Value>>()
     };
     let answer = client.post("/kv", &json!({ "put": put(0..n) }));
     assert_eq!(answer.status, 200, "{}", answer.text());
