@@ -452,9 +452,15 @@ fn value_body(value: &str) -> Vec<u8> {
     body
 }
 
+/// A batch body's length at most, for `entries` keys and values of `payload` bytes in all:
+/// `{"put":{` and `}}`, and for each entry two pairs of quotes, a colon and a comma.
+pub(super) fn batch_body_bytes(entries: usize, payload: usize) -> usize {
+    payload + 6 * entries + 16
+}
+
 fn batch_body(entries: &[(String, &str)]) -> Vec<u8> {
-    let size: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-    let mut body = Vec::with_capacity(size + 16);
+    let payload: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let mut body = Vec::with_capacity(batch_body_bytes(entries.len(), payload));
     body.extend_from_slice(b"{\"put\":{");
     for (i, (key, value)) in entries.iter().enumerate() {
         if i > 0 {

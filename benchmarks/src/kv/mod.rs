@@ -451,8 +451,8 @@ const SERVER_MAX_BODY_DEFAULT: u64 = 1 << 20;
 
 /// The largest body fillbatch sends: `--batch` entries of `{"key":"value"}` pairs.
 fn fillbatch_body_bytes(args: &Args) -> u64 {
-    let entry = (args.key_size + args.value_size) as u64 + 6;
-    args.batch as u64 * entry + 16
+    let payload = args.batch * (args.key_size + args.value_size);
+    engine::batch_body_bytes(args.batch, payload) as u64
 }
 
 impl Sync {
