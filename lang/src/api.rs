@@ -243,6 +243,92 @@ pub(crate) fn put(
     with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
 }
 
+/// Entries `put_all` and `delete_all` write between two looks at the call's time budget: they
+/// are one operation to Rhai, and a map or an array may hold tens of thousands of entries.
+const BULK_CHUNK: usize = 1024;
+
+/// An error once the call has used its time budget: what a long native call checks, as Rhai
+/// checks between operations.
+fn time_left() -> Fallible<()> {
+    if crate::context::deadline_passed() {
+        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
+        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
+    }
+    Ok(())
+}
+
+/// `t.put_all(rows)` and `t.put_all(values, field)`: one row for each entry of a map, keyed by
+/// the entry's name (a string key). Without `field` each entry's value is the row (a map or an
+/// array, as for `put`); with it the value is that field's, and the row's other fields are
+/// `()`. Rows are written in the map's (key) order; an error leaves the rows before it written,
+/// and the handler's error discards them with the rest of its writes.
+pub(crate) fn put_all(
+    schema: &Schema,
+    table: Table,
+    rows: Dynamic,
+    field: Option<&str>,
+) -> Fallible<()> {
+    let Some(rows) = rows.try_cast::<Map>() else {
+        return Err(api_error(
+            "put_all: the rows are a map from key to row (or to a field's value, with the field's name)",
+        ));
+    };
+    let declared = &schema.table(table.id).fields;
+    let slot = match field {
+        None => None,
+        Some(name) => Some(declared.iter().position(|f| f.as_str() == name).ok_or_else(|| {
+            api_error(format!(
+                "put_all: table {} has no field {name:?} (declared: {})",
+                schema.table(table.id).name,
+                declared.join(", ")
+            ))
+        })?),
+    };
+    let mut values = vec![Dynamic::UNIT; declared.len()];
+    let mut entries = rows.into_iter();
+    while entries.len() > 0 {
+        time_left()?;
+        with_write(|t, w| {
+            for (name, value) in entries.by_ref().take(BULK_CHUNK) {
+                let fields = match slot {
+                    Some(slot) => {
+                        check_storable(&value)?;
+                        values[slot] = value;
+                        Fields::from_values(&values)
+                    }
+                    None => fields_from(schema, table.id, value)?,
+                };
+                t.put(w, table.id, Key::string(&name), fields, false)?;
+            }
+            Ok(())
+        })
+        .map_err(api_error)?;
+    }
+    Ok(())
+}
+
+/// `t.delete_all(keys)`: removes the row of every key in an array (each key as a range bound
+/// gives it: an integer, a string, or an array of parts); the number of rows that existed.
+pub(crate) fn delete_all(table: Table, keys: Dynamic) -> Fallible<i64> {
+    let Some(keys) = keys.try_cast::<rhai::Array>() else {
+        return Err(api_error("delete_all: the keys are an array"));
+    };
+    let mut deleted = 0;
+    for chunk in keys.chunks(BULK_CHUNK) {
+        time_left()?;
+        with_write(|t, w| {
+            for key in chunk {
+                if t.delete(w, table.id, key_from_dynamic(key)?) {
+                    deleted += 1;
+                }
+            }
+            Ok(())
+        })
+        .map_err(api_error)?;
+    }
+    Ok(deleted)
+}
+
 fn bound(value: &Dynamic, inclusive: bool) -> Fallible<Bound<Key>> {
     if value.is_unit() {
         return Ok(Bound::Unbounded);
@@ -255,7 +341,7 @@ fn bound(value: &Dynamic, inclusive: bool) -> Fallible<Bound<Key>> {
     })
 }
 
-/// Checks a scan's limit and the call's wall-clock budget, before any row is read: a scan
+/// Checks a scan's limit and the call's time budget, before any row is read: a scan
 /// (of a table or an index) is one operation to Rhai but may take milliseconds.
 fn scan_allowed(limit: i64) -> Fallible<()> {
     if !(0..=SCAN_ROWS_MAX).contains(&limit) {
@@ -263,11 +349,7 @@ fn scan_allowed(limit: i64) -> Fallible<()> {
             "scan limit must be 0..={SCAN_ROWS_MAX}, not {limit}"
         )));
     }
-    if crate::context::deadline_passed() {
-        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
-        return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
-    }
-    Ok(())
+    time_left()
 }
 
 /// Charges the rows a scan returned to the call's budget of scanned rows.
@@ -493,8 +575,10 @@ pub(crate) const TABLE_METHODS: &[(&str, usize, usize)] = &[
     ("exists", 1, 4),
     ("insert", 2, 5),
     ("put", 2, 5),
+    ("put_all", 1, 2),
     ("update", 1, 1),
     ("delete", 1, 4),
+    ("delete_all", 1, 1),
     ("scan", 3, 3),
     ("scan_rev", 3, 3),
     ("first", 2, 2),
@@ -578,6 +662,15 @@ fn register_table_writes(engine: &mut Engine, schema: &Arc<Schema>) {
             put(&s, *t, key_of(&[&a, &b, &c, &d])?, m, must_be_new)
         });
     }
+    let s = schema.clone();
+    engine.register_fn("put_all", move |t: &mut Table, rows: D| {
+        put_all(&s, *t, rows, None)
+    });
+    let s = schema.clone();
+    engine.register_fn("put_all", move |t: &mut Table, rows: D, field: &str| {
+        put_all(&s, *t, rows, Some(field))
+    });
+    engine.register_fn("delete_all", |t: &mut Table, keys: D| delete_all(*t, keys));
     engine.register_fn("update", |t: &mut Table, mut row: Row| -> Fallible<()> {
         if row.table != t.id {
             return Err(api_error("update: the row belongs to another table"));

@@ -22,6 +22,8 @@ fn usage(method: &str) -> &'static str {
     match method {
         "get" | "exists" | "delete" => "the key: 1 to 4 parts, as in t.get(k) or t.get(a, b)",
         "insert" | "put" => "the key's 1 to 4 parts, then the row, as in t.insert(k, #{ f: v })",
+        "put_all" => "a map from key to row, or a map from key to value and the field's name",
+        "delete_all" => "an array of keys",
         "update" => "one row read from the table and changed: row.f = v; t.update(row)",
         "scan" | "scan_rev" => "(low, high, limit)",
         "first" | "last" => "(low, high)",

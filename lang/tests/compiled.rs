@@ -367,7 +367,8 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
         "neg", "not", "land", "lor", "coalesce", "acc", "nope",
     ];
     let actions = [
-        "insert", "put", "bump", "tag", "save", "delete", "scan", "pair", "other",
+        "insert", "put", "bump", "tag", "save", "delete", "scan", "pair", "other", "put_all",
+        "delete_all",
     ];
     let keys = [
         json!(1),
@@ -815,6 +816,18 @@ fn well_formed_calls_never_fall_back() {
         ),
         ("rows", json!({"action": "scan", "k": 2}), Value::Null),
         ("rows", json!({"action": "pair", "k": 1}), json!(1)),
+        (
+            "rows",
+            json!({"action": "put_all", "k": 5, "name": "five", "by": 1}),
+            json!({"name": "five", "count": 2, "tags": null}),
+        ),
+        (
+            "rows",
+            json!({"action": "put_all", "k": 6, "name": "six", "by": -2}),
+            json!({"name": {"name": "six", "count": 2}, "count": null, "tags": null}),
+        ),
+        // 5 is not "5": two of the three keys have rows (items 1, "s", 2 and "6" stay).
+        ("rows", json!({"action": "delete_all", "k": 5}), json!([2, 4])),
         ("rows", json!({"action": "delete", "k": 2}), json!(true)),
         ("read_rows", Value::Null, Value::Null),
         ("recurse", json!({"n": 20}), json!(20)),

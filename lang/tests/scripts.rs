@@ -58,6 +58,18 @@ fn throw_map(req) { throw #{ status: 409, message: "taken", id: 5 }; }
 fn throw_plain_map(req) { throw #{ why: "x" }; }
 fn nested(req) { helper_in_b(req) }
 fn returns_table(req) { players }
+fn bulk(req) {
+    players.put_all(req.body.rows);
+    players.put_all(req.body.names, "name");
+    let gone = players.delete_all(req.body.gone);
+    [gone, players.scan((), (), 100).map(|r| [r.key, r.best, r.name])]
+}
+fn bulk_field(req) { players.put_all(req.body.rows, req.body.field); }
+fn bulk_then_throw(req) {
+    players.put_all(req.body.rows);
+    players.delete_all([1, 2]);
+    throw "changed my mind";
+}
 "#;
 
 const SCRIPT_B: &str = r#"// helpers
@@ -290,6 +302,74 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
             );
         }
     }
+}
+
+/// `put_all` writes a row per entry of a map (the whole row, or one field with the others
+/// `()`), `delete_all` removes the rows of an array of keys and counts those that existed; a
+/// mistake is the script's error, and a throw or a limit after them leaves nothing written.
+#[test]
+fn put_all_and_delete_all_write_every_entry_or_nothing() {
+    let mut h = Harness::new(Limits::default());
+    h.check(&[
+        (
+            "add",
+            json!({"id": 1, "best": 7, "name": "al"}),
+            Ok(json!({"best": 7, "posts": 1, "name": "al"})),
+        ),
+        (
+            "bulk",
+            json!({
+                "rows": {"b": {"best": 2}, "a": [1, 0, "ay"], "d": {"best": 4}},
+                "names": {"c": "cy", "a": "ann"},
+                "gone": [1, "zz", "b"],
+            }),
+            Ok(json!([2, [["a", null, "ann"], ["c", null, "cy"], ["d", 4, null]]])),
+        ),
+    ]);
+    let mut message = |handler: &str, body: Value| match h.write(handler, body).unwrap_err() {
+        HandlerError::Script { message, .. } => message,
+        other => panic!("expected a script error, got {other:?}"),
+    };
+    let unknown = message("bulk_field", json!({"rows": {"x": 1}, "field": "nope"}));
+    assert!(
+        unknown.contains(r#"no field "nope" (declared: best, posts, name)"#),
+        "{unknown}"
+    );
+    let not_a_map = message("bulk_field", json!({"rows": [1, 2], "field": "best"}));
+    assert!(not_a_map.contains("put_all: the rows are a map"), "{not_a_map}");
+    let not_a_row = message("bulk", json!({"rows": {"x": 1}, "names": {}, "gone": []}));
+    assert!(not_a_row.contains("a row is given as a map or an array"), "{not_a_row}");
+    let not_keys = message("bulk", json!({"rows": {}, "names": {}, "gone": "b"}));
+    assert!(not_keys.contains("delete_all: the keys are an array"), "{not_keys}");
+
+    let before = snapshot_json(&h);
+    let rows = json!({"rows": {"e": [5], "f": [6]}});
+    let thrown = h.write("bulk_then_throw", rows).unwrap_err();
+    assert_eq!(thrown.status(), 400);
+    assert_eq!(snapshot_json(&h), before, "the throw took back every row");
+
+    // One call of 200,000 rows is one operation to Rhai: the budget of time still stops it,
+    // inside the call (not at the next statement, as the end of one operation would).
+    let mut timed = Harness::new(Limits {
+        wall_clock_max: Duration::from_millis(20),
+        ..Limits::default()
+    });
+    let rows: serde_json::Map<String, Value> = (0..200_000)
+        .map(|i| (format!("k{i}"), json!([i])))
+        .collect();
+    let body = json!({"rows": rows, "names": {}, "gone": []});
+    match timed.write("bulk", body).unwrap_err() {
+        HandlerError::Limit { limit, line, .. } => {
+            assert!(limit.starts_with("wall-clock time"), "{limit}");
+            let put_all = SCRIPT
+                .lines()
+                .position(|l| l.contains("players.put_all(req.body.rows);"))
+                .expect("bulk's first line");
+            assert_eq!(line, put_all + 1, "stopped in put_all");
+        }
+        other => panic!("expected the time limit, got {other:?}"),
+    }
+    assert_eq!(timed.tables.len(0), 0, "the stopped call wrote nothing");
 }
 
 #[test]
@@ -556,7 +636,7 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
     items.remove(1)
 }",
             "a.rhai:2:11: tables have no method remove() (they have get, exists, insert, put, \
-             update, delete, scan, scan_rev, first, last, count)",
+             put_all, update, delete, delete_all, scan, scan_rev, first, last, count)",
         ),
         (
             "fn a(r) {
@@ -598,6 +678,7 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
                 items.insert(1, #{}); items.put(1, 2, 3, 4, #{}); items.delete(1); \
                 items.scan((), (), 1); items.scan_rev((), (), 1); items.first((), ()); \
                 items.last((), ()); items.count(); items.by_n.find(1, 1); \
+                items.put_all(#{}); items.put_all(#{}, \"n\"); items.delete_all([]); \
                 let row = items.get(1); items.update(row); type_of(items) + items.to_string() \
                 + items.helper(1) }\n\
                 fn helper(t, x) { x }\n\

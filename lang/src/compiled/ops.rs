@@ -482,8 +482,10 @@ pub(crate) enum Method {
     Exists,
     Insert,
     Put,
+    PutAll,
     Update,
     Delete,
+    DeleteAll,
     Scan,
     ScanRev,
     /// An index's `find`/`find_rev`, compiled only on a declared index (see `compile.rs`).
@@ -510,8 +512,10 @@ impl Method {
             "exists" => Method::Exists,
             "insert" => Method::Insert,
             "put" => Method::Put,
+            "put_all" => Method::PutAll,
             "update" => Method::Update,
             "delete" => Method::Delete,
+            "delete_all" => Method::DeleteAll,
             "scan" => Method::Scan,
             "scan_rev" => Method::ScanRev,
             "find" => Method::Find,
@@ -741,6 +745,21 @@ pub(crate) fn table_method(
             let must_be_new = method == Method::Insert;
             api(api::put(env.schema, table, key(&args)?, row, must_be_new))?;
             Ok(Dynamic::UNIT)
+        }
+        (Method::PutAll, 1 | 2) => {
+            let field = match args.len() {
+                2 => Some(args.pop().expect("two arguments").into_immutable_string()),
+                _ => None,
+            }
+            .transpose()
+            .map_err(|_| Stop::Fallback)?;
+            let rows = args.pop().expect("at least one argument");
+            api(api::put_all(env.schema, table, rows, field.as_deref()))?;
+            Ok(Dynamic::UNIT)
+        }
+        (Method::DeleteAll, 1) => {
+            let keys = args.pop().expect("one argument");
+            api(api::delete_all(table, keys)).map(Dynamic::from_int)
         }
         (Method::Update, 1) => {
             let mut row = args
