@@ -7,6 +7,10 @@
 //! next size class. Every mimalloc block is aligned to at least a machine word (its smallest
 //! size class is one word, and every class is a whole number of words), so an alignment of a
 //! word or less needs nothing more than `mi_malloc`.
+//!
+//! mimalloc is built with `no_thp` (the workspace's Cargo.toml): it does not ask the kernel for
+//! transparent huge pages, which cost more in fresh zeroed memory than they give back while the
+//! state grows (research note 019). `pure-serve` also turns them off for its process.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;

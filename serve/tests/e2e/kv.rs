@@ -433,3 +433,35 @@ fn a_repeated_key_is_refused_400_even_when_a_limit_follows() {
     assert_eq!(answer.status, 400, "{}", answer.text());
     assert!(answer.text().contains("appears twice"), "{}", answer.text());
 }
+
+/// The server runs without transparent huge pages (research note 019): a fillbatch-sized
+/// batch grows the state, and no memory of the process is a huge page.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_server_holds_its_state_without_huge_pages() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&repo_path("apps/kv"), data.path())
+        .flag("--max-body", "8000000")
+        .start();
+    let pid = server.child.id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    // Linux 6.x reports the process's flag; older kernels do not have the line.
+    if let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
+        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+    }
+    let mut client = server.client();
+    for batch in 0..8 {
+        let put: serde_json::Map<String, Value> = (0..5_000)
+            .map(|i| (format!("{batch:02}{i:014}"), json!("v".repeat(100))))
+            .collect();
+        let answer = client.post("/kv", &json!({ "put": put }));
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).expect("smaps");
+    let huge: u64 = smaps
+        .lines()
+        .filter(|l| l.starts_with("AnonHugePages:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(huge, 0, "{smaps}");
+}
