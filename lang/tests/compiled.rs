@@ -368,7 +368,7 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
     ];
     let actions = [
         "insert", "put", "bump", "tag", "save", "delete", "scan", "pair", "other", "put_all",
-        "delete_all",
+        "delete_all", "put_all_body",
     ];
     let keys = [
         json!(1),
@@ -828,6 +828,11 @@ fn well_formed_calls_never_fall_back() {
         ),
         // 5 is not "5": two of the three keys have rows (items 1, "s", 2 and "6" stay).
         ("rows", json!({"action": "delete_all", "k": 5}), json!([2, 4])),
+        (
+            "rows",
+            json!({"action": "put_all_body", "name": {"p": "q", "r": "s"}, "gone": ["p"]}),
+            json!(5),
+        ),
         ("rows", json!({"action": "delete", "k": 2}), json!(true)),
         ("read_rows", Value::Null, Value::Null),
         ("recurse", json!({"n": 20}), json!(20)),

@@ -1,5 +1,6 @@
 #!/bin/sh
 # THP on against off (MIMALLOC_ALLOW_THP=0) for fillbatch over HTTP alone, in ABBA pairs.
+# Run on the build before `no_thp` (commit 38d72a8); after it, both modes are off.
 #   sh docs/research/019/thp-http.sh DISK_DIR PAIRS > OUT     (after cargo build --release)
 set -u
 disk=${1:-/work/kvdisk}

@@ -1,7 +1,8 @@
 #!/bin/sh
-# THP on (mimalloc's default: it asks for huge pages on its arenas) against off
+# THP on (mimalloc's default then: it asks for huge pages on its arenas) against off
 # (MIMALLOC_ALLOW_THP=0), in ABBA pairs: fillbatch of 300,000 entries, then 16 threads
-# overwriting, over HTTP and in-process. Raw lines to stdout.
+# overwriting, over HTTP and in-process. Raw lines to stdout. Run on the build before `no_thp`
+# (commit 38d72a8); after it, both modes are off.
 #   sh docs/research/019/thp-pairs.sh DISK_DIR PAIRS > OUT     (after cargo build --release)
 set -u
 disk=${1:-/work/kvdisk}

@@ -3,6 +3,7 @@
 # entries from batch-split.py (research 017), then pure-serve's user and system CPU, minor
 # faults and peak RSS from /proc, and the state's size from /_pure/metrics. ROUNDS of each,
 # alternating.
+# Run on the build before `no_thp` (commit 38d72a8); after it, both modes are off (and pure-serve turns them off itself).
 #   sh docs/research/019/thp-server.sh DISK_DIR ROUNDS     (after cargo build --release)
 set -u
 disk=${1:-/work/kvdisk}
