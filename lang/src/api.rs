@@ -284,6 +284,8 @@ pub(crate) fn put_all(
             ))
         })?),
     };
+    // A read handler is refused even an empty map, as it is any `put`.
+    with_write(|_, _| Ok(())).map_err(api_error)?;
     let mut values = vec![Dynamic::UNIT; declared.len()];
     let mut entries = rows.into_iter();
     while entries.len() > 0 {
@@ -313,6 +315,7 @@ pub(crate) fn delete_all(table: Table, keys: Dynamic) -> Fallible<i64> {
     let Some(keys) = keys.try_cast::<rhai::Array>() else {
         return Err(api_error("delete_all: the keys are an array"));
     };
+    with_write(|_, _| Ok(())).map_err(api_error)?;
     let mut deleted = 0;
     for chunk in keys.chunks(BULK_CHUNK) {
         time_left()?;

@@ -341,6 +341,18 @@ fn put_all_and_delete_all_write_every_entry_or_nothing() {
     assert!(not_a_row.contains("a row is given as a map or an array"), "{not_a_row}");
     let not_keys = message("bulk", json!({"rows": {}, "names": {}, "gone": "b"}));
     assert!(not_keys.contains("delete_all: the keys are an array"), "{not_keys}");
+    // A read handler writes nothing, even with nothing to write.
+    for body in [
+        json!({"rows": {}, "names": {}, "gone": []}),
+        json!({"rows": {"x": [1]}, "names": {}, "gone": []}),
+    ] {
+        match h.read("bulk", body) {
+            Err(HandlerError::Script { message, .. }) => {
+                assert!(message.contains("read handler"), "{message}")
+            }
+            other => panic!("expected a script error, got {other:?}"),
+        }
+    }
 
     let before = snapshot_json(&h);
     let rows = json!({"rows": {"e": [5], "f": [6]}});
