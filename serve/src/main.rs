@@ -93,8 +93,8 @@ fn main() -> ExitCode {
 
 /// Asks the kernel never to back this process's memory with transparent huge pages, as Redis
 /// does by default: the state grows a row at a time, and each fresh huge page is 2 MiB zeroed
-/// at once. With them (research note 019), a batch of 1,000 new entries took a third more of
-/// the server's CPU, and the process held 100 MB for 59 MB of state instead of 78. Reads of a
+/// at once. Without them (research note 019), a batch of 1,000 new entries took a third less
+/// of the server's CPU, and the process held 78 MB for 59 MB of state instead of 100. Reads of a
 /// large state lose some TLB reach: in-process random reads were about a tenth slower. The
 /// allocator is built not to ask for them either (libmimalloc-sys's `no_thp`); this covers
 /// kernels that give them unasked (`/sys/kernel/mm/transparent_hugepage/enabled` = always).
