@@ -257,11 +257,26 @@ fn time_left() -> Fallible<()> {
     Ok(())
 }
 
+/// Runs `write` (which may stop partway with an error) so that it writes all or nothing: on an
+/// error the rows it changed are put back, as one failed `put` changes nothing, even when the
+/// script catches the error and goes on.
+fn all_or_nothing<R>(write: impl FnOnce() -> Fallible<R>) -> Fallible<R> {
+    let mark = with_write(|_, w| Ok(w.mark())).map_err(api_error)?;
+    let result = write();
+    if result.is_err() {
+        with_write(|t, w| {
+            t.roll_back_to(w, mark);
+            Ok(())
+        })
+        .map_err(api_error)?;
+    }
+    result
+}
+
 /// `t.put_all(rows)` and `t.put_all(values, field)`: one row for each entry of a map, keyed by
 /// the entry's name (a string key). Without `field` each entry's value is the row (a map or an
 /// array, as for `put`); with it the value is that field's, and the row's other fields are
-/// `()`. Rows are written in the map's (key) order; an error leaves the rows before it written,
-/// and the handler's error discards them with the rest of its writes.
+/// `()`. Rows are written in the map's (key) order, all or none.
 pub(crate) fn put_all(
     schema: &Schema,
     table: Table,
@@ -276,60 +291,68 @@ pub(crate) fn put_all(
     let declared = &schema.table(table.id).fields;
     let slot = match field {
         None => None,
-        Some(name) => Some(declared.iter().position(|f| f.as_str() == name).ok_or_else(|| {
-            api_error(format!(
-                "put_all: table {} has no field {name:?} (declared: {})",
-                schema.table(table.id).name,
-                declared.join(", ")
-            ))
-        })?),
+        Some(name) => Some(
+            declared
+                .iter()
+                .position(|f| f.as_str() == name)
+                .ok_or_else(|| {
+                    api_error(format!(
+                        "put_all: table {} has no field {name:?} (declared: {})",
+                        schema.table(table.id).name,
+                        declared.join(", ")
+                    ))
+                })?,
+        ),
     };
-    // A read handler is refused even an empty map, as it is any `put`.
-    with_write(|_, _| Ok(())).map_err(api_error)?;
-    let mut values = vec![Dynamic::UNIT; declared.len()];
-    let mut entries = rows.into_iter();
-    while entries.len() > 0 {
-        time_left()?;
-        with_write(|t, w| {
-            for (name, value) in entries.by_ref().take(BULK_CHUNK) {
-                let fields = match slot {
-                    Some(slot) => {
-                        check_storable(&value)?;
-                        values[slot] = value;
-                        Fields::from_values(&values)
-                    }
-                    None => fields_from(schema, table.id, value)?,
-                };
-                t.put(w, table.id, Key::string(&name), fields, false)?;
-            }
-            Ok(())
-        })
-        .map_err(api_error)?;
-    }
-    Ok(())
+    // A read handler is refused even an empty map (by the mark), as it is any `put`.
+    all_or_nothing(|| {
+        let mut values = vec![Dynamic::UNIT; declared.len()];
+        let mut entries = rows.into_iter();
+        while entries.len() > 0 {
+            time_left()?;
+            with_write(|t, w| {
+                for (name, value) in entries.by_ref().take(BULK_CHUNK) {
+                    let fields = match slot {
+                        Some(slot) => {
+                            check_storable(&value)?;
+                            values[slot] = value;
+                            Fields::from_values(&values)
+                        }
+                        None => fields_from(schema, table.id, value)?,
+                    };
+                    t.put(w, table.id, Key::string(&name), fields, false)?;
+                }
+                Ok(())
+            })
+            .map_err(api_error)?;
+        }
+        Ok(())
+    })
 }
 
 /// `t.delete_all(keys)`: removes the row of every key in an array (each key as a range bound
-/// gives it: an integer, a string, or an array of parts); the number of rows that existed.
+/// gives it: an integer, a string, or an array of parts); the number of rows that existed. All
+/// of them or none.
 pub(crate) fn delete_all(table: Table, keys: Dynamic) -> Fallible<i64> {
     let Some(keys) = keys.try_cast::<rhai::Array>() else {
         return Err(api_error("delete_all: the keys are an array"));
     };
-    with_write(|_, _| Ok(())).map_err(api_error)?;
-    let mut deleted = 0;
-    for chunk in keys.chunks(BULK_CHUNK) {
-        time_left()?;
-        with_write(|t, w| {
-            for key in chunk {
-                if t.delete(w, table.id, key_from_dynamic(key)?) {
-                    deleted += 1;
+    all_or_nothing(|| {
+        let mut deleted = 0;
+        for chunk in keys.chunks(BULK_CHUNK) {
+            time_left()?;
+            with_write(|t, w| {
+                for key in chunk {
+                    if t.delete(w, table.id, key_from_dynamic(key)?) {
+                        deleted += 1;
+                    }
                 }
-            }
-            Ok(())
-        })
-        .map_err(api_error)?;
-    }
-    Ok(deleted)
+                Ok(())
+            })
+            .map_err(api_error)?;
+        }
+        Ok(deleted)
+    })
 }
 
 fn bound(value: &Dynamic, inclusive: bool) -> Fallible<Bound<Key>> {

@@ -188,7 +188,8 @@ struct Undo {
     old: Option<Fields>,
 }
 
-/// The changes and undo entries of the running (or just finished) write handler.
+/// The changes and undo entries of the running (or just finished) write handler. Every change
+/// pushes one change and one undo entry, so the two lists always have the same length.
 #[derive(Default)]
 pub struct WriteSet {
     changes: Vec<Change>,
@@ -202,6 +203,12 @@ impl WriteSet {
 
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()
+    }
+
+    /// How far the write set has come: [`Tables::roll_back_to`] undoes what came after.
+    pub fn mark(&self) -> usize {
+        debug_assert_eq!(self.changes.len(), self.undo.len());
+        self.undo.len()
     }
 
     /// Forgets the changes (after they were encoded); keeps the allocations.
@@ -469,7 +476,14 @@ impl Tables {
 
     /// Puts back every row the write set changed, newest first: the state is exactly as before.
     pub fn roll_back(&mut self, writes: &mut WriteSet) {
-        for undo in writes.undo.drain(..).rev() {
+        self.roll_back_to(writes, 0);
+    }
+
+    /// Puts back the rows changed since `mark` ([`WriteSet::mark`]), newest first, and forgets
+    /// those changes: one call that fails partway (a bulk put) changes nothing.
+    pub fn roll_back_to(&mut self, writes: &mut WriteSet, mark: usize) {
+        assert!(mark <= writes.undo.len(), "a mark of this write set");
+        for undo in writes.undo.drain(mark..).rev() {
             let map = &mut self.maps[undo.table as usize];
             let now = match &undo.old {
                 Some(old) => map.insert(undo.key.clone(), old.clone()),
@@ -485,7 +499,7 @@ impl Tables {
             )
             .expect("restoring entries cannot fail");
         }
-        writes.changes.clear();
+        writes.changes.truncate(mark);
     }
 
     /// Applies a change from the log during recovery (no undo, no write set). Indexes are

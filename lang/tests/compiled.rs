@@ -367,8 +367,18 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
         "neg", "not", "land", "lor", "coalesce", "acc", "nope",
     ];
     let actions = [
-        "insert", "put", "bump", "tag", "save", "delete", "scan", "pair", "other", "put_all",
-        "delete_all", "put_all_body",
+        "insert",
+        "put",
+        "bump",
+        "tag",
+        "save",
+        "delete",
+        "scan",
+        "pair",
+        "other",
+        "put_all",
+        "delete_all",
+        "put_all_body",
     ];
     let keys = [
         json!(1),
@@ -827,7 +837,11 @@ fn well_formed_calls_never_fall_back() {
             json!({"name": {"name": "six", "count": 2}, "count": null, "tags": null}),
         ),
         // 5 is not "5": two of the three keys have rows (items 1, "s", 2 and "6" stay).
-        ("rows", json!({"action": "delete_all", "k": 5}), json!([2, 4])),
+        (
+            "rows",
+            json!({"action": "delete_all", "k": 5}),
+            json!([2, 4]),
+        ),
         (
             "rows",
             json!({"action": "put_all_body", "name": {"p": "q", "r": "s"}, "gone": ["p"]}),

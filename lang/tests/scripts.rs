@@ -70,6 +70,11 @@ fn bulk_then_throw(req) {
     players.delete_all([1, 2]);
     throw "changed my mind";
 }
+fn bulk_caught(req) {
+    try { players.put_all(req.body.rows); } catch (e) { }
+    try { players.delete_all(req.body.gone); } catch (e) { }
+    players.scan((), (), 100).map(|r| r.key)
+}
 "#;
 
 const SCRIPT_B: &str = r#"// helpers
@@ -323,7 +328,10 @@ fn put_all_and_delete_all_write_every_entry_or_nothing() {
                 "names": {"c": "cy", "a": "ann"},
                 "gone": [1, "zz", "b"],
             }),
-            Ok(json!([2, [["a", null, "ann"], ["c", null, "cy"], ["d", 4, null]]])),
+            Ok(json!([
+                2,
+                [["a", null, "ann"], ["c", null, "cy"], ["d", 4, null]]
+            ])),
         ),
     ]);
     let mut message = |handler: &str, body: Value| match h.write(handler, body).unwrap_err() {
@@ -336,11 +344,20 @@ fn put_all_and_delete_all_write_every_entry_or_nothing() {
         "{unknown}"
     );
     let not_a_map = message("bulk_field", json!({"rows": [1, 2], "field": "best"}));
-    assert!(not_a_map.contains("put_all: the rows are a map"), "{not_a_map}");
+    assert!(
+        not_a_map.contains("put_all: the rows are a map"),
+        "{not_a_map}"
+    );
     let not_a_row = message("bulk", json!({"rows": {"x": 1}, "names": {}, "gone": []}));
-    assert!(not_a_row.contains("a row is given as a map or an array"), "{not_a_row}");
+    assert!(
+        not_a_row.contains("a row is given as a map or an array"),
+        "{not_a_row}"
+    );
     let not_keys = message("bulk", json!({"rows": {}, "names": {}, "gone": "b"}));
-    assert!(not_keys.contains("delete_all: the keys are an array"), "{not_keys}");
+    assert!(
+        not_keys.contains("delete_all: the keys are an array"),
+        "{not_keys}"
+    );
     // A read handler writes nothing, even with nothing to write.
     for body in [
         json!({"rows": {}, "names": {}, "gone": []}),
@@ -353,6 +370,16 @@ fn put_all_and_delete_all_write_every_entry_or_nothing() {
             other => panic!("expected a script error, got {other:?}"),
         }
     }
+
+    // A call that fails partway writes none of its entries, even when the script catches the
+    // error and goes on: "a0" is put before the bad "b", and "c" deleted before the bad key.
+    let ids = h.read("ids", Value::Null).unwrap();
+    assert_eq!(ids, json!(["a", "c", "d"]));
+    h.check(&[(
+        "bulk_caught",
+        json!({"rows": {"a0": [1], "b": 7}, "gone": ["c", []]}),
+        Ok(ids),
+    )]);
 
     let before = snapshot_json(&h);
     let rows = json!({"rows": {"e": [5], "f": [6]}});
