@@ -29,6 +29,19 @@ const OP_PATCH: u64 = 1;
 const OP_DELETE: u64 = 2;
 
 pub fn put_key(out: &mut Vec<u8>, key: &Key) {
+    // Most keys are one string: its bytes are copied as they are, without decoding the key
+    // part by part (a fifth of encoding a batch of 1,000 puts; research note 020).
+    if let Some(text) = key.lone_str_bytes() {
+        out.extend_from_slice(&[1, STR]);
+        put_varint(out, text.len() as u64);
+        out.extend_from_slice(text);
+        return;
+    }
+    put_key_parts(out, key);
+}
+
+/// `put_key` for any key: part by part.
+fn put_key_parts(out: &mut Vec<u8>, key: &Key) {
     // One pass over the parts: the count is written before them once known (one byte below 128
     // parts, as every key has in practice; a longer count is spliced in).
     let at = out.len();
@@ -403,6 +416,49 @@ mod tests {
             assert_eq!(read_key(&mut r).expect("reads back").parts(), parts);
             assert!(r.is_empty(), "{n} parts: nothing left over");
         }
+    }
+
+    /// A key of one string is logged byte for byte as the part-by-part encoding logs it, and
+    /// every other key (a `00` in the text, more parts, integers) takes that encoding.
+    #[test]
+    fn a_key_of_one_string_is_logged_as_its_parts_are() {
+        let long = "k".repeat(300);
+        let strings = [
+            "",
+            "a",
+            "0000000000001234",
+            "twenty-one bytes long",
+            "twenty-two bytes long!",
+            "é and ü",
+            "\0",
+            "a\0b",
+            "\0\u{ff}",
+            "ends with nul\0",
+            long.as_str(),
+        ];
+        let mut keys: Vec<Key> = strings.iter().map(|text| Key::string(text)).collect();
+        for parts in [
+            vec![KeyPart::Str("a".into()), KeyPart::Str("b".into())],
+            vec![KeyPart::Str("a".into()), KeyPart::Int(256)],
+            vec![KeyPart::Str("a".into()), KeyPart::Int(0)],
+            vec![KeyPart::Int(0x30)],
+            vec![KeyPart::Int(-1), KeyPart::Str("x".into())],
+        ] {
+            keys.push(Key::from_parts(parts));
+        }
+        for key in &keys {
+            let (mut fast, mut parts) = (Vec::new(), Vec::new());
+            put_key(&mut fast, key);
+            put_key_parts(&mut parts, key);
+            assert_eq!(fast, parts, "{:?}", key.parts());
+            let read = read_key(&mut Reader::new(&fast)).expect("reads back");
+            assert_eq!(read.parts(), key.parts());
+        }
+        let lone = |text: &str| Key::string(text).lone_str_bytes().map(<[u8]>::to_vec);
+        assert_eq!(lone("é and ü"), Some("é and ü".as_bytes().to_vec()));
+        assert_eq!(lone(&long), Some(long.as_bytes().to_vec()));
+        assert_eq!(lone("a\0b"), None, "an escaped 00 is decoded part by part");
+        assert_eq!(keys[strings.len()].lone_str_bytes(), None, "two parts");
     }
 
     /// A logged slot past what a packed row holds is an error, not a panic (found by review).
