@@ -46,6 +46,22 @@ pub struct Route {
     pub declared: Arc<Declared>,
 }
 
+/// The request of a call: borrowed, or lent by a caller done with it (see
+/// [`App::run_write_taking_body`]).
+enum CallRequest<'a> {
+    Borrowed(&'a Request),
+    Lent(&'a mut Request),
+}
+
+impl CallRequest<'_> {
+    fn get(&self) -> &Request {
+        match self {
+            CallRequest::Borrowed(request) => request,
+            CallRequest::Lent(request) => request,
+        }
+    }
+}
+
 /// What a handler receives, as the Rhai map `#{params, query, body, method, path, headers,
 /// peer, id}`.
 #[derive(Clone, Debug, Default)]
@@ -432,6 +448,30 @@ impl App {
         tables: &mut Tables,
         writes: &mut WriteSet,
     ) -> Result<Answer, HandlerError> {
+        self.write_with(handler, CallRequest::Borrowed(request), tables, writes)
+    }
+
+    /// [`App::run_write`] for a caller done with the request: a compiled handler that never
+    /// changes its request is given the request's body itself rather than a copy (a batch of
+    /// 1,000 entries is a map of 1,000 entries to copy and drop). Afterwards `request.body` is
+    /// either the body or `()`.
+    pub fn run_write_taking_body(
+        &self,
+        handler: &str,
+        request: &mut Request,
+        tables: &mut Tables,
+        writes: &mut WriteSet,
+    ) -> Result<Answer, HandlerError> {
+        self.write_with(handler, CallRequest::Lent(request), tables, writes)
+    }
+
+    fn write_with(
+        &self,
+        handler: &str,
+        request: CallRequest<'_>,
+        tables: &mut Tables,
+        writes: &mut WriteSet,
+    ) -> Result<Answer, HandlerError> {
         debug_assert!(
             writes.is_empty(),
             "a write set is encoded and cleared before the next call"
@@ -464,6 +504,7 @@ impl App {
         request: &Request,
         tables: Arc<Tables>,
     ) -> Result<Answer, HandlerError> {
+        let request = CallRequest::Borrowed(request);
         self.call(handler, request, Context::Read { tables }, |_| {})
     }
 
@@ -473,7 +514,7 @@ impl App {
     fn call(
         &self,
         handler: &str,
-        request: &Request,
+        request: CallRequest<'_>,
         context: Context,
         restore: impl FnOnce(Context),
     ) -> Result<Answer, HandlerError> {
@@ -486,7 +527,7 @@ impl App {
     fn call_here(
         &self,
         handler: &str,
-        request: &Request,
+        mut request: CallRequest<'_>,
         context: Context,
         restore: impl FnOnce(Context),
     ) -> Result<Answer, HandlerError> {
@@ -497,9 +538,19 @@ impl App {
             });
         };
         // One `now()` for the whole call, a fallback to Rhai included.
-        world::begin_call(&self.world, self.log.as_ref(), handler, &request.head.id);
-        let request = (request, *fields);
-        let answer = self.call_in_world(handler, definition, request, context, restore);
+        world::begin_call(
+            &self.world,
+            self.log.as_ref(),
+            handler,
+            &request.get().head.id,
+        );
+        let answer = self.call_in_world(
+            handler,
+            definition,
+            (&mut request, *fields),
+            context,
+            restore,
+        );
         world::end_call();
         answer
     }
@@ -508,14 +559,14 @@ impl App {
         &self,
         handler: &str,
         definition: &Position,
-        request: (&Request, RequestFields),
+        (request, fields): (&mut CallRequest<'_>, RequestFields),
         context: Context,
         restore: impl FnOnce(Context),
     ) -> Result<Answer, HandlerError> {
         let mut context = context;
         if let Some(compiled) = self.program.handler(handler).filter(|_| self.use_compiled) {
             let (decided, back) =
-                self.call_compiled(compiled, handler, request, context, definition);
+                self.call_compiled(compiled, handler, (request, fields), context, definition);
             context = back;
             if let Some(result) = decided {
                 restore(context);
@@ -528,7 +579,13 @@ impl App {
                 tables.roll_back(writes);
             }
         }
-        self.call_rhai(handler, request, definition, context, restore)
+        self.call_rhai(
+            handler,
+            (request.get(), fields),
+            definition,
+            context,
+            restore,
+        )
     }
 
     /// Runs the compiled form of a handler: its answer, or `None` for a call that Rhai must
@@ -537,7 +594,7 @@ impl App {
         &self,
         compiled: usize,
         handler: &str,
-        request: (&Request, RequestFields),
+        (request, fields): (&mut CallRequest<'_>, RequestFields),
         context: Context,
         definition: &Position,
     ) -> (Option<Result<Answer, HandlerError>>, Context) {
@@ -551,12 +608,20 @@ impl App {
             schema: &self.schema,
             limits: &self.limits,
         };
+        // A body lent to the call comes back with its argument, unless a panic ends the call.
+        let lend =
+            matches!(request, CallRequest::Lent(_)) && self.program.keeps_first_parameter(compiled);
+        let argument = match &mut *request {
+            CallRequest::Lent(request) if lend => value::request_taking_body(request, fields),
+            request => value::request_to_dynamic(request.get(), fields),
+        };
         let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            self.program.run(
-                compiled,
-                value::request_to_dynamic(request.0, request.1),
-                &env,
-            )
+            let (result, back) = self.program.run(compiled, argument, &env);
+            if let (true, CallRequest::Lent(request)) = (lend, &mut *request) {
+                let back = back.expect("a handler that keeps its parameter gives it back");
+                value::give_body_back(request, back);
+            }
+            result
         }));
         // Whatever stopped the call, once its wall-clock budget is spent (a scan notices it too)
         // Rhai would only spend a second one before stopping it.

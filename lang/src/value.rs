@@ -95,6 +95,9 @@ const REQUEST_FIELDS: [&str; 8] = [
     "params", "query", "body", "method", "path", "headers", "peer", "id",
 ];
 
+/// The bit of `body` in [`RequestFields`].
+const BODY: usize = 2;
+
 /// A set of the request map's entries: a bit per name of `REQUEST_FIELDS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RequestFields(u8);
@@ -124,6 +127,32 @@ impl RequestFields {
 /// A request as the map `#{params, query, body, method, path, headers, peer, id}`, with only
 /// the entries of `fields` (the others cannot be observed by the handler it is for).
 pub fn request_to_dynamic(request: &crate::Request, fields: RequestFields) -> Dynamic {
+    build_request(request, fields, || request.body.clone())
+}
+
+/// `request_to_dynamic`, with the body moved out of `request` (left `()`) instead of copied:
+/// [`give_body_back`] returns it from the map.
+pub(crate) fn request_taking_body(request: &mut crate::Request, fields: RequestFields) -> Dynamic {
+    if !fields.has(BODY) {
+        return request_to_dynamic(request, fields);
+    }
+    let body = std::mem::take(&mut request.body);
+    build_request(request, fields, || body)
+}
+
+/// Puts the body of a map from [`request_taking_body`] back into the request it came from.
+pub(crate) fn give_body_back(request: &mut crate::Request, map: Dynamic) {
+    if let Some(body) = map.try_cast::<Map>().and_then(|mut map| map.remove("body")) {
+        request.body = body;
+    }
+}
+
+fn build_request(
+    request: &crate::Request,
+    fields: RequestFields,
+    body: impl FnOnce() -> Dynamic,
+) -> Dynamic {
+    let mut body = Some(body);
     let pairs = |pairs: &[(String, Dynamic)]| {
         Dynamic::from_map(
             pairs
@@ -141,7 +170,7 @@ pub fn request_to_dynamic(request: &crate::Request, fields: RequestFields) -> Dy
         let value = match bit {
             0 => pairs(&request.params),
             1 => pairs(&request.query),
-            2 => request.body.clone(),
+            BODY => (body.take().expect("one body field"))(),
             3 => Dynamic::from(head.method.clone()),
             4 => Dynamic::from(head.path.clone()),
             5 => Dynamic::from_map(

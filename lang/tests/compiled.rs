@@ -153,7 +153,9 @@ impl Pair {
                 }
                 HandlerKind::Write => {
                     let mut writes = WriteSet::default();
-                    let answer = app.run_write(handler, request, tables, &mut writes);
+                    // As the runtime calls a write: the compiled call may be lent the body.
+                    let mut lent = request.clone();
+                    let answer = app.run_write_taking_body(handler, &mut lent, tables, &mut writes);
                     changes.push(format!("{:?}", writes.changes()));
                     answer
                 }
@@ -873,6 +875,43 @@ fn well_formed_calls_never_fall_back() {
     // And one that must: a method that changes a row's field goes to Rhai.
     let _ = pair.call("rows", json!({"action": "tag", "k": 1, "name": "t"}));
     assert_eq!(pair.compiled.fallbacks(), 1);
+}
+
+/// A write's body is lent to its compiled call, not copied, only when the handler cannot change
+/// its request: a call that falls back runs again in Rhai on the request as it was sent.
+#[test]
+fn a_call_that_falls_back_finds_its_request_as_sent() {
+    let mut pair = Pair::new(coverage);
+    for handler in [
+        "changes_its_request",
+        "pushes_into_its_request",
+        "keeps_its_request",
+    ] {
+        assert_eq!(pair.compiled.execution(handler), Some(Execution::Compiled));
+    }
+    let calls = [
+        ("changes_its_request", json!({"n": 1, "f": 1.5}), json!(2)),
+        ("changes_its_request", json!({"n": 1, "f": 2.5}), json!(-2)),
+        (
+            "pushes_into_its_request",
+            json!({"items": [7], "f": 1.5}),
+            json!(2),
+        ),
+        ("keeps_its_request", json!({"n": 1, "f": 1.5}), json!(1)),
+        ("keeps_its_request", json!({"n": 1, "f": 2.5}), json!(-1)),
+    ];
+    for (at, (handler, body, expected)) in calls.into_iter().enumerate() {
+        assert_eq!(
+            pair.call(handler, body.clone()),
+            Ok(expected),
+            "{handler}({body})"
+        );
+        assert_eq!(
+            pair.compiled.fallbacks(),
+            at as u64 + 1,
+            "{handler}({body}) fell back"
+        );
+    }
 }
 
 /// What a review of the first version found (each differed from Rhai then), kept as cases.

@@ -199,7 +199,7 @@ impl Owner {
     }
 
     /// Runs one write into the group; whether the group still has room after it.
-    fn run_job(&self, job: Job, scratch: &mut Scratch) -> bool {
+    fn run_job(&self, mut job: Job, scratch: &mut Scratch) -> bool {
         let started = Instant::now();
         self.shared
             .queue_depth
@@ -212,7 +212,7 @@ impl Owner {
             state.schema_logged = true;
         }
         let Scratch { writes, record, .. } = scratch;
-        let result = self.run_one(&job, &mut state, writes, record);
+        let result = self.run_one(&mut job, &mut state, writes, record);
         if let Some(gate) = &self.run_gate {
             (gate.0)();
         }
@@ -263,7 +263,7 @@ impl Drop for Stopped {
 impl Owner {
     fn run_one(
         &self,
-        job: &Job,
+        job: &mut Job,
         state: &mut State,
         writes: &mut WriteSet,
         record: &mut Vec<u8>,
@@ -271,9 +271,13 @@ impl Owner {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(HandlerError::Unavailable { reason });
         }
-        let result = job
-            .app
-            .run_write(&job.handler, &job.request, &mut state.tables, writes);
+        // The request is not needed after its call: its body is lent, not copied.
+        let result = job.app.run_write_taking_body(
+            &job.handler,
+            &mut job.request,
+            &mut state.tables,
+            writes,
+        );
         if let Err(HandlerError::Panicked { handler, message }) = &result {
             // A bug in Pure or Rhai struck halfway through a change to the tables: the undo log
             // may not know all of it. Nothing from here on is made durable or published; the

@@ -80,6 +80,7 @@ pub(crate) fn compile_program(
             slots: definition.params.len(),
             callees: Vec::new(),
             nodes: 0,
+            changes_first_parameter: false,
         };
         let (name, arity) = (definition.name.clone(), definition.params.len());
         // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
@@ -119,6 +120,7 @@ pub(crate) fn compile_program(
                 functions.push(Some(Function {
                     slots: compiler.slots,
                     body: sequence(codes),
+                    keeps_first_parameter: !compiler.changes_first_parameter,
                 }));
                 failures.push(None);
             }
@@ -204,6 +206,10 @@ struct Compiler<'a> {
     callees: Vec<usize>,
     /// Expression nodes compiled so far, for charging operations (see `stmt`).
     nodes: u64,
+    /// Some code may change the value in slot 0, the first parameter, in place: an assignment
+    /// to it or into it, or a `push` or `save` on it. (A `let` never reuses slot 0, and every
+    /// other use of a local reads it or copies it.)
+    changes_first_parameter: bool,
 }
 
 /// The start of a chain: a local (borrowed in place), a table whose method the chain calls first
@@ -546,10 +552,13 @@ impl Compiler<'_> {
 
     fn assignment(&mut self, op: Option<BinOp>, lhs: &Expr, rhs: &Expr) -> Compiled<Code> {
         let value = self.expr(rhs)?;
-        let target_local = |compiler: &Self, expr: &Expr| -> Compiled<usize> {
+        let target_local = |compiler: &mut Self, expr: &Expr| -> Compiled<usize> {
             match expr {
                 Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
-                    Some((slot, false)) => Ok(slot),
+                    Some((slot, false)) => {
+                        compiler.changes_first_parameter |= slot == 0;
+                        Ok(slot)
+                    }
                     _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
                 },
                 _ => refuse(expr.position(), "an assignment to an expression"),
@@ -929,6 +938,11 @@ impl Compiler<'_> {
         let grows = steps
             .iter()
             .any(|s| matches!(s, Step::Method(Method::Push, _)));
+        // `save` changes a row in place; no row is in the first parameter unless assigned there.
+        let changes = steps
+            .iter()
+            .any(|s| matches!(s, Step::Method(Method::Push | Method::Save, _)));
+        self.changes_first_parameter |= changes && matches!(root, Root::Local { slot: 0, .. });
         // `local.push(x)`: the local's sizes after are its sizes before and x's, and the check
         // of the local is the check of the array pushed into.
         let pushes_on_root = matches!(steps.as_slice(), [Step::Method(Method::Push, 1)]);

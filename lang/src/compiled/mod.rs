@@ -66,6 +66,10 @@ struct Function {
     /// Slots for parameters and every local its body declares.
     slots: usize,
     body: Code,
+    /// No code of the body changes its first parameter in place (see
+    /// `compile::Compiler::changes_first_parameter`): after a call the parameter's slot holds
+    /// the argument as it was given.
+    keeps_first_parameter: bool,
 }
 
 /// The compiled script functions of an app, and which handlers can use them.
@@ -100,6 +104,9 @@ pub(crate) struct Frame<'a> {
     /// the limits after every step; knowing its sizes makes each check cost the step, not the
     /// whole value. Every mutable access to a local through [`Frame::local`] forgets them.
     sized: Option<(usize, ops::Sizes)>,
+    /// The first call's argument as given, back from its slot after the call when the function
+    /// keeps its first parameter.
+    argument_back: Option<Dynamic>,
 }
 
 /// Operations between two wall-clock checks (as in the Rhai engine's `on_progress`).
@@ -177,9 +184,15 @@ impl Frame<'_> {
             return Err(Stop::Fallback);
         };
         // Rhai charges a call to a script function at its site and at its start.
-        self.tick(3)?;
-        if self.depth >= self.env.limits.call_levels_max {
-            return Err(Stop::Fallback);
+        let entered = match self.tick(3) {
+            Ok(()) if self.depth >= self.env.limits.call_levels_max => Err(Stop::Fallback),
+            entered => entered,
+        };
+        if let Err(stop) = entered {
+            if self.depth == 0 && callee.keeps_first_parameter {
+                self.argument_back = args.into_iter().next();
+            }
+            return Err(stop);
         }
         let (base, depth) = (self.base, self.depth);
         self.base = self.stack.len();
@@ -187,6 +200,9 @@ impl Frame<'_> {
         self.stack.extend(args);
         self.stack.resize(self.base + callee.slots, Dynamic::UNIT);
         let result = (callee.body)(self);
+        if depth == 0 && callee.keeps_first_parameter && callee.slots > 0 {
+            self.argument_back = Some(std::mem::take(&mut self.stack[self.base]));
+        }
         self.stack.truncate(self.base);
         // The callee's locals are gone, and their places will hold other values.
         if matches!(self.sized, Some((i, _)) if i >= self.base) {
@@ -223,14 +239,21 @@ impl Program {
         self.interpreted.get(handler).map(String::as_str)
     }
 
+    /// Whether the compiled `function` leaves its first parameter as given, so that a caller
+    /// may lend it a value it wants back (see [`Program::run`]).
+    pub(crate) fn keeps_first_parameter(&self, function: usize) -> bool {
+        matches!(self.functions.get(function), Some(Some(f)) if f.keeps_first_parameter)
+    }
+
     /// Runs a compiled handler (from [`Program::handler`]) with the thread's handler context
-    /// already installed.
+    /// already installed. Also returns the argument as given when the handler keeps its
+    /// parameter and the call ended (a panic aside): a call that Rhai must run again can use it.
     pub(crate) fn run(
         &self,
         function: usize,
         argument: Dynamic,
         env: &Env,
-    ) -> Result<Dynamic, Stop> {
+    ) -> (Result<Dynamic, Stop>, Option<Dynamic>) {
         let mut frame = Frame {
             program: self,
             env,
@@ -239,7 +262,9 @@ impl Program {
             operations: 0,
             depth: 0,
             sized: None,
+            argument_back: None,
         };
-        frame.call(function, vec![argument])
+        let result = frame.call(function, vec![argument]);
+        (result, frame.argument_back)
     }
 }
