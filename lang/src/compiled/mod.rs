@@ -11,6 +11,9 @@
 //! else happens (an error of any kind, a limit reached, a value of a type it does not handle) it
 //! stops with [`Stop::Fallback`], the caller rolls the call's writes back and runs the same
 //! handler again in Rhai, which produces the answer or the error, with its message and position.
+//! Rhai gets the request as it was sent: a handler whose code never changes its parameter is
+//! lent the request's body (a batch's map of a thousand entries is not copied for each call),
+//! and hands it back unchanged when it stops; any other is given a copy.
 //! Handlers that use anything outside the subset are not compiled at all and always run in Rhai.
 //! Two stops are decided here: `throw`, which is how handlers answer bad requests, and a spent
 //! wall-clock budget, which Rhai would only spend a second time.
