@@ -611,11 +611,11 @@ impl App {
         // A body lent to the call comes back with its argument, unless a panic ends the call.
         let lend =
             matches!(request, CallRequest::Lent(_)) && self.program.keeps_first_parameter(compiled);
-        let argument = match &mut *request {
-            CallRequest::Lent(request) if lend => value::request_taking_body(request, fields),
-            request => value::request_to_dynamic(request.get(), fields),
-        };
         let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            let argument = match &mut *request {
+                CallRequest::Lent(request) if lend => value::request_taking_body(request, fields),
+                request => value::request_to_dynamic(request.get(), fields),
+            };
             let (result, back) = self.program.run(compiled, argument, &env);
             if let (true, CallRequest::Lent(request)) = (lend, &mut *request) {
                 let back = back.expect("a handler that keeps its parameter gives it back");

@@ -153,9 +153,14 @@ impl Pair {
                 }
                 HandlerKind::Write => {
                     let mut writes = WriteSet::default();
-                    // As the runtime calls a write: the compiled call may be lent the body.
-                    let mut lent = request.clone();
-                    let answer = app.run_write_taking_body(handler, &mut lent, tables, &mut writes);
+                    // Every other call as the runtime makes it: the compiled call may be lent
+                    // the body.
+                    let answer = if self.calls % 2 == 0 {
+                        let mut lent = request.clone();
+                        app.run_write_taking_body(handler, &mut lent, tables, &mut writes)
+                    } else {
+                        app.run_write(handler, request, tables, &mut writes)
+                    };
                     changes.push(format!("{:?}", writes.changes()));
                     answer
                 }
@@ -900,17 +905,15 @@ fn a_call_that_falls_back_finds_its_request_as_sent() {
         ("keeps_its_request", json!({"n": 1, "f": 1.5}), json!(1)),
         ("keeps_its_request", json!({"n": 1, "f": 2.5}), json!(-1)),
     ];
-    for (at, (handler, body, expected)) in calls.into_iter().enumerate() {
-        assert_eq!(
-            pair.call(handler, body.clone()),
-            Ok(expected),
-            "{handler}({body})"
-        );
-        assert_eq!(
-            pair.compiled.fallbacks(),
-            at as u64 + 1,
-            "{handler}({body}) fell back"
-        );
+    // Each twice: `Pair` lends the body on every other call.
+    let mut fallbacks = 0;
+    for (handler, body, expected) in calls {
+        for _ in 0..2 {
+            let answer = pair.call(handler, body.clone());
+            assert_eq!(answer, Ok(expected.clone()), "{handler}({body})");
+            fallbacks += 1;
+            assert_eq!(pair.compiled.fallbacks(), fallbacks, "{handler}({body})");
+        }
     }
 }
 
