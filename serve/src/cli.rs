@@ -122,6 +122,27 @@ pub struct Options {
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub body_budget: usize,
 
+    /// Bytes of answers held for clients that have not taken them yet (answers over 64 KiB
+    /// count). An answer is never refused or delayed for it: when one would pass the budget,
+    /// the connections whose clients stopped reading (took no byte for --answer-stall-ms) are
+    /// reset, the longest stalled first, until it fits; a client that keeps reading is never
+    /// cut, and with none stalled the budget is exceeded. Bounds the memory that clients who
+    /// ask and never read can take. Raise it, or --answer-stall-ms, for clients that pause
+    /// between reads of large answers.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    pub answer_budget: u64,
+
+    /// How long a client may take no byte of an answer before it counts as having stopped
+    /// reading: its connection may then be closed to make room in --answer-budget, for a new
+    /// client at --max-connections, or at a stop (which does not wait for it).
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub answer_stall_ms: u64,
+
+    /// The longest a connection waits for its client to take any byte of an answer; past it
+    /// the connection is reset and the answer dropped (a write's changes stay committed).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub send_timeout_ms: u64,
+
     /// Time a client has to send a request's headers; it also closes idle keep-alive connections.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     pub header_timeout_ms: u64,

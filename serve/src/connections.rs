@@ -7,14 +7,40 @@
 //! byte at a time) would do the same until the header timeout closed them. A connection is idle
 //! while it has not sent a complete request head since its last answer: shedding one loses no
 //! request, and a request that arrives meanwhile is still answered (see `Slot`).
+//!
+//! The answers waiting for their clients to take them are a budget too (`--answer-budget`): 200
+//! clients that asked for 6 MB pages and never read held 1.2 GB. When an answer would take the
+//! bytes held past the budget, the connections whose clients stopped reading (took no byte for
+//! `--answer-stall-ms`) are cut, the one stalled the longest first, until it fits; their answers
+//! are freed on the spot (`HeldAnswer`). A client that reads is never cut for it, and an answer
+//! is never refused or held back: with no stalled connection left, the budget is exceeded. A
+//! stalled connection is also cut when it is shed at the cap or at a stop, instead of being
+//! waited for.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+
+use crate::answer::{AnswerBody, HeldAnswer};
+
+/// The bytes of answers held for clients, and when a client counts as having stopped reading.
+#[derive(Clone)]
+pub struct AnswerBudget {
+    /// Bytes of answers held now, in the connections of every listener that shares it (the
+    /// gauge `pure_http_answer_bytes_held`).
+    pub held: Arc<AtomicU64>,
+    /// `--answer-budget`: past it, stalled connections are cut to make room.
+    pub bytes: u64,
+    /// `--answer-stall-ms`: a client that has taken no byte of its answer for this long has
+    /// stopped reading, as far as the budgets go. A client that reads takes bytes as fast as
+    /// its link allows, and the kernel wakes the writer each time a third of the socket's send
+    /// buffer is free: on loopback or a LAN, every few milliseconds.
+    pub stalled_after: Duration,
+}
 
 /// The connection budget, shared by the accept loop and every connection.
 pub struct Connections {
@@ -27,6 +53,7 @@ pub struct Connections {
     /// Notified whenever a connection closes: the accept loop waits here at the cap, and the
     /// shutdown for the last one.
     freed: Notify,
+    answers: AnswerBudget,
 }
 
 #[derive(Default)]
@@ -48,6 +75,20 @@ pub struct Slot {
     /// Asks the connection to close: it then stops keeping alive, answers any request already
     /// started, and closes (hyper's graceful shutdown).
     pub shed: Notify,
+    /// Asks the connection to close at once: its client stopped reading.
+    pub cut: Notify,
+    /// Set once the connection is asked to be cut: it is not chosen again.
+    cut_asked: AtomicBool,
+    /// The latest large answer, while hyper has not taken all of it.
+    answer: Mutex<Option<Arc<HeldAnswer>>>,
+    /// hyper has written bytes the socket did not take yet (an answer on its way out).
+    unflushed: AtomicBool,
+    /// The last write found the socket's buffer full: the client is behind, or not reading.
+    blocked: AtomicBool,
+    /// When the client last took bytes, or the last answer began (ms since `epoch`).
+    progress_ms: AtomicU64,
+    /// `AnswerBudget::stalled_after`.
+    stalled_after_ms: u64,
 }
 
 /// Why a connection was not admitted.
@@ -68,7 +109,9 @@ pub struct Ticket {
 }
 
 impl Connections {
-    pub fn new(cap: usize, per_peer_max: usize) -> Arc<Connections> {
+    /// Listeners that share `answers.held` share the count of bytes held, and each makes room
+    /// within the budget among its own connections.
+    pub fn new(cap: usize, per_peer_max: usize, answers: AnswerBudget) -> Arc<Connections> {
         assert!(
             cap >= 1 && per_peer_max >= 1,
             "the CLI checks both are at least 1"
@@ -79,6 +122,7 @@ impl Connections {
             epoch: Instant::now(),
             registry: Mutex::new(Registry::default()),
             freed: Notify::new(),
+            answers,
         })
     }
 
@@ -115,6 +159,13 @@ impl Connections {
             idle_since_ms: AtomicU64::new(self.now_ms()),
             epoch: self.epoch,
             shed: Notify::new(),
+            cut: Notify::new(),
+            cut_asked: AtomicBool::new(false),
+            answer: Mutex::new(None),
+            unflushed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            progress_ms: AtomicU64::new(0),
+            stalled_after_ms: self.answers.stalled_after.as_millis() as u64,
         });
         registry.open.insert(id, slot.clone());
         *registry.per_peer.entry(peer).or_insert(0) += 1;
@@ -155,6 +206,47 @@ impl Connections {
         }
     }
 
+    /// The body of an answer for `slot`'s connection. A large one is held where the budget can
+    /// drop it, after making room for it by cutting stalled connections (never `slot`'s own);
+    /// returns how many were cut.
+    pub fn answer(&self, slot: &Slot, body: AnswerBody) -> (AnswerBody, usize) {
+        let AnswerBody::Chunks { chunks, size } = body else {
+            return (body, 0);
+        };
+        let answer = HeldAnswer::new(chunks, size, self.answers.held.clone());
+        let now_ms = self.now_ms();
+        slot.answer_begins(answer.clone(), now_ms);
+        let cut = self.make_room(slot, now_ms);
+        (AnswerBody::Held { answer, size }, cut)
+    }
+
+    fn make_room(&self, answering: &Slot, now_ms: u64) -> usize {
+        let over = || self.answers.held.load(Ordering::Relaxed) > self.answers.bytes;
+        if !over() {
+            return 0;
+        }
+        let registry = self.registry();
+        let mut stalled: Vec<(u64, &Arc<Slot>)> = registry
+            .open
+            .values()
+            .filter(|slot| !std::ptr::eq(&***slot, answering) && slot.holds_answer())
+            .filter_map(|slot| Some((slot.stalled_ms(now_ms)?, slot)))
+            .filter(|(stalled_ms, slot)| *stalled_ms >= slot.stalled_after_ms)
+            .collect();
+        // The longest stalled first.
+        stalled.sort_unstable_by_key(|(stalled_ms, _)| std::cmp::Reverse(*stalled_ms));
+        let mut cut = 0;
+        for (_, slot) in stalled {
+            if !over() {
+                break;
+            }
+            if slot.ask_cut() {
+                cut += 1;
+            }
+        }
+        cut
+    }
+
     /// A future that completes at the next close; create it before checking the condition it
     /// waits for, so that a close in between is not missed.
     pub fn freed(&self) -> tokio::sync::futures::Notified<'_> {
@@ -176,6 +268,79 @@ impl Slot {
 
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
+    }
+
+    fn answer_begins(&self, answer: Arc<HeldAnswer>, now_ms: u64) {
+        self.progress_ms.store(now_ms, Ordering::Relaxed);
+        self.blocked.store(false, Ordering::Relaxed);
+        *self.answer_lock() = Some(answer);
+    }
+
+    fn answer_lock(&self) -> MutexGuard<'_, Option<Arc<HeldAnswer>>> {
+        // Nothing panics while holding it.
+        self.answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn holds_answer(&self) -> bool {
+        self.answer_lock().as_ref().is_some_and(|a| a.is_held())
+    }
+
+    /// hyper wrote into the socket (`true`), or has flushed all it wrote (`false`).
+    pub fn set_unflushed(&self, unflushed: bool) {
+        self.unflushed.store(unflushed, Ordering::Release);
+    }
+
+    /// Whether hyper has an answer on its way out.
+    pub fn has_unflushed(&self) -> bool {
+        self.unflushed.load(Ordering::Acquire)
+    }
+
+    /// The client took bytes.
+    pub fn took_bytes(&self) {
+        self.progress_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.blocked.store(false, Ordering::Relaxed);
+    }
+
+    /// The socket's send buffer is full: the client has not taken what was sent so far.
+    pub fn blocked(&self) {
+        self.blocked.store(true, Ordering::Relaxed);
+    }
+
+    /// How long the client has taken no byte of an answer on its way out; `None` when none is
+    /// waiting for it.
+    fn stalled_ms(&self, now_ms: u64) -> Option<u64> {
+        let waiting = self.blocked.load(Ordering::Relaxed)
+            && self.has_unflushed()
+            && !self.cut_asked.load(Ordering::Relaxed);
+        waiting.then(|| now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed)))
+    }
+
+    /// Whether the client stopped reading an answer (took no byte for `stalled_after`).
+    pub fn is_stalled(&self) -> bool {
+        let now_ms = self.epoch.elapsed().as_millis() as u64;
+        self.stalled_ms(now_ms)
+            .is_some_and(|ms| ms >= self.stalled_after_ms)
+    }
+
+    /// Whether the budget asked for this connection to be cut (and counted it).
+    pub fn was_cut(&self) -> bool {
+        self.cut_asked.load(Ordering::Relaxed)
+    }
+
+    /// Asks the connection to be cut and frees its held answer now; false if asked before.
+    fn ask_cut(&self) -> bool {
+        if self.cut_asked.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        if let Some(answer) = self.answer_lock().take() {
+            answer.cut();
+        }
+        // Stored, so that it is seen even if the connection is not waiting right now.
+        self.cut.notify_one();
+        true
     }
 }
 
@@ -207,15 +372,87 @@ impl Drop for Ticket {
 
 #[cfg(test)]
 mod tests {
+    use hyper::body::Bytes;
+
     use super::*;
+    use crate::answer::CHUNK;
 
     fn address(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
     }
 
+    const STALLED_AFTER: Duration = Duration::from_millis(250);
+
+    fn budget(bytes: u64) -> AnswerBudget {
+        AnswerBudget {
+            held: Arc::default(),
+            bytes,
+            stalled_after: STALLED_AFTER,
+        }
+    }
+
+    fn unbudgeted(cap: usize, per_peer_max: usize) -> Arc<Connections> {
+        Connections::new(cap, per_peer_max, budget(u64::MAX))
+    }
+
+    fn held_answer(counter: &Arc<AtomicU64>) -> Arc<HeldAnswer> {
+        let chunks = [vec![0; CHUNK], vec![0]].map(Bytes::from).into();
+        HeldAnswer::new(chunks, (CHUNK + 1) as u64, counter.clone())
+    }
+
+    /// A connection with a large answer on its way out, stalled (or not) since `since_ms`.
+    fn with_answer(
+        connections: &Connections,
+        ticket: &Ticket,
+        since_ms: u64,
+        stalled: bool,
+    ) -> Arc<HeldAnswer> {
+        let answer = held_answer(&connections.answers.held);
+        ticket.slot.answer_begins(answer.clone(), since_ms);
+        ticket.slot.set_unflushed(true);
+        if stalled {
+            ticket.slot.blocked();
+        }
+        answer
+    }
+
+    /// Over the answer budget, the connections whose clients stopped reading are cut, the one
+    /// stalled the longest first and only as many as it takes, and their answers freed at
+    /// once; a client that is reading, one stalled for less than the stall time, and the
+    /// connection being answered are not.
+    #[test]
+    fn an_answer_over_the_budget_cuts_the_longest_stalled_readers_only() {
+        let one = (CHUNK + 1) as u64;
+        let connections = Connections::new(8, 8, budget(3 * one));
+        let held = connections.answers.held.clone();
+        let floor = STALLED_AFTER.as_millis() as u64;
+        let admit = || connections.admit(address(1)).expect("room");
+        let (oldest, older, reading, recent, answering) =
+            (admit(), admit(), admit(), admit(), admit());
+        let now = 10 * floor;
+        let _answers = [
+            with_answer(&connections, &oldest, 0, true),
+            with_answer(&connections, &older, floor, true),
+            with_answer(&connections, &reading, 0, false),
+            with_answer(&connections, &recent, now - floor / 2, true),
+        ];
+        assert_eq!(held.load(Ordering::Relaxed), 4 * one);
+        let new = held_answer(&held);
+        answering.slot.answer_begins(new, now);
+        assert_eq!(held.load(Ordering::Relaxed), 5 * one);
+        assert_eq!(connections.make_room(&answering.slot, now), 2);
+        assert!(notified(&oldest.slot.cut) && notified(&older.slot.cut));
+        assert_eq!(held.load(Ordering::Relaxed), 3 * one, "freed on the spot");
+        for kept in [&reading, &recent, &answering] {
+            assert!(!notified(&kept.slot.cut));
+        }
+        // Within the budget now: nothing more is cut.
+        assert_eq!(connections.make_room(&answering.slot, now), 0);
+    }
+
     #[test]
     fn bounds_connections_per_peer_and_in_all() {
-        let connections = Connections::new(3, 2);
+        let connections = unbudgeted(3, 2);
         let a1 = connections.admit(address(1)).expect("first of a");
         let _a2 = connections.admit(address(1)).expect("second of a");
         assert_eq!(connections.admit(address(1)).err(), Some(Refusal::PeerFull));
@@ -229,7 +466,7 @@ mod tests {
 
     #[test]
     fn sheds_from_the_address_with_the_most_connections_first() {
-        let connections = Connections::new(4, 4);
+        let connections = unbudgeted(4, 4);
         let quiet = connections
             .admit(address(1))
             .expect("quiet, idle the longest");
@@ -256,7 +493,7 @@ mod tests {
 
     #[test]
     fn sheds_the_longest_idle_and_never_a_busy_one() {
-        let connections = Connections::new(3, 3);
+        let connections = unbudgeted(3, 3);
         let first = connections.admit(address(1)).expect("first");
         let second = connections.admit(address(1)).expect("second");
         let guard = first.slot.busy();

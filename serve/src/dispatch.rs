@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_CREDENTIALS,
@@ -49,13 +49,14 @@ use pure_runtime::{
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::answer::{AnswerBody, ChunkWriter};
 use crate::cli::ErrorDetails;
 use crate::log::{Access, Log};
 use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
 use crate::route::{parse_query, RouteMatch, Router};
 use crate::wire::REQUEST_TARGET_BYTES_MAX;
 
-pub type Reply = Response<Full<Bytes>>;
+pub type Reply = Response<AnswerBody>;
 
 /// Bodies up to this size are parsed on the worker that read them; larger ones on the
 /// blocking pool (see the module doc). A 1,000-entry kv batch (120 KB) takes about 1.7 million
@@ -463,7 +464,7 @@ impl Dispatch {
                 ));
             }
         }
-        let mut reply = Response::new(Full::new(Bytes::new()));
+        let mut reply = Response::new(AnswerBody::empty());
         *reply.status_mut() = StatusCode::NO_CONTENT;
         allow_origin(&mut reply, cors, origin);
         let headers = reply.headers_mut();
@@ -750,7 +751,7 @@ impl Dispatch {
         let text = self
             .metrics
             .render(routes, &self.runtime.metrics(), held as u64, &self.log);
-        let mut reply = Response::new(Full::new(Bytes::from(text)));
+        let mut reply = Response::new(AnswerBody::whole(text));
         reply.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
@@ -882,7 +883,7 @@ fn allow_list(allow: &[String]) -> String {
 }
 
 fn options(allow: &[String]) -> Reply {
-    let mut reply = Response::new(Full::new(Bytes::new()));
+    let mut reply = Response::new(AnswerBody::empty());
     *reply.status_mut() = StatusCode::NO_CONTENT;
     if let Ok(value) = HeaderValue::from_str(&allow_list(allow)) {
         reply.headers_mut().insert(ALLOW, value);
@@ -935,7 +936,7 @@ fn allow_origin(reply: &mut Reply, cors: &Cors, origin: &str) {
 fn answer_reply(answer: &Answer) -> Reply {
     let status = StatusCode::from_u16(answer.status).expect("respond checks the status");
     let mut reply = if has_no_body(answer.status) {
-        let mut reply = Response::new(Full::new(Bytes::new()));
+        let mut reply = Response::new(AnswerBody::empty());
         *reply.status_mut() = status;
         reply
     } else {
@@ -980,8 +981,11 @@ fn error_reply(status: StatusCode, message: String) -> Reply {
 }
 
 pub fn json_reply(status: StatusCode, body: &Value) -> Reply {
-    let bytes = serde_json::to_vec(body).expect("a serde_json::Value always serializes");
-    let mut reply = Response::new(Full::new(Bytes::from(bytes)));
+    // In chunks: a large answer takes no one large allocation, and the chunks the client has
+    // taken are freed while it reads the rest (see `answer`).
+    let mut writer = ChunkWriter::default();
+    serde_json::to_writer(&mut writer, body).expect("a serde_json::Value always serializes");
+    let mut reply = Response::new(writer.into_body());
     *reply.status_mut() = status;
     reply
         .headers_mut()

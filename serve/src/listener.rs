@@ -15,8 +15,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::convert::Infallible;
+
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::{Method, Response};
 use hyper_util::rt::TokioTimer;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -45,6 +49,8 @@ pub struct Listener {
     pub connections: Arc<Connections>,
     /// Also the idle keep-alive timeout: hyper starts it when it waits for the next request head.
     pub header_timeout: Duration,
+    /// The longest a connection waits for its client to take a byte of an answer.
+    pub send_timeout: Duration,
     /// Flips to true once: stop accepting, finish the requests in flight, close.
     pub stop: watch::Receiver<bool>,
 }
@@ -164,18 +170,35 @@ impl Listener {
             Ok(address) => address.ip().to_string().into(),
             Err(_) => "".into(),
         };
-        let socket = Socket::new(stream);
+        let socket = Socket::new(stream, ticket.slot.clone());
         let (dispatch, role) = (self.dispatch.clone(), self.role);
         let slot = ticket.slot.clone();
-        let service = service_fn(move |request| {
+        let connections = self.connections.clone();
+        let service = service_fn(move |request: hyper::Request<Incoming>| {
             let dispatch = dispatch.clone();
             let peer = peer.clone();
+            let (slot, connections) = (slot.clone(), connections.clone());
             // Busy from the moment a whole head arrived (hyper calls this then) until the
             // answer is built: a connection is never dropped with a request in it.
             let busy = slot.busy();
+            let sends_body = request.method() != Method::HEAD;
             async move {
                 let _busy = busy;
-                dispatch.handle(request, peer, role).await
+                let reply = dispatch.clone().handle(request, peer, role).await;
+                let Ok(reply) = reply;
+                let (parts, body) = reply.into_parts();
+                let body = if sends_body {
+                    let (body, cut) = connections.answer(&slot, body);
+                    dispatch
+                        .metrics
+                        .stalled_cuts_total
+                        .fetch_add(cut as u64, Relaxed);
+                    body
+                } else {
+                    // HEAD: hyper sends the length the body's size gives, and not the body.
+                    body
+                };
+                Ok::<_, Infallible>(Response::from_parts(parts, body))
             }
         });
         let mut builder = http1::Builder::new();
@@ -190,7 +213,8 @@ impl Listener {
             // write committed whose client never heard of it (and so posts it again).
             .half_close(true)
             .keep_alive(true);
-        let connection = builder.serve_connection(Wire::new(socket.clone()), service);
+        let wire = Wire::new(socket.clone(), self.send_timeout);
+        let connection = builder.serve_connection(wire, service);
         tokio::pin!(connection);
         let mut stop = self.stop.clone();
         let mut closing = false;
@@ -199,38 +223,99 @@ impl Listener {
         // hyper's graceful shutdown answers the request, then closes; the connection is
         // dropped as soon as that is done. (Graceful shutdown alone kept a connection whose
         // head had partly arrived open until the header timeout: one stalled head held up
-        // every new client at the cap, and a stop.)
-        let idle = || !ticket.slot.is_busy() && !socket.has_unflushed();
-        let result = loop {
+        // every new client at the cap, and a stop.) An answer whose client stopped reading
+        // (`--answer-stall-ms`) is not waited for: its request was answered, the client does not
+        // take it.
+        let slot = &ticket.slot;
+        // Whether the connection may close now: `Clean` with nothing in it, `Abort` with an
+        // answer its client stopped taking.
+        let closable = || {
+            if slot.is_busy() {
+                None
+            } else if !socket.has_unflushed() {
+                Some(Close::Clean)
+            } else if slot.is_stalled() {
+                Some(Close::Abort)
+            } else {
+                None
+            }
+        };
+        let close = loop {
             tokio::select! {
-                result = connection.as_mut() => break result,
+                result = connection.as_mut() => break Close::Ended(result),
+                // Cut to make room in the answer budget: at once, with what it holds.
+                _ = slot.cut.notified() => break Close::Abort,
                 _ = stopped(&mut stop), if !closing => {
-                    if idle() {
-                        break Ok(());
+                    if let Some(close) = closable() {
+                        break close;
                     }
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = ticket.slot.shed.notified(), if !closing => {
-                    if idle() {
-                        break Ok(());
+                    if let Some(close) = closable() {
+                        break close;
                     }
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = tokio::time::sleep(CLOSE_GRACE), if closing => {
-                    if idle() {
-                        break Ok(());
+                    if let Some(close) = closable() {
+                        break close;
                     }
                 }
             }
         };
-        if let Err(error) = result {
-            if error.is_timeout() {
-                socket.answer_timeout(self.header_timeout.as_millis());
-            }
+        let metrics = &self.dispatch.metrics;
+        // Cut by the budget (counted there): hyper may have ended the connection first, on the
+        // error its body gave once the answer was dropped.
+        let abort = slot.was_cut()
+            || match close {
+                Close::Clean | Close::Ended(Ok(())) => false,
+                Close::Abort => {
+                    metrics.stalled_cuts_total.fetch_add(1, Relaxed);
+                    true
+                }
+                Close::Ended(Err(error)) if error.is_timeout() => {
+                    socket.answer_timeout(self.header_timeout.as_millis());
+                    false
+                }
+                Close::Ended(Err(error)) if error.is_parse_version_h2() => {
+                    socket.answer_http2();
+                    false
+                }
+                Close::Ended(Err(error)) => {
+                    let timed_out = is_send_timeout(&error);
+                    if timed_out {
+                        metrics.send_timeouts_total.fetch_add(1, Relaxed);
+                    }
+                    timed_out
+                }
+            };
+        if abort {
+            // A reset, not a close: a close would leave the unread answer queued in the
+            // kernel's send buffer (up to megabytes a connection) until a client that does not
+            // read takes it, which may be never.
+            let _ = socket.stream.set_zero_linger();
         }
     }
+}
+
+/// How a connection ends.
+enum Close {
+    /// hyper ended it: the client closed, an error, or a graceful shutdown completed.
+    Ended(Result<(), hyper::Error>),
+    /// Nothing in it: dropped as it is.
+    Clean,
+    /// Its client stopped reading: reset, dropping the answer.
+    Abort,
+}
+
+/// Whether hyper gave up because `Wire` found the client took nothing for `--send-timeout-ms`.
+fn is_send_timeout(error: &hyper::Error) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<io::Error>())
+        .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
 }
 
 fn is_resource_exhaustion(error: &io::Error) -> bool {

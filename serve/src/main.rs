@@ -6,6 +6,7 @@
 //! how a handler runs: that is `pure_runtime`'s business behind `Runtime::read` and
 //! `Runtime::write`.
 
+mod answer;
 mod cli;
 mod connections;
 mod damage;

@@ -55,6 +55,13 @@ pub struct ServerMetrics {
     pub connections_shed_total: AtomicU64,
     /// Requests refused with 503 because the bodies already held took the whole budget.
     pub body_budget_refusals_total: AtomicU64,
+    /// Bytes of answers that their clients have not taken yet (of --answer-budget).
+    pub answer_bytes_held: Arc<AtomicU64>,
+    /// Connections closed because their client took no byte for --send-timeout-ms.
+    pub send_timeouts_total: AtomicU64,
+    /// Connections whose client stopped reading, cut to make room in the answer budget, for a
+    /// new client at the cap, or at a stop.
+    pub stalled_cuts_total: AtomicU64,
     /// Reloads (SIGHUP) that replaced the app, and those that left the old version serving.
     pub reloads_total: AtomicU64,
     pub reload_failures_total: AtomicU64,
@@ -73,6 +80,9 @@ impl ServerMetrics {
             connections_refused_total: AtomicU64::new(0),
             connections_shed_total: AtomicU64::new(0),
             body_budget_refusals_total: AtomicU64::new(0),
+            answer_bytes_held: Arc::default(),
+            send_timeouts_total: AtomicU64::new(0),
+            stalled_cuts_total: AtomicU64::new(0),
             reloads_total: AtomicU64::new(0),
             reload_failures_total: AtomicU64::new(0),
         }
@@ -115,6 +125,13 @@ impl ServerMetrics {
             "gauge",
             body_budget_held_bytes as f64,
         );
+        metric(
+            &mut out,
+            "pure_http_answer_bytes_held",
+            "Bytes of answers their clients have not taken yet (of --answer-budget).",
+            "gauge",
+            self.answer_bytes_held.load(Relaxed) as f64,
+        );
         let figures = [
             (
                 "pure_http_connections_open",
@@ -151,6 +168,19 @@ impl ServerMetrics {
                 "Requests refused (503): request bodies held took the whole budget.",
                 "counter",
                 &self.body_budget_refusals_total,
+            ),
+            (
+                "pure_http_send_timeouts_total",
+                "Connections closed: their client took no byte of an answer for --send-timeout-ms.",
+                "counter",
+                &self.send_timeouts_total,
+            ),
+            (
+                "pure_http_stalled_cuts_total",
+                "Connections cut because their client stopped reading: to make room in \
+                 --answer-budget, for a new client at the cap, or at a stop.",
+                "counter",
+                &self.stalled_cuts_total,
             ),
             (
                 "pure_reloads_total",

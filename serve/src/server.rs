@@ -17,7 +17,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cli::Options;
-use crate::connections::Connections;
+use crate::connections::{AnswerBudget, Connections};
 use crate::dispatch::{report_interpreted, Dispatch, RequestLimits, Role};
 use crate::exit;
 use crate::listener::Listener;
@@ -54,21 +54,23 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         parsers: Arc::new(Semaphore::new(options.threads().saturating_sub(1).max(1))),
     };
     let (stop_sender, stop) = watch::channel(false);
+    let answers = AnswerBudget {
+        held: Arc::default(),
+        bytes: options.answer_budget,
+        stalled_after: Duration::from_millis(options.answer_stall_ms),
+    };
     let connections = Connections::new(
         options.max_connections as usize,
         options.max_connections_per_peer as usize,
+        answers.clone(),
     );
     let loader = {
         let options = options.clone();
         Box::new(move || crate::load_app(&options))
     };
-    let dispatch = Arc::new(Dispatch::new(
-        runtime.clone(),
-        limits,
-        log,
-        loader,
-        options.error_details,
-    ));
+    let mut dispatch = Dispatch::new(runtime.clone(), limits, log, loader, options.error_details);
+    dispatch.metrics.answer_bytes_held = answers.held.clone();
+    let dispatch = Arc::new(dispatch);
     let server = Listener {
         dispatch: dispatch.clone(),
         role: match options.admin_listen {
@@ -77,6 +79,7 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         },
         connections: connections.clone(),
         header_timeout: options.header_timeout(),
+        send_timeout: Duration::from_millis(options.send_timeout_ms),
         stop,
     };
     let address = listener.local_addr().map_err(exit::Failure::internal)?;
@@ -92,7 +95,11 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
                 role: Role::Admin,
                 // Its own connections: a flood on the app's address leaves room for a health
                 // check.
-                connections: Connections::new(ADMIN_CONNECTIONS_MAX, ADMIN_CONNECTIONS_MAX),
+                connections: Connections::new(
+                    ADMIN_CONNECTIONS_MAX,
+                    ADMIN_CONNECTIONS_MAX,
+                    answers,
+                ),
                 ..server.clone()
             };
             Some((bound, tokio::spawn(admin.accept_loop(admin_listener))))

@@ -17,16 +17,27 @@
 //! the previous one) can defeat that: a large pipelined head may be answered 414 instead of
 //! 431, and a stalled pipelined head is closed without the 408. Both still refuse the request
 //! and close the connection.
+//!
+//! `Wire` also watches the client take its answers: it tells the connection's `Slot` how many
+//! bytes the client took and when the socket's buffer was full (the answer budget's view of who
+//! stopped reading), and closes a connection whose client has taken no byte for
+//! `--send-timeout-ms`: without that deadline, a client that never reads held its answer, and
+//! its connection slot, for good.
 
+use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use serde_json::json;
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+use crate::connections::Slot;
 
 /// The longest request target (path and query) accepted: a longer one is 414. Paths and
 /// queries of an app's routes are short; 8 KiB is nginx's default for a request line.
@@ -34,6 +45,9 @@ pub const REQUEST_TARGET_BYTES_MAX: usize = 8 << 10;
 /// The largest request head (request line and header fields): 431 past it (414 when the
 /// request line alone is past `REQUEST_TARGET_BYTES_MAX`).
 pub const HEAD_BYTES_MAX: usize = 32 << 10;
+/// The most header fields a request may have: hyper's default, kept because a larger one
+/// moves every request's headers from the stack to the heap. 431 past it.
+pub const HEADER_FIELDS_MAX: usize = 100;
 
 /// A connection's socket, shared by the `Wire` that hyper owns and the connection's task, which
 /// answers 408 after hyper gave up on a stalled head (`Socket::answer_timeout`).
@@ -41,8 +55,8 @@ pub struct Socket {
     pub stream: TcpStream,
     /// Bytes of a request have been read since the last answer began.
     partial_head: AtomicBool,
-    /// hyper has written bytes it has not flushed yet (an answer on its way out).
-    unflushed: AtomicBool,
+    /// The connection as the budgets see it: told what the client takes.
+    slot: Arc<Slot>,
 }
 
 /// One connection's socket as hyper sees it.
@@ -51,6 +65,30 @@ pub struct Wire {
     head: HeadWatch,
     /// A JSON answer being written in place of hyper's own, and how much of it is out.
     replacing: Option<(Vec<u8>, usize)>,
+    /// The longest a write waits for the client to take a byte.
+    send_timeout: Duration,
+    /// While a write waits for room in the socket's buffer: fires every `WATCH_INTERVAL` to
+    /// look whether the client took bytes (`Progress`).
+    watch: Option<Pin<Box<Sleep>>>,
+    progress: Progress,
+}
+
+/// How often a write that waits for room looks whether the client is taking bytes.
+const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+
+/// What the client has taken of what the socket accepted. The socket's buffer does not tell a
+/// waiting writer of every byte the client takes: the kernel wakes it only once a third of the
+/// buffer is free, which for a client reading 1 MB/s through a 4 MB buffer is over a second.
+/// So the writer also asks the kernel how much it still holds (`SIOCOUTQ`).
+struct Progress {
+    /// Bytes the socket accepted from hyper.
+    written: u64,
+    /// `written` less what the kernel still held, when last looked at.
+    delivered: u64,
+    /// When the client last took bytes, as far as this connection has seen.
+    at: tokio::time::Instant,
+    /// `watch` is set for the wait under way.
+    armed: bool,
 }
 
 /// What has been read of the request after the last answer: enough to tell a request line over
@@ -60,19 +98,37 @@ struct HeadWatch {
     /// Bytes of the request line so far (after any empty lines before it).
     line_bytes: usize,
     line_done: bool,
+    /// Header field lines whole after the request line, until the empty line that ends the
+    /// head: to tell too many fields from too many bytes.
+    fields: usize,
+    /// Bytes of the field line being read.
+    field_bytes: usize,
+    head_done: bool,
 }
 
 impl HeadWatch {
     fn saw(&mut self, bytes: &[u8]) {
         for &byte in bytes {
-            if self.line_done {
+            if self.head_done {
                 return;
             }
+            if !self.line_done {
+                match byte {
+                    // Empty lines before a request line are allowed (RFC 9112, section 2.2).
+                    b'\r' | b'\n' if self.line_bytes == 0 => {}
+                    b'\n' => self.line_done = true,
+                    _ => self.line_bytes += 1,
+                }
+                continue;
+            }
             match byte {
-                // Empty lines before a request line are allowed (RFC 9112, section 2.2).
-                b'\r' | b'\n' if self.line_bytes == 0 => {}
-                b'\n' => self.line_done = true,
-                _ => self.line_bytes += 1,
+                b'\n' if self.field_bytes == 0 => self.head_done = true,
+                b'\n' => {
+                    self.fields += 1;
+                    self.field_bytes = 0;
+                }
+                b'\r' if self.field_bytes == 0 => {}
+                _ => self.field_bytes += 1,
             }
         }
     }
@@ -84,17 +140,27 @@ impl HeadWatch {
 }
 
 impl Socket {
-    pub fn new(stream: TcpStream) -> Arc<Socket> {
+    pub fn new(stream: TcpStream, slot: Arc<Slot>) -> Arc<Socket> {
         Arc::new(Socket {
             stream,
             partial_head: AtomicBool::new(false),
-            unflushed: AtomicBool::new(false),
+            slot,
         })
     }
 
     /// Whether hyper has an answer on its way out: the connection must not be dropped.
     pub fn has_unflushed(&self) -> bool {
-        self.unflushed.load(Ordering::Acquire)
+        self.slot.has_unflushed()
+    }
+
+    /// After hyper refused a connection that began with HTTP/2's preface (a client with "prior
+    /// knowledge" of HTTP/2): a JSON 505 in HTTP/1.1, which such a client cannot read but a
+    /// person with curl can, instead of a silent close. Best effort and without waiting.
+    pub fn answer_http2(&self) {
+        let message = "this server speaks HTTP/1.1 only, and the connection began with \
+                       HTTP/2's preface: connect with HTTP/1.1 (without --http2-prior-knowledge), \
+                       or through a proxy that speaks HTTP/2 to clients";
+        let _ = self.stream.try_write(&json_answer(505, message));
     }
 
     /// After hyper dropped a connection whose head did not arrive in time: a JSON 408 if part
@@ -110,12 +176,65 @@ impl Socket {
 }
 
 impl Wire {
-    pub fn new(socket: Arc<Socket>) -> Wire {
+    pub fn new(socket: Arc<Socket>, send_timeout: Duration) -> Wire {
         Wire {
             socket,
             head: HeadWatch::default(),
             replacing: None,
+            send_timeout,
+            watch: None,
+            progress: Progress {
+                written: 0,
+                delivered: 0,
+                at: tokio::time::Instant::now(),
+                armed: false,
+            },
         }
+    }
+
+    /// The socket's buffer is full: pending until it has room, or an error once the client has
+    /// taken nothing for `send_timeout` (hyper then drops the connection).
+    fn poll_send_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if self.socket.stream.poll_write_ready(cx)?.is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            self.socket.slot.blocked();
+            let next = tokio::time::Instant::now() + WATCH_INTERVAL;
+            let watch = self
+                .watch
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(next)));
+            if !self.progress.armed {
+                self.progress.armed = true;
+                watch.as_mut().reset(next);
+            }
+            ready!(watch.as_mut().poll(cx));
+            let delivered = unsent_in_kernel(&self.socket.stream)
+                .map(|unsent| self.progress.written.saturating_sub(unsent));
+            let now = tokio::time::Instant::now();
+            if let Some(delivered) = delivered.filter(|d| *d > self.progress.delivered) {
+                self.progress.delivered = delivered;
+                self.progress.at = now;
+                self.socket.slot.took_bytes();
+            } else if now.duration_since(self.progress.at) >= self.send_timeout {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the client took no byte of its answer for {} ms (--send-timeout-ms)",
+                        self.send_timeout.as_millis()
+                    ),
+                )));
+            }
+            watch.as_mut().reset(now + WATCH_INTERVAL);
+        }
+    }
+
+    /// The socket accepted `n` bytes: the client took some since the wait began.
+    fn took(&mut self, n: usize) {
+        self.progress.written += n as u64;
+        self.progress.at = tokio::time::Instant::now();
+        self.progress.armed = false;
+        self.socket.slot.took_bytes();
     }
 
     fn poll_replacement(
@@ -162,6 +281,10 @@ impl Wire {
                      bytes"
                 ),
             ),
+            "431" if self.head.fields > HEADER_FIELDS_MAX => (
+                431,
+                format!("the request has more header fields than the limit of {HEADER_FIELDS_MAX}"),
+            ),
             "431" => (
                 431,
                 format!("the request head is larger than the limit of {HEAD_BYTES_MAX} bytes"),
@@ -193,6 +316,16 @@ fn json_answer(status: u16, message: &str) -> Vec<u8> {
     .into_bytes();
     answer.extend_from_slice(body.as_bytes());
     answer
+}
+
+/// Bytes the kernel holds in `stream`'s send queue, sent or not, that the peer has not
+/// acknowledged; `None` when it cannot tell (a waiting writer then sees only its own writes).
+fn unsent_in_kernel(stream: &TcpStream) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: ioctl(SIOCOUTQ) on a socket this value owns writes one c_int.
+    let result = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    (result == 0).then_some(queued.max(0) as u64)
 }
 
 impl Read for Wire {
@@ -232,7 +365,7 @@ impl Write for Wire {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         // Until hyper flushes: it flushes as soon as it has handed over all it buffered.
-        this.socket.unflushed.store(true, Ordering::Release);
+        this.socket.slot.set_unflushed(true);
         if this.replacing.is_some() {
             return this.poll_replacement(cx, buf.len());
         }
@@ -246,9 +379,12 @@ impl Write for Wire {
             this.socket.partial_head.store(false, Ordering::Relaxed);
         }
         loop {
-            ready!(this.socket.stream.poll_write_ready(cx))?;
+            ready!(this.poll_send_room(cx))?;
             match this.socket.stream.try_write(buf) {
-                Ok(n) => return Poll::Ready(Ok(n)),
+                Ok(n) => {
+                    this.took(n);
+                    return Poll::Ready(Ok(n));
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
@@ -257,7 +393,7 @@ impl Write for Wire {
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         // Every byte hyper wrote went into the socket (poll_write writes through, unbuffered).
-        self.socket.unflushed.store(false, Ordering::Release);
+        self.socket.slot.set_unflushed(false);
         Poll::Ready(Ok(()))
     }
 
@@ -287,5 +423,16 @@ mod tests {
         assert!(watch.request_line_too_long(), "no end of line yet");
         watch.saw(b" HTTP/1.1\r\n");
         assert!(watch.request_line_too_long(), "ended, but too long");
+    }
+
+    #[test]
+    fn counts_the_header_fields_up_to_the_end_of_the_head() {
+        let mut watch = HeadWatch::default();
+        watch.saw(b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r");
+        assert_eq!((watch.fields, watch.head_done), (1, false));
+        // A line split across reads, bare newlines, and a body after the head.
+        watch.saw(b"\nB: 2\nC:");
+        watch.saw(b" 3\r\n\r\nD: not a field\n");
+        assert_eq!((watch.fields, watch.head_done), (4, true));
     }
 }

@@ -1,0 +1,70 @@
+//! Requests the HTTP layer refuses before any route sees them, each answered in JSON with the
+//! limit or the reason named: too many header fields, and HTTP/2 spoken to an HTTP/1.1 server.
+
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
+
+use crate::harness::{read_response, scoreboard_dir, Launch, Response, Server, WAIT_MAX};
+
+fn raw(server: &Server, bytes: &[u8]) -> Response {
+    let stream = TcpStream::connect(server.address).expect("connect");
+    stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
+    (&stream).write_all(bytes).expect("send");
+    read_response(&mut BufReader::new(stream)).expect("an answer")
+}
+
+fn error_of(response: &Response, status: u16) -> String {
+    assert_eq!(response.status, status, "{}", response.text());
+    let body = response.json();
+    body["error"]
+        .as_str()
+        .expect("an error message")
+        .to_string()
+}
+
+#[test]
+fn too_many_header_fields_and_a_large_head_name_their_own_limits() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&scoreboard_dir(), data.path()).start();
+    let head = |fields: usize| {
+        let mut head = "GET /top HTTP/1.1\r\nHost: localhost\r\n".to_string();
+        for i in 1..fields {
+            head.push_str(&format!("X-{i}: a\r\n"));
+        }
+        head.push_str("\r\n");
+        head
+    };
+    // 100 fields in about 1 KB: served.
+    assert_eq!(raw(&server, head(100).as_bytes()).status, 200);
+    let many = head(101);
+    assert!(many.len() < 2048, "a small head: {} bytes", many.len());
+    let message = error_of(&raw(&server, many.as_bytes()), 431);
+    assert!(
+        message.contains("header fields than the limit of 100"),
+        "{message}"
+    );
+    assert!(!message.contains("bytes"), "{message}");
+    // A few fields over 32 KiB: the byte limit.
+    let large = format!(
+        "GET /top HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(40_000)
+    );
+    let message = error_of(&raw(&server, large.as_bytes()), 431);
+    assert!(message.contains("32768 bytes"), "{message}");
+    server.stop();
+}
+
+#[test]
+fn an_http2_preface_is_answered_505_in_http_1_1() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&scoreboard_dir(), data.path()).start();
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let message = error_of(&raw(&server, preface), 505);
+    assert!(message.contains("HTTP/1.1"), "{message}");
+    // The server goes on serving.
+    assert_eq!(
+        raw(&server, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n").status,
+        200
+    );
+    server.stop();
+}
