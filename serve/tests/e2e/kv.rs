@@ -277,9 +277,10 @@ fn a_batch_of_large_values_is_taken_once_max_body_is_raised() {
     server.stop();
 }
 
-/// The largest batches the README promises: a delete of fewer than 50,000 keys that are all
-/// there, and a put and a delete of that many each in one batch, are answered 200, within the
-/// operations and time the app gives its handlers (the defaults stopped the first with a 500).
+/// The largest batches the README promises: a delete of 49,900 keys that are all there, a put
+/// and a delete of that many each in one batch, and a delete of exactly 50,000 keys are
+/// answered 200, within the operations and time the app gives its handlers (the defaults
+/// stopped the first with a 500); 50,001 keys are refused.
 #[test]
 fn batches_up_to_the_documented_entries_are_answered() {
     let data = tempfile::tempdir().expect("tempdir");
@@ -307,6 +308,13 @@ fn batches_up_to_the_documented_entries_are_answered() {
     assert_eq!(answer.json()["put"], Value::from(n));
     assert_eq!(answer.json()["deleted"], Value::from(0));
     assert_eq!(client.get(&format!("/kv/m{:06}", n - 1)).status, 200);
+
+    // A delete of exactly 50,000 keys is the array limit itself: taken; one more is 413.
+    let keys = |count: usize| (0..count).map(|i| format!("d{i:06}")).collect::<Vec<_>>();
+    let answer = client.post("/kv", &json!({ "delete": keys(50_000) }));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let answer = client.post("/kv", &json!({ "delete": keys(50_001) }));
+    assert_eq!(answer.status, 413, "{}", answer.text());
     server.stop();
 }
 
