@@ -313,7 +313,7 @@ impl Client {
         path: &str,
         body: Option<&[u8]>,
     ) -> std::io::Result<Response> {
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
         if let Some(body) = body {
             head.push_str(&format!(
                 "Content-Type: application/json\r\nContent-Length: {}\r\n",

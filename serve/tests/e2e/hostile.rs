@@ -498,7 +498,8 @@ fn padded_post(player: &str, bytes: usize) -> String {
 }
 
 fn post_head(bytes: usize) -> Vec<u8> {
-    format!("POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {bytes}\r\n\r\n").into_bytes()
+    format!("POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: {bytes}\r\n\r\n")
+        .into_bytes()
 }
 
 /// Bodies held at once are bounded in bytes, beyond the first 64 KiB of each: a request that
@@ -579,7 +580,7 @@ fn one_peer_cannot_take_every_connection() {
     });
     let started = Instant::now();
     let stream = connect_from(Ipv4Addr::LOCALHOST, server.address);
-    let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+    let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert_eq!(response.status, 200, "{}", response.text());
     eprintln!(
         "at the cap, a new client was answered in {:?}",
@@ -621,7 +622,7 @@ fn a_new_client_at_the_cap_is_not_held_up_by_stalled_heads() {
     });
     for _ in 0..3 {
         let stream = connect_from(Ipv4Addr::LOCALHOST, server.address);
-        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
         assert_eq!(response.status, 200, "{}", response.text());
     }
     assert!(held.iter().any(closed), "a stalled head made room");
@@ -647,7 +648,7 @@ fn one_stalled_head_does_not_defeat_shedding() {
         .map(|_| {
             let stream = TcpStream::connect(server.address).expect("connect");
             stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-            let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+            let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
             assert_eq!(response.status, 200);
             stream
         })
@@ -655,7 +656,7 @@ fn one_stalled_head_does_not_defeat_shedding() {
     for _ in 0..3 {
         let stream = TcpStream::connect(server.address).expect("connect");
         stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
         assert_eq!(response.status, 200, "{}", response.text());
     }
     drop(idle);
@@ -715,7 +716,7 @@ fn a_half_closed_client_gets_its_answer() {
     for i in 0..20 {
         let body = format!("{{\"player\": \"half\", \"score\": {i}}}");
         let request = format!(
-            "POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         let mut stream = TcpStream::connect(server.address).expect("connect");
@@ -764,8 +765,14 @@ fn http_statuses_as_the_rfcs_say() {
     );
 
     // HEAD: the GET's status and headers, no body.
-    let get = raw(&server, b"GET /players/ann HTTP/1.1\r\nHost: t\r\n\r\n");
-    let head = head_of(&server, b"HEAD /players/ann HTTP/1.1\r\nHost: t\r\n\r\n");
+    let get = raw(
+        &server,
+        b"GET /players/ann HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    let head = head_of(
+        &server,
+        b"HEAD /players/ann HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(
         head.ends_with("\r\n\r\n"),
@@ -773,18 +780,30 @@ fn http_statuses_as_the_rfcs_say() {
     );
     let length = format!("content-length: {}", get.body.len());
     assert!(head.to_ascii_lowercase().contains(&length), "{head}");
-    let missing = head_of(&server, b"HEAD /players/nobody HTTP/1.1\r\nHost: t\r\n\r\n");
+    let missing = head_of(
+        &server,
+        b"HEAD /players/nobody HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
 
-    let options = raw(&server, b"OPTIONS /players/ann HTTP/1.1\r\nHost: t\r\n\r\n");
+    let options = raw(
+        &server,
+        b"OPTIONS /players/ann HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert_eq!(options.status, 204);
     assert_eq!(options.header("allow"), Some("GET, HEAD, OPTIONS"));
-    let options = raw(&server, b"OPTIONS /scores HTTP/1.1\r\nHost: t\r\n\r\n");
+    let options = raw(
+        &server,
+        b"OPTIONS /scores HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert_eq!(options.header("allow"), Some("POST, OPTIONS"));
 
     // A request target over the limit: 414, whether or not it fits in the head limit.
     for length in [10_000, 40_000] {
-        let request = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(length));
+        let request = format!(
+            "GET /{} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            "a".repeat(length)
+        );
         let response = raw(&server, request.as_bytes());
         assert!(
             error_of(&response, 414).contains("target"),
@@ -792,7 +811,7 @@ fn http_statuses_as_the_rfcs_say() {
         );
     }
     // The HTTP layer's own errors are JSON too.
-    let mut big_head = b"GET /top HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
+    let mut big_head = b"GET /top HTTP/1.1\r\nHost: localhost\r\nX-Big: ".to_vec();
     big_head.extend_from_slice(&[b'a'; 40_000]);
     big_head.extend_from_slice(b"\r\n\r\n");
     assert!(error_of(&raw(&server, &big_head), 431).contains("head"));
@@ -804,18 +823,18 @@ fn http_statuses_as_the_rfcs_say() {
     // says so.
     let stream = TcpStream::connect(server.address).expect("connect");
     stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-    let small = b"POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}";
+    let small = b"POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}";
     let response = exchange(&stream, small);
     assert_eq!(response.status, 404);
     assert_eq!(response.header("connection"), None);
-    let wrong = b"PUT /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}";
+    let wrong = b"PUT /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}";
     assert_eq!(exchange(&stream, wrong).status, 405);
     assert_eq!(
-        exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n").status,
         200
     );
     let large = format!(
-        "POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        "POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
         1 << 20
     );
     let stream = TcpStream::connect(server.address).expect("connect");

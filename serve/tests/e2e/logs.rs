@@ -17,7 +17,7 @@ fn stderr_until(server: &Server, seen: &mut String, needle: &str) -> String {
 fn noisy(server: &Server, id: &str) {
     let body = br#"{"who": "ann"}"#;
     let request = format!(
-        "POST /noisy HTTP/1.1\r\nHost: test\r\nX-Request-Id: {id}\r\nContent-Length: {}\r\n\r\n",
+        "POST /noisy HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: {id}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     let mut bytes = request.into_bytes();
