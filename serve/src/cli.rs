@@ -74,6 +74,15 @@ pub struct Options {
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
+    /// The host names clients reach the server by, as the Host header gives them (any port,
+    /// any case), separated by commas; a request naming another gets 421, so that a web page
+    /// that points its own name at this address (DNS rebinding) can neither write nor read.
+    /// '*' answers any host. Applies to --admin-listen's address too. Behind a proxy, list the
+    /// host the proxy forwards. [default: localhost, 127.0.0.1 and [::1] on a loopback
+    /// address; any host on another address]
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = crate::origin::parse_allowed_host)]
+    pub allowed_hosts: Option<Vec<String>>,
+
     /// What a 500's body tells the client: `full` names the handler, script, line and column
     /// (for development); `none` says only that the handler failed, with the request id. The
     /// server's log has the details either way.

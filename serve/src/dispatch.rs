@@ -52,6 +52,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::cli::ErrorDetails;
 use crate::log::{Access, Log};
 use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
+use crate::origin::{misdirected, AllowedHosts};
 use crate::route::{parse_query, RouteMatch, Router};
 use crate::wire::REQUEST_TARGET_BYTES_MAX;
 
@@ -141,6 +142,8 @@ pub struct Dispatch {
     /// One reload at a time (a signal and a POST may come together).
     reloading: std::sync::Mutex<()>,
     error_details: ErrorDetails,
+    /// The hosts the app's address answers to, and the admin address's.
+    hosts: (AllowedHosts, AllowedHosts),
     pub metrics: ServerMetrics,
     limits: RequestLimits,
     ids: RequestIds,
@@ -210,11 +213,13 @@ impl Dispatch {
         log: Arc<Log>,
         loader: Loader,
         error_details: ErrorDetails,
+        hosts: (AllowedHosts, AllowedHosts),
     ) -> Dispatch {
         Dispatch {
             loader,
             reloading: std::sync::Mutex::new(()),
             error_details,
+            hosts,
             deployment: ArcSwap::from_pointee(Deployment::new(runtime.app(), None)),
             metrics: ServerMetrics::new(),
             runtime,
@@ -333,7 +338,11 @@ impl Dispatch {
         id: &ImmutableString,
         role: Role,
     ) -> (Label, Reply) {
-        if let Some(refusal) = check_head(&request) {
+        let hosts = match role {
+            Role::Admin => &self.hosts.1,
+            Role::App | Role::AppAndBuiltins => &self.hosts.0,
+        };
+        if let Some(refusal) = check_head(&request).or_else(|| misdirected(&request, hosts)) {
             return (Label::Unmatched, self.answer_unread(request, refusal).await);
         }
         let method = request.method().clone();

@@ -21,6 +21,7 @@ use crate::connections::Connections;
 use crate::dispatch::{report_interpreted, Dispatch, RequestLimits, Role};
 use crate::exit;
 use crate::listener::Listener;
+use crate::origin::{any_host_note, AllowedHosts};
 
 const LISTEN_BACKLOG: u32 = 1024;
 const POISON_POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -68,6 +69,12 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         log,
         loader,
         options.error_details,
+        (
+            AllowedHosts::for_address(options.allowed_hosts.as_deref(), options.listen),
+            options.admin_listen.map_or(AllowedHosts::Any, |admin| {
+                AllowedHosts::for_address(options.allowed_hosts.as_deref(), admin)
+            }),
+        ),
     ));
     let server = Listener {
         dispatch: dispatch.clone(),
@@ -108,6 +115,10 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     );
     if let Some((bound, _)) = &admin {
         println!("pure-serve: admin endpoints (health, metrics, reload) on http://{bound}/_pure/");
+    }
+    let bound = std::iter::once(address).chain(admin.as_ref().map(|(bound, _)| *bound));
+    for note in bound.filter_map(|b| any_host_note(options.allowed_hosts.as_deref(), b)) {
+        eprintln!("{note}");
     }
 
     if crate::early_hangup() {

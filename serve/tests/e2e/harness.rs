@@ -98,7 +98,10 @@ impl Launch {
         let mut command = Command::new(&self.program[0]);
         command.args(&self.program[1..]);
         command.arg(&self.app_dir).arg("--data").arg(&self.data_dir);
-        command.args(["--listen", "127.0.0.1:0"]).args(&self.flags);
+        if !self.flags.iter().any(|given| given == "--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        command.args(&self.flags);
         command
     }
 
