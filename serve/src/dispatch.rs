@@ -2,10 +2,11 @@
 //! call the handler, answer in JSON.
 //!
 //! Everything a request can be refused for is decided here, on the HTTP thread, before a write
-//! is queued: the head (`Host`, the target's length), the route, the body's size, the budget of
-//! body bytes held by all requests at once, its JSON, and the handlers' size limits on what it
-//! holds (`App::request` parses it straight into script values and counts them). The owner
-//! only ever sees requests a handler can hold.
+//! is queued: the head (`Host`, the target's length), the host it names and the origin of a
+//! write (`origin`), the route, the body's size, the budget of body bytes held by all requests
+//! at once, its JSON, and the handlers' size limits on what it holds (`App::request` parses it
+//! straight into script values and counts them). The owner only ever sees requests a handler
+//! can hold.
 //!
 //! Read handlers run right here, on the HTTP worker thread: a read is a few microseconds of
 //! script against an immutable snapshot, and the script limits stop a runaway one within tens of
@@ -52,7 +53,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::cli::ErrorDetails;
 use crate::log::{Access, Log};
 use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
-use crate::origin::{misdirected, AllowedHosts};
+use crate::origin::{foreign_write, misdirected, AllowedHosts};
 use crate::route::{parse_query, RouteMatch, Router};
 use crate::wire::REQUEST_TARGET_BYTES_MAX;
 
@@ -342,11 +343,19 @@ impl Dispatch {
             Role::Admin => &self.hosts.1,
             Role::App | Role::AppAndBuiltins => &self.hosts.0,
         };
-        if let Some(refusal) = check_head(&request).or_else(|| misdirected(&request, hosts)) {
-            return (Label::Unmatched, self.answer_unread(request, refusal).await);
-        }
         let method = request.method().clone();
         let path = request.uri().path().to_string();
+        // The app's "cors" speaks for its routes, never for the built-in endpoints.
+        let cors = deployment
+            .app
+            .cors()
+            .filter(|_| role != Role::Admin && !path.starts_with("/_pure/"));
+        if let Some(refusal) = check_head(&request)
+            .or_else(|| misdirected(&request, hosts))
+            .or_else(|| foreign_write(&request, cors))
+        {
+            return (Label::Unmatched, self.answer_unread(request, refusal).await);
+        }
         match path.strip_prefix("/_pure/") {
             Some(name) if role != Role::App => {
                 let label = match name {

@@ -1,14 +1,25 @@
-//! What a web page may do to a Pure server: the `Host` a request names (`--allowed-hosts`).
+//! What a web page may do to a Pure server: the `Host` a request names (`--allowed-hosts`) and
+//! the `Origin` a browser sends with a write.
 //!
-//! A page that points its own name at this server's address (DNS rebinding) is same-origin
-//! with it as far as the browser knows, so it could read answers as well as write. Its requests
-//! still carry its own name in `Host`, which the server refuses (421), before routing, unless
-//! it is one the server answers to.
+//! A browser lets any page send a POST to any address without asking first (a form, or
+//! `fetch` with `text/plain`), and Pure reads every body as JSON whatever its type. Two checks
+//! stand between such a page and the state, both before routing:
+//!
+//! - **Host.** A page that points its own name at this server's address (DNS rebinding) is
+//!   same-origin with it as far as the browser knows, so it could read answers as well as
+//!   write. Its requests still carry its own name in `Host`, which the server refuses (421)
+//!   unless it is one the server answers to.
+//! - **Origin.** A browser sends `Origin` with every cross-site POST, whatever its content
+//!   type; curl and server-side clients send none. A write that carries one is refused (403)
+//!   unless it is the server's own origin (`http://` and the request's `Host`, checked above)
+//!   or one the app's `"cors"` lets use that method. Reads are left alone: the browser keeps
+//!   their answers from a page that `"cors"` does not allow.
 
 use std::net::{Ipv6Addr, SocketAddr};
 
-use hyper::header::{HeaderValue, HOST};
-use hyper::StatusCode;
+use hyper::header::{HeaderValue, HOST, ORIGIN};
+use hyper::{Method, StatusCode};
+use pure_runtime::Cors;
 use serde_json::json;
 
 use crate::dispatch::{json_reply, Reply};
@@ -132,6 +143,60 @@ pub fn misdirected<B>(request: &hyper::Request<B>, allowed: &AllowedHosts) -> Op
     Some(json_reply(
         StatusCode::MISDIRECTED_REQUEST,
         &json!({ "error": message, "host": host }),
+    ))
+}
+
+/// The 403 for a write that a browser sent for a page on another origin: one with an `Origin`
+/// that is neither the server's own (`http://` and the request's `Host`) nor one `cors` lets
+/// use this method. `cors` is `None` where the app's "cors" does not apply (the built-in
+/// endpoints, the admin address). `None` for a read, or a request without `Origin`.
+pub fn foreign_write<B>(request: &hyper::Request<B>, cors: Option<&Cors>) -> Option<Reply> {
+    let method = request.method();
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return None;
+    }
+    let headers = request.headers();
+    let own = headers
+        .get(HOST)
+        .map(|host| format!("http://{}", header_text(host)));
+    let origin = headers
+        .get_all(ORIGIN)
+        .iter()
+        .map(header_text)
+        .find(|origin| {
+            let own = own
+                .as_deref()
+                .is_some_and(|own| own.eq_ignore_ascii_case(origin));
+            let allowed = cors.is_some_and(|cors| {
+                cors.allows(origin) && cors.methods.iter().any(|m| m == method.as_str())
+            });
+            !own && !allowed
+        })?;
+    let page = match origin.as_str() {
+        "null" => "a page without an origin of its own (Origin: null: a sandboxed frame, a local \
+                   file, a redirect)"
+            .to_string(),
+        _ => format!("a page on {origin}"),
+    };
+    let why = match cors {
+        None => "only the server's own pages may write here".to_string(),
+        Some(cors) if cors.allows(&origin) => format!(
+            "the app's \"cors\" lets other origins use only {}; add {method} to \
+             \"cors\".\"methods\" in app.json to allow it",
+            cors.methods.join(", ")
+        ),
+        Some(_) => format!(
+            "the app's \"cors\" does not list this origin; add {origin:?} to \
+             \"cors\".\"origins\" in app.json to let such pages write"
+        ),
+    };
+    let message = format!(
+        "a {method} from {page} is refused: a browser sent it for a page on another origin, and \
+         {why}"
+    );
+    Some(json_reply(
+        StatusCode::FORBIDDEN,
+        &json!({ "error": message, "origin": origin }),
     ))
 }
 

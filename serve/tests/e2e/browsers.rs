@@ -1,9 +1,13 @@
 //! What a web page can do to a Pure server through its visitors' browsers (issue 36, item 2): a
-//! page that points its own name at the server's address is refused by `Host` (421).
+//! page that points its own name at the server's address is refused by `Host` (421); a write
+//! that a browser sends for a page on another origin, by its `Origin` (403), unless the app's
+//! "cors" lets that origin use that method.
 
 use serde_json::json;
 
-use crate::harness::{scoreboard_dir, Client, Launch, Response, Server};
+use crate::harness::{
+    metric_value, repo_path, scoreboard_dir, test_app_dir, Client, Launch, Response, Server,
+};
 
 /// One request on a connection of its own, with a `Host` (and any other header lines) of the
 /// test's choosing.
@@ -133,5 +137,160 @@ fn off_loopback_any_host_is_answered_and_start_up_says_so() {
     assert_eq!(post_score(server.address, "api.example", "ann").status, 200);
     let said = server.stderr_text();
     assert!(!said.contains("not a loopback address"), "{said}");
+    server.stop();
+}
+
+/// The issue's forged transfer: a page on another site posts to the ledger as text/plain, as a
+/// form or as JSON. Its browser sends `Origin`; the write is refused before the handler runs,
+/// whatever the body's type, and the money stays. Without `Origin` (curl, a server-side client)
+/// or from the server's own origin it goes through, and reads are answered either way. The
+/// admin address's reload cannot be forged either.
+#[test]
+fn a_write_from_a_page_on_another_origin_gets_403_and_moves_nothing() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&repo_path("apps/ledger"), data.path())
+        .flag("--admin-listen", "127.0.0.1:0")
+        .start();
+    let admin = server.admin_address();
+    let address = server.address;
+    let mut client = server.client();
+    for body in [
+        json!({"owner": "ann", "deposit": 100}),
+        json!({"owner": "bob"}),
+    ] {
+        let opened = client.post("/accounts", &body);
+        assert_eq!(opened.status, 201, "{}", opened.text());
+    }
+    let own = format!("localhost:{}", address.port());
+    let transfer = |content_type: &str, origin: Option<&str>| {
+        let origin = origin.map_or(String::new(), |o| format!("\r\nOrigin: {o}"));
+        send(
+            address,
+            &format!(
+                "POST /transfers HTTP/1.1\r\nHost: {own}\r\nContent-Type: {content_type}{origin}"
+            ),
+            r#"{"from": 1, "to": 2, "amount": 30}"#,
+        )
+    };
+    let other_origins = [
+        "https://evil.example".to_string(),
+        "null".to_string(),
+        // The server's other names, and https, are other origins than the page's own.
+        format!("http://127.0.0.1:{}", address.port()),
+        format!("https://{own}"),
+    ];
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/json",
+    ] {
+        for origin in &other_origins {
+            let refused = transfer(content_type, Some(origin));
+            let error = error_of(&refused, 403);
+            assert!(
+                error.contains("refused") && error.contains("only the server's own pages")
+                    || error.contains("\"cors\""),
+                "{error}"
+            );
+            assert_eq!(refused.json()["origin"], origin.as_str());
+        }
+    }
+    let evil = error_of(&transfer("text/plain", Some("https://evil.example")), 403);
+    assert!(evil.contains("a page on https://evil.example"), "{evil}");
+    let null = error_of(&transfer("text/plain", Some("null")), 403);
+    assert!(null.contains("Origin: null"), "{null}");
+    assert_eq!(
+        client.get("/accounts/1").json()["balance"],
+        100,
+        "nothing moved"
+    );
+
+    assert_eq!(transfer("text/plain", None).status, 201, "curl's post");
+    let own_origin = format!("http://{own}");
+    assert_eq!(transfer("application/json", Some(&own_origin)).status, 201);
+    let shouting = own_origin.to_ascii_uppercase();
+    assert_eq!(transfer("application/json", Some(&shouting)).status, 201);
+    let read = send(
+        address,
+        &format!("GET /accounts/1 HTTP/1.1\r\nHost: {own}\r\nOrigin: https://evil.example"),
+        "",
+    );
+    assert_eq!(
+        read.status, 200,
+        "the browser keeps the answer from the page"
+    );
+    assert_eq!(read.header("access-control-allow-origin"), None);
+    assert_eq!(client.get("/accounts/1").json()["balance"], 10);
+
+    let reload = |origin: &str| {
+        let head = format!(
+            "POST /_pure/reload HTTP/1.1\r\nHost: localhost:{}\r\nOrigin: {origin}",
+            admin.port()
+        );
+        send(admin, &head, "")
+    };
+    let error = error_of(&reload("https://evil.example"), 403);
+    assert!(error.contains("only the server's own pages"), "{error}");
+    let metrics = Client::connect(admin).get("/_pure/metrics").text();
+    assert_eq!(metric_value(&metrics, "pure_reloads_total"), 0.0);
+    let own_admin = format!("http://localhost:{}", admin.port());
+    assert_eq!(reload(&own_admin).status, 200);
+    server.stop();
+}
+
+/// An app's "cors" lets the pages it lists write, with the methods it lists (accounts: from
+/// https://app.example.com, GET and POST): a DELETE from that origin, or a POST from another,
+/// is refused, and the 403 says what to change in app.json.
+#[test]
+fn the_apps_cors_lets_its_origins_write_with_its_methods_only() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("accounts"), data.path()).start();
+    let request = |head: &str, origin: &str, body: &str| {
+        send(
+            server.address,
+            &format!(
+                "{head}\r\nHost: localhost\r\nOrigin: {origin}\r\n\
+                 Authorization: Bearer secret"
+            ),
+            body,
+        )
+    };
+    let open = r#"{"owner": "ann"}"#;
+    let opened = request("POST /accounts HTTP/1.1", "https://app.example.com", open);
+    assert_eq!(opened.status, 201, "{}", opened.text());
+    assert_eq!(
+        opened.header("access-control-allow-origin"),
+        Some("https://app.example.com")
+    );
+    let error = error_of(
+        &request("POST /accounts HTTP/1.1", "https://evil.example", open),
+        403,
+    );
+    assert!(
+        error.contains("add \"https://evil.example\" to \"cors\".\"origins\""),
+        "{error}"
+    );
+    let closing = request("DELETE /accounts/1 HTTP/1.1", "https://app.example.com", "");
+    let error = error_of(&closing, 403);
+    assert!(
+        error.contains("only GET, POST") && error.contains("add DELETE"),
+        "{error}"
+    );
+    assert_eq!(
+        closing.header("access-control-allow-origin"),
+        Some("https://app.example.com"),
+        "the page may read why"
+    );
+    let mut client = server.client();
+    assert_eq!(client.get("/accounts/1").status, 200, "not closed");
+    assert_eq!(
+        client
+            .request("DELETE", "/accounts/1", None)
+            .expect("answered")
+            .status,
+        204,
+        "without Origin"
+    );
     server.stop();
 }
