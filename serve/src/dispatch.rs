@@ -356,6 +356,11 @@ impl Dispatch {
         {
             return (Label::Unmatched, self.answer_unread(request, refusal).await);
         }
+        // `OPTIONS *` asks what the server as a whole takes (RFC 9110, 9.3.7).
+        if method == Method::OPTIONS && path == "*" {
+            let reply = options(&server_methods(deployment, role));
+            return (Label::Unmatched, self.answer_unread(request, reply).await);
+        }
         match path.strip_prefix("/_pure/") {
             Some(name) if role != Role::App => {
                 let label = match name {
@@ -887,6 +892,19 @@ fn handler_error_reply(error: &HandlerError) -> Reply {
         retry_later(&mut reply);
     }
     reply
+}
+
+/// The methods of every route an address serves, the built-in endpoints' among them.
+fn server_methods(deployment: &Deployment, role: Role) -> Vec<String> {
+    let app = deployment.routes.iter().map(|route| route.method.clone());
+    let mut methods: Vec<String> = match role {
+        Role::App => app.collect(),
+        Role::AppAndBuiltins => app.chain(["GET".to_string()]).collect(),
+        Role::Admin => vec!["GET".to_string(), "POST".to_string()],
+    };
+    methods.sort();
+    methods.dedup();
+    methods
 }
 
 /// The methods a path takes, as the `Allow` header lists them: HEAD with GET, and OPTIONS.

@@ -797,6 +797,10 @@ fn http_statuses_as_the_rfcs_say() {
         b"OPTIONS /scores HTTP/1.1\r\nHost: localhost\r\n\r\n",
     );
     assert_eq!(options.header("allow"), Some("POST, OPTIONS"));
+    // The server as a whole: every route's method, and the built-in endpoints' GET.
+    let options = raw(&server, b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(options.status, 204, "{}", options.text());
+    assert_eq!(options.header("allow"), Some("GET, POST, HEAD, OPTIONS"));
 
     // A request target over the limit: 414, whether or not it fits in the head limit.
     for length in [10_000, 40_000] {
