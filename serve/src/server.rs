@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
-use crate::cli::Options;
+use crate::cli::{ErrorDetails, Options};
 use crate::connections::Connections;
 use crate::dispatch::{report_interpreted, Dispatch, RequestLimits, Role};
 use crate::exit;
@@ -68,7 +68,7 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         limits,
         log,
         loader,
-        options.error_details,
+        options.error_details(),
         (
             AllowedHosts::for_address(options.allowed_hosts.as_deref(), options.listen),
             options.admin_listen.map_or(AllowedHosts::Any, |admin| {
@@ -119,6 +119,12 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     let bound = std::iter::once(address).chain(admin.as_ref().map(|(bound, _)| *bound));
     for note in bound.filter_map(|b| any_host_note(options.allowed_hosts.as_deref(), b)) {
         eprintln!("{note}");
+    }
+    if options.error_details.is_none() && options.error_details() == ErrorDetails::None {
+        eprintln!(
+            "pure-serve: a failed handler's 500 says only that it failed (--error-details none, \
+             the default off loopback); the log has the details under its request id"
+        );
     }
 
     if crate::early_hangup() {
