@@ -781,25 +781,28 @@ impl Dispatch {
         reply
     }
 
+    /// 200 `ok` while the server takes writes; 503 `poisoned` (for good, until a restart) or
+    /// `degraded` (until a checkpoint frees the log) while it refuses them, with the reason, so
+    /// that a load balancer can send writes elsewhere.
     fn health(&self) -> Reply {
         let health = self.runtime.health();
-        let status = if health.poisoned.is_some() {
-            "poisoned"
-        } else {
-            "ok"
+        let (status, reason) = match (&health.poisoned, &health.refusing_writes) {
+            (Some(reason), _) => ("poisoned", Some(reason)),
+            (None, Some(reason)) => ("degraded", Some(reason)),
+            (None, None) => ("ok", None),
         };
         let body = json!({
             "status": status,
+            "reason": reason,
             "app": health.app,
             "durable_lsn": health.durable_lsn,
             "state_bytes": health.state_bytes,
             "poisoned": health.poisoned,
             "last_checkpoint_error": health.last_checkpoint_error,
         });
-        let code = if health.poisoned.is_some() {
-            StatusCode::SERVICE_UNAVAILABLE
-        } else {
-            StatusCode::OK
+        let code = match reason {
+            Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+            None => StatusCode::OK,
         };
         json_reply(code, &body)
     }

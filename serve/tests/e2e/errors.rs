@@ -205,6 +205,8 @@ fn a_panicking_handler_gets_500_and_a_write_panic_exits_10() {
     );
     let health = client.get("/_pure/health");
     assert_eq!(health.status, 503, "{}", health.text());
+    assert_eq!(health.json()["status"], "poisoned");
+    assert_eq!(health.json()["reason"], health.json()["poisoned"]);
     assert!(
         health.json()["poisoned"]
             .as_str()

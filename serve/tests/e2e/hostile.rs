@@ -310,17 +310,22 @@ fn salvage_reports_an_undecodable_checkpoint_and_refuses_to_write_inside_its_sou
 
 /// A server whose files may grow to `bytes` at most (RLIMIT_FSIZE), with SIGXFSZ ignored so
 /// that a write past it fails with EFBIG instead of killing the process: a disk that is full
-/// for everything but what is already allocated, without a file system of that size.
+/// for everything but what is already allocated, without a file system of that size. Only the
+/// soft limit is lowered, so that `lift_file_size_limit` can give the disk room again.
 fn with_file_size_limit(mut command: Command, bytes: u64) -> Command {
     // SAFETY: between fork and exec the closure only calls async-signal-safe functions
-    // (signal, setrlimit) and allocates nothing.
+    // (signal, getrlimit, setrlimit) and allocates nothing.
     unsafe {
         command.pre_exec(move || {
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let limit = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
             };
+            if libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit.rlim_cur = bytes.min(limit.rlim_max);
             if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -328,6 +333,24 @@ fn with_file_size_limit(mut command: Command, bytes: u64) -> Command {
         });
     }
     command
+}
+
+/// Raises the soft file size limit of the process `pid` to its hard limit: the full disk of
+/// `with_file_size_limit` has room again.
+fn lift_file_size_limit(pid: u32) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let pid = pid as libc::pid_t;
+    // SAFETY: prlimit(2) on our own child, reading into and writing from a valid rlimit.
+    unsafe {
+        let read = libc::prlimit(pid, libc::RLIMIT_FSIZE, std::ptr::null(), &mut limit);
+        assert_eq!(read, 0, "{}", std::io::Error::last_os_error());
+        limit.rlim_cur = limit.rlim_max;
+        let set = libc::prlimit(pid, libc::RLIMIT_FSIZE, &limit, std::ptr::null_mut());
+        assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    }
 }
 
 /// The preallocation of the log fails (EFBIG here, ENOSPC on a full disk): the start fails
@@ -426,6 +449,55 @@ fn a_write_on_a_full_disk_is_answered_in_bounded_time_and_a_stop_says_so() {
     for i in 0..acknowledged {
         assert_eq!(client.get(&format!("/notes/{i}")).status, 200, "note {i}");
     }
+    server.stop();
+}
+
+/// The full disk, where health said "ok" while every write got 503: while writes are
+/// refused for a full log that no checkpoint can free, health answers 503 "degraded" with the
+/// reason (a load balancer can act on the status); once the disk has room again a checkpoint
+/// frees the log, health says "ok" and writes are taken.
+#[test]
+fn health_is_degraded_while_a_full_disk_refuses_writes() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let launch = Launch::new(&test_app_dir("notes"), data.path())
+        .flag("--log-capacity", &(1 << 20).to_string())
+        .flag("--checkpoint-interval", &(64 << 10).to_string())
+        .flag("--write-timeout-ms", "300");
+    let server = Server::start(with_file_size_limit(launch.command(), 3 << 19));
+    let mut client = server.client();
+    let health = client.get("/_pure/health");
+    assert_eq!(
+        (health.status, &health.json()["status"]),
+        (200, &json!("ok"))
+    );
+    let body = serde_json::to_vec(&json!({ "text": "n".repeat(60_000) })).expect("json");
+    let mut notes = 0;
+    loop {
+        assert!(notes < 200, "the log never filled");
+        let path = format!("/notes/{notes}");
+        match client.request("PUT", &path, Some(&body)).expect("answered") {
+            answer if answer.status == 200 => notes += 1,
+            answer if answer.status == 503 => break,
+            answer => panic!("{}: {}", answer.status, answer.text()),
+        }
+    }
+    let health = client.get("/_pure/health");
+    assert_eq!(health.status, 503, "{}", health.text());
+    let health = health.json();
+    assert_eq!(health["status"], "degraded", "{health}");
+    let reason = health["reason"].as_str().expect("a reason");
+    assert!(reason.contains("log is full"), "{reason}");
+    assert!(health["poisoned"].is_null(), "{health}");
+
+    lift_file_size_limit(server.child.id());
+    wait_until("health to say ok", || {
+        let health = client.get("/_pure/health");
+        health.status == 200 && health.json()["status"] == "ok"
+    });
+    let answer = client
+        .request("PUT", "/notes/again", Some(&body))
+        .expect("answered");
+    assert_eq!(answer.status, 200, "{}", answer.text());
     server.stop();
 }
 
