@@ -131,7 +131,8 @@ fn off_loopback_a_500_names_nothing_by_default_and_start_up_says_so() {
     .expect("write");
     std::fs::write(
         app.path().join("till.rhai"),
-        "fn add(request) {\n    let row = totals.get(1);\n    let n = if row == () { 0 } else { row.n };\n    \
+        "fn add(request) {\n    let row = totals.get(1);\n    \
+         let n = if row == () { 0 } else { row.n };\n    \
          totals.put(1, #{ n: n + request.body.n });\n    #{ n: n + request.body.n }\n}\n",
     )
     .expect("write");
