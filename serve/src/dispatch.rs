@@ -98,9 +98,10 @@ pub struct RequestLimits {
     pub parsers: Arc<Semaphore>,
 }
 
-/// One version of the app as requests see it: a request takes the version current when it
-/// arrives and is routed, checked and run by that version alone, whatever a reload does
-/// meanwhile.
+/// One version of the app as requests see it: a request is routed by the version current when
+/// its head arrives and, if a reload swapped it while the body arrived, routed again by the one
+/// current then (`Dispatch::reroute`); from there on it is checked and run by that version
+/// alone, whatever a reload does meanwhile.
 pub struct Deployment {
     app: Arc<App>,
     routes: Vec<Route>,
@@ -231,8 +232,8 @@ impl Dispatch {
     }
 
     /// Loads the app directory again and, when it loads and declares the same tables, serves
-    /// it to every request that arrives from now on; requests in flight finish on the version
-    /// they began with. A version that fails leaves the running one serving. Blocking (it
+    /// it to every request whose body arrives from now on; requests already read finish on the
+    /// version they began with. A version that fails leaves the running one serving. Blocking (it
     /// compiles the scripts): call it off the async workers or under `block_in_place`.
     pub fn reload(&self) -> anyhow::Result<Arc<App>> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
@@ -273,25 +274,29 @@ impl Dispatch {
         role: Role,
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
-        let deployment = self.deployment.load_full();
+        // The version that routes the request, unless a reload replaces it while the body
+        // arrives (`call`): then the one that runs it.
+        let mut deployment = self.deployment.load_full();
         let id = self.ids.for_request(request.headers());
         let line = self
             .log
             .access_enabled()
             .then(|| (request.method().clone(), request.uri().path().to_string()));
+        let builtin = request.uri().path().starts_with("/_pure/");
+        let origin = request.headers().get(ORIGIN).cloned();
+        let (label, mut reply) = self.route(&mut deployment, request, &peer, &id, role).await;
         // A page on another origin may read the answer if the app's "cors" lets it; whether it
         // may depends on the origin, which caches must know of every app answer.
-        let cors = deployment.app.cors();
-        let varies = cors.is_some() && !request.uri().path().starts_with("/_pure/");
-        let cors_origin = match (cors, request.headers().get(ORIGIN)) {
-            (Some(cors), Some(origin)) if !request.uri().path().starts_with("/_pure/") => origin
+        let cors = deployment.app.cors().filter(|_| !builtin);
+        let varies = cors.is_some();
+        let cors_origin = match (cors, origin) {
+            (Some(cors), Some(origin)) => origin
                 .to_str()
                 .ok()
                 .filter(|o| cors.allows(o))
                 .map(|o| (cors, o.to_string())),
             _ => None,
         };
-        let (label, mut reply) = self.route(&deployment, request, &peer, &id, role).await;
         let elapsed = started.elapsed();
         let status = reply.status().as_u16();
         self.metrics
@@ -333,7 +338,7 @@ impl Dispatch {
 
     async fn route(
         &self,
-        deployment: &Deployment,
+        deployment: &mut Arc<Deployment>,
         request: hyper::Request<Incoming>,
         peer: &ImmutableString,
         id: &ImmutableString,
@@ -352,7 +357,7 @@ impl Dispatch {
             .filter(|_| role != Role::Admin && !path.starts_with("/_pure/"));
         if let Some(refusal) = check_head(&request)
             .or_else(|| misdirected(&request, hosts))
-            .or_else(|| foreign_write(&request, cors))
+            .or_else(|| foreign_write(request.method(), request.headers(), cors))
         {
             return (Label::Unmatched, self.answer_unread(request, refusal).await);
         }
@@ -404,10 +409,7 @@ impl Dispatch {
                     peer: peer.clone(),
                     id: id.clone(),
                 });
-                return (
-                    Label::Route(index),
-                    self.call(deployment, index, params, head, request).await,
-                );
+                return self.call(deployment, index, params, head, request).await;
             }
             RouteMatch::MethodNotAllowed { allow } if method == Method::OPTIONS => {
                 (Label::Unmatched, options(&allow))
@@ -523,25 +525,35 @@ impl Dispatch {
         reply
     }
 
+    /// Reads the body of a request routed to `index` of `deployment`, then parses it and runs
+    /// the handler, by the version current once the body has arrived (`reroute`).
     async fn call(
         &self,
-        deployment: &Deployment,
+        deployment: &mut Arc<Deployment>,
         index: usize,
         params: Vec<(String, String)>,
         head: Box<Head>,
         request: hyper::Request<Incoming>,
-    ) -> Reply {
+    ) -> (Label, Reply) {
         let id = head.id.clone();
         let Some(query) = parse_query(request.uri().query()) else {
             let message = "the query string is not valid percent-encoded UTF-8";
             let reply = error_reply(StatusCode::BAD_REQUEST, message.to_string());
-            return self.answer_unread(request, reply).await;
+            return (
+                Label::Route(index),
+                self.answer_unread(request, reply).await,
+            );
         };
         let (parts, body) = request.into_parts();
         let ReadBody { bytes, share } = match self.read_body(&parts.headers, body).await {
             Ok(body) => body,
-            Err(refusal) => return *refusal,
+            Err(refusal) => return (Label::Route(index), *refusal),
         };
+        let (index, params) = match self.reroute(deployment, &parts, index, params) {
+            Ok(route) => route,
+            Err(refusal) => return (Label::Unmatched, refusal),
+        };
+        let deployment = &**deployment;
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
         let request = match self
@@ -549,14 +561,54 @@ impl Dispatch {
             .await
         {
             Ok(request) => request,
-            Err(error) => return body_error_reply(&error),
+            Err(error) => return (Label::Route(index), body_error_reply(&error)),
         };
         let reply = match self.run(deployment, index, request).await {
             Ok(answer) => answer_reply(&answer),
             Err(error) => self.handler_error_reply(&error, &deployment.routes[index], &id),
         };
         drop(share);
-        reply
+        (Label::Route(index), reply)
+    }
+
+    /// The route of a request whose body has arrived, in the version current now. A reload
+    /// while the body arrived (up to `--body-timeout-ms` after the head) replaces `deployment`
+    /// and routes the request again, as if it had arrived whole just now: it never runs code
+    /// that answers to other clients have already shown replaced. The new version may refuse
+    /// it (404, 405, or a write from an origin its "cors" does not allow).
+    fn reroute(
+        &self,
+        deployment: &mut Arc<Deployment>,
+        parts: &hyper::http::request::Parts,
+        index: usize,
+        params: Vec<(String, String)>,
+    ) -> Result<(usize, Vec<(String, String)>), Reply> {
+        let current = self.deployment.load_full();
+        if Arc::ptr_eq(&current, deployment) {
+            return Ok((index, params));
+        }
+        *deployment = current;
+        let (method, path) = (&parts.method, parts.uri.path());
+        let cors = deployment
+            .app
+            .cors()
+            .filter(|_| !path.starts_with("/_pure/"));
+        if let Some(refusal) = foreign_write(method, &parts.headers, cors) {
+            return Err(refusal);
+        }
+        let lookup = if *method == Method::HEAD {
+            "GET"
+        } else {
+            method.as_str()
+        };
+        match deployment.router.find(lookup, path) {
+            RouteMatch::Found { index, params } => Ok((index, params)),
+            RouteMatch::MethodNotAllowed { allow } => Err(method_not_allowed(method, path, &allow)),
+            RouteMatch::NotFound | RouteMatch::BadEncoding => Err(error_reply(
+                StatusCode::NOT_FOUND,
+                format!("no route for {method} {path}"),
+            )),
+        }
     }
 
     /// The request as handlers see it, from the body's JSON: on this thread for a small body,

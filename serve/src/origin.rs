@@ -17,7 +17,7 @@
 
 use std::net::{Ipv6Addr, SocketAddr};
 
-use hyper::header::{HeaderValue, HOST, ORIGIN};
+use hyper::header::{HeaderMap, HeaderValue, HOST, ORIGIN};
 use hyper::{Method, StatusCode};
 use pure_runtime::Cors;
 use serde_json::json;
@@ -150,12 +150,10 @@ pub fn misdirected<B>(request: &hyper::Request<B>, allowed: &AllowedHosts) -> Op
 /// that is neither the server's own (`http://` and the request's `Host`) nor one `cors` lets
 /// use this method. `cors` is `None` where the app's "cors" does not apply (the built-in
 /// endpoints, the admin address). `None` for a read, or a request without `Origin`.
-pub fn foreign_write<B>(request: &hyper::Request<B>, cors: Option<&Cors>) -> Option<Reply> {
-    let method = request.method();
+pub fn foreign_write(method: &Method, headers: &HeaderMap, cors: Option<&Cors>) -> Option<Reply> {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return None;
     }
-    let headers = request.headers();
     let own = headers
         .get(HOST)
         .map(|host| format!("http://{}", header_text(host)));
