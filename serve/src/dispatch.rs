@@ -122,6 +122,9 @@ impl Deployment {
     }
 }
 
+/// A route found: its index in the deployment's routes, and the path's parameters.
+type Routed = (usize, Vec<(String, String)>);
+
 /// Which requests an address serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -551,7 +554,7 @@ impl Dispatch {
         };
         let (index, params) = match self.reroute(deployment, &parts, index, params) {
             Ok(route) => route,
-            Err(refusal) => return (Label::Unmatched, refusal),
+            Err(refusal) => return (Label::Unmatched, *refusal),
         };
         let deployment = &**deployment;
         // The text goes once parsed; its share of the budget stays until the answer, for the
@@ -582,7 +585,7 @@ impl Dispatch {
         parts: &hyper::http::request::Parts,
         index: usize,
         params: Vec<(String, String)>,
-    ) -> Result<(usize, Vec<(String, String)>), Reply> {
+    ) -> Result<Routed, Box<Reply>> {
         let current = self.deployment.load_full();
         if Arc::ptr_eq(&current, deployment) {
             return Ok((index, params));
@@ -594,21 +597,22 @@ impl Dispatch {
             .cors()
             .filter(|_| !path.starts_with("/_pure/"));
         if let Some(refusal) = foreign_write(method, &parts.headers, cors) {
-            return Err(refusal);
+            return Err(Box::new(refusal));
         }
         let lookup = if *method == Method::HEAD {
             "GET"
         } else {
             method.as_str()
         };
-        match deployment.router.find(lookup, path) {
-            RouteMatch::Found { index, params } => Ok((index, params)),
-            RouteMatch::MethodNotAllowed { allow } => Err(method_not_allowed(method, path, &allow)),
-            RouteMatch::NotFound | RouteMatch::BadEncoding => Err(error_reply(
+        let refusal = match deployment.router.find(lookup, path) {
+            RouteMatch::Found { index, params } => return Ok((index, params)),
+            RouteMatch::MethodNotAllowed { allow } => method_not_allowed(method, path, &allow),
+            RouteMatch::NotFound | RouteMatch::BadEncoding => error_reply(
                 StatusCode::NOT_FOUND,
                 format!("no route for {method} {path}"),
-            )),
-        }
+            ),
+        };
+        Err(Box::new(refusal))
     }
 
     /// The request as handlers see it, from the body's JSON: on this thread for a small body,
