@@ -6,9 +6,9 @@ use serde_json::Value;
 use crate::respond::is_token_byte;
 
 /// What `"cors"` declares. Invariants (checked by [`Cors::parse`]): each origin is
-/// `scheme://host[:port]` in lower case; methods are among the manifest's; header names are
-/// lower-case HTTP tokens; `credentials` is never combined with any origin (`"*"`), which
-/// browsers refuse.
+/// `scheme://host[:port]` in lower case, or `null`; methods are among the manifest's; header
+/// names are lower-case HTTP tokens; `credentials` is never combined with any origin (`"*"`),
+/// which browsers refuse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cors {
     /// `None`: any origin (`"*"`).
@@ -62,7 +62,8 @@ impl Cors {
                     .collect::<Result<Vec<_>, ()>>()
                     .map_err(|()| {
                         "\"cors\".\"origins\": each origin is \"scheme://host\" or \
-                         \"scheme://host:port\", without a path (\"https://app.example.com\")"
+                         \"scheme://host:port\", without a path (\"https://app.example.com\"), \
+                         or \"null\""
                             .to_string()
                     })?,
             ),
@@ -142,14 +143,19 @@ impl Cors {
     /// Whether a page on `origin` (the request's `Origin` header) may call the app.
     pub fn allows(&self, origin: &str) -> bool {
         match &self.origins {
+            // `null` too: a page that "*" lets call the app gains nothing by hiding its origin.
             None => true,
             Some(list) => list.iter().any(|o| o.eq_ignore_ascii_case(origin)),
         }
     }
 }
 
-/// `scheme://host[:port]` in lower case, or `None`.
+/// `scheme://host[:port]` in lower case, or `null` (the origin of a sandboxed frame, a local
+/// file or a redirect, which only a list that holds it allows), or `None`.
 fn origin(text: &str) -> Option<String> {
+    if text == "null" {
+        return Some(text.to_string());
+    }
     let (scheme, rest) = text.split_once("://")?;
     let scheme_ok = !scheme.is_empty()
         && scheme
@@ -205,12 +211,18 @@ mod tests {
         assert!(!cors.allows("http://localhost:3001"));
         assert!(cors.allows("http://[::1]") && cors.allows("http://[::1]:8080"));
         assert!(!cors.allows("https://evil.example.com"));
+        assert!(!cors.allows("null"), "only when listed");
+        let null = parse(json!({"origins": ["null"]}))
+            .expect("valid")
+            .expect("declared");
+        assert!(null.allows("null") && !null.allows("https://app.example.com"));
         assert_eq!(cors.methods, ["GET", "POST"]);
         assert_eq!((cors.max_age, cors.credentials), (600, false));
         let any = parse(json!({"origins": "*", "headers": ["Authorization"]}))
             .expect("valid")
             .expect("declared");
         assert!(any.allows("https://anything.example"));
+        assert!(any.allows("null"), "any page may write anyway");
         assert_eq!(any.headers, ["authorization"]);
         assert_eq!(parse(Value::Null), Ok(None));
         for (bad, says) in [

@@ -50,6 +50,9 @@ pub struct Health {
     pub durable_lsn: u64,
     pub state_bytes: u64,
     pub poisoned: Option<String>,
+    /// Why new writes are refused while the store is not poisoned (a full log that no
+    /// checkpoint could free yet), until a checkpoint frees it.
+    pub refusing_writes: Option<String>,
     /// Why the most recent checkpoint failed, until one succeeds again.
     pub last_checkpoint_error: Option<String>,
 }

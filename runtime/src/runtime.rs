@@ -506,6 +506,7 @@ impl Runtime {
             durable_lsn: snapshot.lsn,
             state_bytes: snapshot.state_bytes,
             poisoned: self.poisoned(),
+            refusing_writes: self.inner.shared.log_full_reason(),
             last_checkpoint_error: self.inner.shared.metrics.last_checkpoint_error(),
         }
     }

@@ -74,11 +74,21 @@ pub struct Options {
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
-    /// What a 500's body tells the client: `full` names the handler, script, line and column
-    /// (for development); `none` says only that the handler failed, with the request id. The
-    /// server's log has the details either way.
-    #[arg(long, value_enum, default_value_t = ErrorDetails::Full)]
-    pub error_details: ErrorDetails,
+    /// The host names clients reach the server by, as the Host header gives them (any port,
+    /// any case), separated by commas; a request naming another gets 421, so that a web page
+    /// that points its own name at this address (DNS rebinding) can neither write nor read.
+    /// '*' answers any host. Applies to --admin-listen's address too. Behind a proxy, list the
+    /// host the proxy forwards. [default: localhost, 127.0.0.1 and [::1] on a loopback
+    /// address; any host on another address]
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = crate::origin::parse_allowed_host)]
+    pub allowed_hosts: Option<Vec<String>>,
+
+    /// What a 500's body tells the client: `full` names the handler, script, line and column,
+    /// and the error's message, which may quote stored values (for development); `none` says
+    /// only that the handler failed, with the request id. The server's log has the details
+    /// either way. [default: full when --listen is a loopback address, none otherwise]
+    #[arg(long, value_enum)]
+    pub error_details: Option<ErrorDetails>,
 
     /// `always`: a write is answered only after its group is synced to disk (fdatasync).
     /// `none`: no sync at all; answers are NOT durable (for runs in RAM and benchmarks).
@@ -374,6 +384,16 @@ impl Options {
         self.data
             .clone()
             .unwrap_or_else(|| self.app_dir().join("data"))
+    }
+
+    /// What a 500 tells the client: as given, else everything only where no one but this
+    /// machine can connect (an error's message may quote a stored value).
+    pub fn error_details(&self) -> ErrorDetails {
+        match self.error_details {
+            Some(details) => details,
+            None if self.listen.ip().is_loopback() => ErrorDetails::Full,
+            None => ErrorDetails::None,
+        }
     }
 
     pub fn threads(&self) -> usize {

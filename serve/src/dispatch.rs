@@ -2,10 +2,11 @@
 //! call the handler, answer in JSON.
 //!
 //! Everything a request can be refused for is decided here, on the HTTP thread, before a write
-//! is queued: the head (`Host`, the target's length), the route, the body's size, the budget of
-//! body bytes held by all requests at once, its JSON, and the handlers' size limits on what it
-//! holds (`App::request` parses it straight into script values and counts them). The owner
-//! only ever sees requests a handler can hold.
+//! is queued: the head (`Host`, the target's length), the host it names and the origin of a
+//! write (`origin`), the route, the body's size, the budget of body bytes held by all requests
+//! at once, its JSON, and the handlers' size limits on what it holds (`App::request` parses it
+//! straight into script values and counts them). The owner only ever sees requests a handler
+//! can hold.
 //!
 //! Read handlers run right here, on the HTTP worker thread: a read is a few microseconds of
 //! script against an immutable snapshot, and the script limits stop a runaway one within tens of
@@ -53,6 +54,7 @@ use crate::answer::{AnswerBody, ChunkWriter};
 use crate::cli::ErrorDetails;
 use crate::log::{Access, Log};
 use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
+use crate::origin::{foreign_write, misdirected, AllowedHosts};
 use crate::route::{parse_query, RouteMatch, Router};
 use crate::wire::REQUEST_TARGET_BYTES_MAX;
 
@@ -97,9 +99,10 @@ pub struct RequestLimits {
     pub parsers: Arc<Semaphore>,
 }
 
-/// One version of the app as requests see it: a request takes the version current when it
-/// arrives and is routed, checked and run by that version alone, whatever a reload does
-/// meanwhile.
+/// One version of the app as requests see it: a request is routed by the version current when
+/// its head arrives and, if a reload swapped it while the body arrived, routed again by the one
+/// current then (`Dispatch::reroute`); from there on it is checked and run by that version
+/// alone, whatever a reload does meanwhile.
 pub struct Deployment {
     app: Arc<App>,
     routes: Vec<Route>,
@@ -119,6 +122,9 @@ impl Deployment {
         }
     }
 }
+
+/// A route found: its index in the deployment's routes, and the path's parameters.
+type Routed = (usize, Vec<(String, String)>);
 
 /// Which requests an address serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +148,8 @@ pub struct Dispatch {
     /// One reload at a time (a signal and a POST may come together).
     reloading: std::sync::Mutex<()>,
     error_details: ErrorDetails,
+    /// The hosts the app's address answers to, and the admin address's.
+    hosts: (AllowedHosts, AllowedHosts),
     pub metrics: ServerMetrics,
     limits: RequestLimits,
     ids: RequestIds,
@@ -211,11 +219,13 @@ impl Dispatch {
         log: Arc<Log>,
         loader: Loader,
         error_details: ErrorDetails,
+        hosts: (AllowedHosts, AllowedHosts),
     ) -> Dispatch {
         Dispatch {
             loader,
             reloading: std::sync::Mutex::new(()),
             error_details,
+            hosts,
             deployment: ArcSwap::from_pointee(Deployment::new(runtime.app(), None)),
             metrics: ServerMetrics::new(),
             runtime,
@@ -226,8 +236,8 @@ impl Dispatch {
     }
 
     /// Loads the app directory again and, when it loads and declares the same tables, serves
-    /// it to every request that arrives from now on; requests in flight finish on the version
-    /// they began with. A version that fails leaves the running one serving. Blocking (it
+    /// it to every request whose body arrives from now on; requests already read finish on the
+    /// version they began with. A version that fails leaves the running one serving. Blocking (it
     /// compiles the scripts): call it off the async workers or under `block_in_place`.
     pub fn reload(&self) -> anyhow::Result<Arc<App>> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
@@ -268,25 +278,29 @@ impl Dispatch {
         role: Role,
     ) -> Result<Reply, Infallible> {
         let started = Instant::now();
-        let deployment = self.deployment.load_full();
+        // The version that routes the request, unless a reload replaces it while the body
+        // arrives (`call`): then the one that runs it.
+        let mut deployment = self.deployment.load_full();
         let id = self.ids.for_request(request.headers());
         let line = self
             .log
             .access_enabled()
             .then(|| (request.method().clone(), request.uri().path().to_string()));
+        let builtin = request.uri().path().starts_with("/_pure/");
+        let origin = request.headers().get(ORIGIN).cloned();
+        let (label, mut reply) = self.route(&mut deployment, request, &peer, &id, role).await;
         // A page on another origin may read the answer if the app's "cors" lets it; whether it
         // may depends on the origin, which caches must know of every app answer.
-        let cors = deployment.app.cors();
-        let varies = cors.is_some() && !request.uri().path().starts_with("/_pure/");
-        let cors_origin = match (cors, request.headers().get(ORIGIN)) {
-            (Some(cors), Some(origin)) if !request.uri().path().starts_with("/_pure/") => origin
+        let cors = deployment.app.cors().filter(|_| !builtin);
+        let varies = cors.is_some();
+        let cors_origin = match (cors, origin) {
+            (Some(cors), Some(origin)) => origin
                 .to_str()
                 .ok()
                 .filter(|o| cors.allows(o))
                 .map(|o| (cors, o.to_string())),
             _ => None,
         };
-        let (label, mut reply) = self.route(&deployment, request, &peer, &id, role).await;
         let elapsed = started.elapsed();
         let status = reply.status().as_u16();
         self.metrics
@@ -328,17 +342,34 @@ impl Dispatch {
 
     async fn route(
         &self,
-        deployment: &Deployment,
+        deployment: &mut Arc<Deployment>,
         request: hyper::Request<Incoming>,
         peer: &ImmutableString,
         id: &ImmutableString,
         role: Role,
     ) -> (Label, Reply) {
-        if let Some(refusal) = check_head(&request) {
-            return (Label::Unmatched, self.answer_unread(request, refusal).await);
-        }
+        let hosts = match role {
+            Role::Admin => &self.hosts.1,
+            Role::App | Role::AppAndBuiltins => &self.hosts.0,
+        };
         let method = request.method().clone();
         let path = request.uri().path().to_string();
+        // The app's "cors" speaks for its routes, never for the built-in endpoints.
+        let cors = deployment
+            .app
+            .cors()
+            .filter(|_| role != Role::Admin && !path.starts_with("/_pure/"));
+        if let Some(refusal) = check_head(&request)
+            .or_else(|| misdirected(&request, hosts))
+            .or_else(|| foreign_write(request.method(), request.headers(), cors))
+        {
+            return (Label::Unmatched, self.answer_unread(request, refusal).await);
+        }
+        // `OPTIONS *` asks what the server as a whole takes (RFC 9110, 9.3.7).
+        if method == Method::OPTIONS && path == "*" {
+            let reply = options(&server_methods(deployment, role));
+            return (Label::Unmatched, self.answer_unread(request, reply).await);
+        }
         match path.strip_prefix("/_pure/") {
             Some(name) if role != Role::App => {
                 let label = match name {
@@ -382,10 +413,7 @@ impl Dispatch {
                     peer: peer.clone(),
                     id: id.clone(),
                 });
-                return (
-                    Label::Route(index),
-                    self.call(deployment, index, params, head, request).await,
-                );
+                return self.call(deployment, index, params, head, request).await;
             }
             RouteMatch::MethodNotAllowed { allow } if method == Method::OPTIONS => {
                 (Label::Unmatched, options(&allow))
@@ -501,25 +529,35 @@ impl Dispatch {
         reply
     }
 
+    /// Reads the body of a request routed to `index` of `deployment`, then parses it and runs
+    /// the handler, by the version current once the body has arrived (`reroute`).
     async fn call(
         &self,
-        deployment: &Deployment,
+        deployment: &mut Arc<Deployment>,
         index: usize,
         params: Vec<(String, String)>,
         head: Box<Head>,
         request: hyper::Request<Incoming>,
-    ) -> Reply {
+    ) -> (Label, Reply) {
         let id = head.id.clone();
         let Some(query) = parse_query(request.uri().query()) else {
             let message = "the query string is not valid percent-encoded UTF-8";
             let reply = error_reply(StatusCode::BAD_REQUEST, message.to_string());
-            return self.answer_unread(request, reply).await;
+            return (
+                Label::Route(index),
+                self.answer_unread(request, reply).await,
+            );
         };
         let (parts, body) = request.into_parts();
         let ReadBody { bytes, share } = match self.read_body(&parts.headers, body).await {
             Ok(body) => body,
-            Err(refusal) => return *refusal,
+            Err(refusal) => return (Label::Route(index), *refusal),
         };
+        let (index, params) = match self.reroute(deployment, &parts, index, params) {
+            Ok(route) => route,
+            Err(refusal) => return (Label::Unmatched, *refusal),
+        };
+        let deployment = &**deployment;
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
         let request = match self
@@ -527,14 +565,55 @@ impl Dispatch {
             .await
         {
             Ok(request) => request,
-            Err(error) => return body_error_reply(&error),
+            Err(error) => return (Label::Route(index), body_error_reply(&error)),
         };
         let reply = match self.run(deployment, index, request).await {
             Ok(answer) => answer_reply(&answer),
             Err(error) => self.handler_error_reply(&error, &deployment.routes[index], &id),
         };
         drop(share);
-        reply
+        (Label::Route(index), reply)
+    }
+
+    /// The route of a request whose body has arrived, in the version current now. A reload
+    /// while the body arrived (up to `--body-timeout-ms` after the head) replaces `deployment`
+    /// and routes the request again, as if it had arrived whole just now: it never runs code
+    /// that answers to other clients have already shown replaced. The new version may refuse
+    /// it (404, 405, or a write from an origin its "cors" does not allow).
+    fn reroute(
+        &self,
+        deployment: &mut Arc<Deployment>,
+        parts: &hyper::http::request::Parts,
+        index: usize,
+        params: Vec<(String, String)>,
+    ) -> Result<Routed, Box<Reply>> {
+        let current = self.deployment.load_full();
+        if Arc::ptr_eq(&current, deployment) {
+            return Ok((index, params));
+        }
+        *deployment = current;
+        let (method, path) = (&parts.method, parts.uri.path());
+        let cors = deployment
+            .app
+            .cors()
+            .filter(|_| !path.starts_with("/_pure/"));
+        if let Some(refusal) = foreign_write(method, &parts.headers, cors) {
+            return Err(Box::new(refusal));
+        }
+        let lookup = if *method == Method::HEAD {
+            "GET"
+        } else {
+            method.as_str()
+        };
+        let refusal = match deployment.router.find(lookup, path) {
+            RouteMatch::Found { index, params } => return Ok((index, params)),
+            RouteMatch::MethodNotAllowed { allow } => method_not_allowed(method, path, &allow),
+            RouteMatch::NotFound | RouteMatch::BadEncoding => error_reply(
+                StatusCode::NOT_FOUND,
+                format!("no route for {method} {path}"),
+            ),
+        };
+        Err(Box::new(refusal))
     }
 
     /// The request as handlers see it, from the body's JSON: on this thread for a small body,
@@ -759,25 +838,28 @@ impl Dispatch {
         reply
     }
 
+    /// 200 `ok` while the server takes writes; 503 `poisoned` (for good, until a restart) or
+    /// `degraded` (until a checkpoint frees the log) while it refuses them, with the reason, so
+    /// that a load balancer can send writes elsewhere.
     fn health(&self) -> Reply {
         let health = self.runtime.health();
-        let status = if health.poisoned.is_some() {
-            "poisoned"
-        } else {
-            "ok"
+        let (status, reason) = match (&health.poisoned, &health.refusing_writes) {
+            (Some(reason), _) => ("poisoned", Some(reason)),
+            (None, Some(reason)) => ("degraded", Some(reason)),
+            (None, None) => ("ok", None),
         };
         let body = json!({
             "status": status,
+            "reason": reason,
             "app": health.app,
             "durable_lsn": health.durable_lsn,
             "state_bytes": health.state_bytes,
             "poisoned": health.poisoned,
             "last_checkpoint_error": health.last_checkpoint_error,
         });
-        let code = if health.poisoned.is_some() {
-            StatusCode::SERVICE_UNAVAILABLE
-        } else {
-            StatusCode::OK
+        let code = match reason {
+            Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+            None => StatusCode::OK,
         };
         json_reply(code, &body)
     }
@@ -870,6 +952,19 @@ fn handler_error_reply(error: &HandlerError) -> Reply {
         retry_later(&mut reply);
     }
     reply
+}
+
+/// The methods of every route an address serves, the built-in endpoints' among them.
+fn server_methods(deployment: &Deployment, role: Role) -> Vec<String> {
+    let app = deployment.routes.iter().map(|route| route.method.clone());
+    let mut methods: Vec<String> = match role {
+        Role::App => app.collect(),
+        Role::AppAndBuiltins => app.chain(["GET".to_string()]).collect(),
+        Role::Admin => vec!["GET".to_string(), "POST".to_string()],
+    };
+    methods.sort();
+    methods.dedup();
+    methods
 }
 
 /// The methods a path takes, as the `Allow` header lists them: HEAD with GET, and OPTIONS.

@@ -154,26 +154,26 @@ impl Log {
         }
         let ts = timestamp(SystemTime::now());
         let line = match self.format {
-            Format::Text => format!(
-                "{ts} ACCESS {} {} \"{} {}\" {} {}us {}\n",
-                self.app.load(),
-                a.peer,
-                a.method,
-                a.path,
-                a.status,
-                a.duration_us,
-                a.request_id
-            ),
-            Format::Json => {
-                let mut line = serde_json::json!({
-                    "ts": ts, "level": "access", "app": **self.app.load(), "peer": a.peer,
-                    "method": a.method, "path": a.path, "status": a.status,
-                    "duration_us": a.duration_us, "request_id": a.request_id,
-                })
-                .to_string();
-                line.push('\n');
-                line
+            Format::Text => {
+                // The path is the client's: quoted, with its quotes and backslashes escaped, so
+                // that no path can end the field early and pass for the fields after it.
+                let mut path = String::with_capacity(a.path.len());
+                escape(&mut path, a.path, true);
+                format!(
+                    "{ts} ACCESS {} {} \"{} {path}\" {} {}us {}\n",
+                    self.app.load(),
+                    a.peer,
+                    a.method,
+                    a.status,
+                    a.duration_us,
+                    a.request_id
+                )
             }
+            Format::Json => json_line(&serde_json::json!({
+                "ts": ts, "level": "access", "app": **self.app.load(), "peer": a.peer,
+                "method": a.method, "path": a.path, "status": a.status,
+                "duration_us": a.duration_us, "request_id": a.request_id,
+            })),
         };
         self.send(line);
     }
@@ -191,35 +191,74 @@ impl LogSink for Log {
                     line.handler,
                     line.request_id
                 );
-                // One line a line, and no terminal escapes: a message's control characters
-                // are escaped, so that no message can pass for lines of its own.
-                for c in line.message.chars() {
-                    match c {
-                        '\n' => text.push_str("\\n"),
-                        '\r' => text.push_str("\\r"),
-                        '\t' => text.push('\t'),
-                        c if c.is_control() => {
-                            let _ = write!(text, "\\u{{{:x}}}", c as u32);
-                        }
-                        c => text.push(c),
-                    }
-                }
+                escape(&mut text, line.message, false);
                 text.push('\n');
                 text
             }
-            Format::Json => {
-                let mut text = serde_json::json!({
-                    "ts": ts, "level": line.level.name(), "app": **self.app.load(),
-                    "handler": line.handler, "request_id": line.request_id,
-                    "message": line.message,
-                })
-                .to_string();
-                text.push('\n');
-                text
-            }
+            Format::Json => json_line(&serde_json::json!({
+                "ts": ts, "level": line.level.name(), "app": **self.app.load(),
+                "handler": line.handler, "request_id": line.request_id,
+                "message": line.message,
+            })),
         };
         self.send(text);
     }
+}
+
+/// Whether `c` could make a line of text pass for more than one, or show other than it holds:
+/// control characters (`\n`, `\r`, terminal escapes, U+0085 NEXT LINE among them), the
+/// Unicode line and paragraph separators (U+2028, U+2029: some viewers break lines there), and
+/// the bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE shows what follows backwards).
+fn forges(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}'
+                | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Appends `text` to a text line with every character that `forges` written as `\u{hex}`
+/// (`\n` and `\r` as such; a tab stays), so that the line stays one line and shows what it
+/// holds. `quoted`: the text is inside quotes, and its quotes and backslashes are escaped too.
+fn escape(out: &mut String, text: &str, quoted: bool) {
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push('\t'),
+            '"' | '\\' if quoted => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if forges(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+/// A JSON log line: serde_json escapes only what JSON requires, so the characters that `forges`
+/// and JSON lets through (U+0085, U+2028, the bidirectional controls...) are written as
+/// `\uXXXX`, which every JSON reader reads back as the same character. They can only be inside
+/// strings, where that escape is valid: everything else serde_json writes is ASCII.
+fn json_line(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    let mut line = String::with_capacity(text.len() + 1);
+    if text.bytes().all(|b| b < 0x7f) {
+        line.push_str(&text);
+    } else {
+        for c in text.chars() {
+            if forges(c) {
+                let _ = write!(line, "\\u{:04x}", c as u32);
+            } else {
+                line.push(c);
+            }
+        }
+    }
+    line.push('\n');
+    line
 }
 
 /// RFC 3339 in UTC with milliseconds: `2026-12-03T11:40:00.123Z`.
@@ -440,5 +479,65 @@ mod tests {
             text.contains(" ACCESS app 127.0.0.1 \"POST /x\" 201 42us r-1\n"),
             "{text}"
         );
+    }
+
+    /// The issue's forged lines: a handler's message or a request's path holding U+2028,
+    /// U+2029, U+0085, U+202E or a quote. In text each is escaped (the path's quote and
+    /// backslash too), in JSON each is a `\uXXXX` that reads back as itself: no raw one reaches
+    /// the log, and each line stays one line.
+    #[test]
+    fn no_message_or_path_can_forge_a_line_in_either_format() {
+        let forged = "a\u{2028}b\u{2029}c\u{85}d\u{202e}e\u{7f}f";
+        let path = format!("/accounts/1\"_200_1us_forged-id\\{forged}");
+        let gate = Gate::default();
+        gate.0 .0.lock().unwrap().0 = true;
+        for format in [Format::Text, Format::Json] {
+            let log = Log::start("app", format, true, 8, Box::new(gate.clone()), None);
+            log.log(&LogLine {
+                level: Level::Info,
+                handler: "h",
+                request_id: "r",
+                message: forged,
+            });
+            log.access(&Access {
+                method: "GET",
+                path: &path,
+                status: 400,
+                duration_us: 1,
+                request_id: "r",
+                peer: "127.0.0.1",
+            });
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let text = loop {
+            let text = String::from_utf8(gate.0 .0.lock().unwrap().1.clone()).unwrap();
+            if text.matches('\n').count() == 4 {
+                break text;
+            }
+            assert!(std::time::Instant::now() < deadline, "written: {text}");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        for raw in ['\u{2028}', '\u{2029}', '\u{85}', '\u{202e}', '\u{7f}'] {
+            assert!(!text.contains(raw), "{:x} raw in {text:?}", raw as u32);
+        }
+        let escaped = "a\\u{2028}b\\u{2029}c\\u{85}d\\u{202e}e\\u{7f}f";
+        assert!(
+            text.contains(&format!(" INFO app h r: {escaped}\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                " \"GET /accounts/1\\\"_200_1us_forged-id\\\\{escaped}\" 400 1us r\n"
+            )),
+            "{text}"
+        );
+        let json: Vec<serde_json::Value> = text
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(json.len(), 2, "{text}");
+        assert_eq!(json[0]["message"], forged);
+        assert_eq!(json[1]["path"], path.as_str());
     }
 }

@@ -14,6 +14,7 @@ mod dispatch;
 mod listener;
 mod log;
 mod metrics;
+mod origin;
 mod route;
 mod server;
 mod transcript;

@@ -16,11 +16,12 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
-use crate::cli::Options;
+use crate::cli::{ErrorDetails, Options};
 use crate::connections::{AnswerBudget, Connections};
 use crate::dispatch::{report_interpreted, Dispatch, RequestLimits, Role};
 use crate::exit;
 use crate::listener::Listener;
+use crate::origin::{any_host_note, AllowedHosts};
 
 const LISTEN_BACKLOG: u32 = 1024;
 const POISON_POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -68,7 +69,19 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         let options = options.clone();
         Box::new(move || crate::load_app(&options))
     };
-    let mut dispatch = Dispatch::new(runtime.clone(), limits, log, loader, options.error_details);
+    let mut dispatch = Dispatch::new(
+        runtime.clone(),
+        limits,
+        log,
+        loader,
+        options.error_details(),
+        (
+            AllowedHosts::for_address(options.allowed_hosts.as_deref(), options.listen),
+            options.admin_listen.map_or(AllowedHosts::Any, |admin| {
+                AllowedHosts::for_address(options.allowed_hosts.as_deref(), admin)
+            }),
+        ),
+    );
     dispatch.metrics.answer_bytes_held = answers.held.clone();
     let dispatch = Arc::new(dispatch);
     let server = Listener {
@@ -115,6 +128,16 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     );
     if let Some((bound, _)) = &admin {
         println!("pure-serve: admin endpoints (health, metrics, reload) on http://{bound}/_pure/");
+    }
+    let bound = std::iter::once(address).chain(admin.as_ref().map(|(bound, _)| *bound));
+    for note in bound.filter_map(|b| any_host_note(options.allowed_hosts.as_deref(), b)) {
+        eprintln!("{note}");
+    }
+    if options.error_details.is_none() && options.error_details() == ErrorDetails::None {
+        eprintln!(
+            "pure-serve: a failed handler's 500 says only that it failed (--error-details none, \
+             the default off loopback); the log has the details under its request id"
+        );
     }
 
     if crate::early_hangup() {

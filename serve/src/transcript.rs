@@ -184,10 +184,11 @@ impl Server {
         let body = exchange.body.as_deref().unwrap_or("");
         write!(
             stream,
-            "{} {} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\n\
+            "{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\n\r\n{body}",
             exchange.method,
             exchange.path,
+            self.address,
             body.len()
         )?;
         let mut answer = Vec::new();

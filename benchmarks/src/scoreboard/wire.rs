@@ -30,6 +30,9 @@ pub(super) struct Wire {
     input: Vec<u8>,
     /// Where a Redis key and score are formatted before they are encoded.
     scratch: Vec<u8>,
+    /// The address connected to, as the `Host` header names it: pure-serve answers only the
+    /// hosts it allows (on loopback, 127.0.0.1, localhost and [::1]).
+    host: String,
 }
 
 impl Wire {
@@ -45,6 +48,7 @@ impl Wire {
             output: Vec::with_capacity(256),
             input: Vec::with_capacity(4096),
             scratch: Vec::with_capacity(64),
+            host: address.to_string(),
         })
     }
 
@@ -59,8 +63,9 @@ impl Wire {
                     r#"{"player":"","score":}"#.len() + player.len() + decimal_length(score);
                 write!(
                     output,
-                    "POST /scores HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n\
-                     Content-Length: {body_length}\r\n\r\n{{\"player\":\"{player}\",\"score\":{score}}}"
+                    "POST /scores HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+                     Content-Length: {body_length}\r\n\r\n{{\"player\":\"{player}\",\"score\":{score}}}",
+                    self.host
                 )?;
                 let status = self.exchange_http().await?;
                 if status != 200 {
@@ -104,7 +109,8 @@ impl Wire {
             Protocol::Http => {
                 write!(
                     output,
-                    "GET /players/{player} HTTP/1.1\r\nHost: bench\r\n\r\n"
+                    "GET /players/{player} HTTP/1.1\r\nHost: {}\r\n\r\n",
+                    self.host
                 )?;
                 let status = self.exchange_http().await?;
                 if status != 200 && status != 404 {

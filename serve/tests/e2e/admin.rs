@@ -117,3 +117,70 @@ fn with_error_details_none_a_500_names_only_the_request_and_the_log_has_the_rest
     assert_eq!(answer.json()["error"], "taken");
     server.stop();
 }
+
+/// The issue's leak: a sum that overflows names its operands in the 500, a stored total among
+/// them. Off loopback the default is `--error-details none` (start-up says so), so the public
+/// gets only the request id; `--error-details full` there, or loopback, names everything.
+#[test]
+fn off_loopback_a_500_names_nothing_by_default_and_start_up_says_so() {
+    let app = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        app.path().join("app.json"),
+        r#"{ "name": "till", "tables": { "totals": ["n"] }, "routes": { "POST /add": "add" } }"#,
+    )
+    .expect("write");
+    std::fs::write(
+        app.path().join("till.rhai"),
+        "fn add(request) {\n    let row = totals.get(1);\n    \
+         let n = if row == () { 0 } else { row.n };\n    \
+         totals.put(1, #{ n: n + request.body.n });\n    #{ n: n + request.body.n }\n}\n",
+    )
+    .expect("write");
+    let data = tempfile::tempdir().expect("tempdir");
+    let add =
+        |server: &crate::harness::Server, n: i64| server.client().post("/add", &json!({ "n": n }));
+    let server = Launch::new(app.path(), data.path())
+        .flag("--listen", "0.0.0.0:0")
+        .start();
+    assert_eq!(add(&server, 6682101763).status, 200);
+    let leak = add(&server, i64::MAX);
+    assert_eq!(leak.status, 500, "{}", leak.text());
+    let id = leak.header("x-request-id").expect("an id").to_string();
+    assert_eq!(
+        leak.json(),
+        json!({
+            "error": "internal error: the handler failed; the server's log has the details \
+                      under this request id",
+            "request_id": id,
+        })
+    );
+    let said = server.wait_for_stderr(&format!("ERROR till add {id}: failed with 500"));
+    assert!(
+        said.contains("--error-details none, the default off loopback"),
+        "start-up says so:\n{said}"
+    );
+    server.stop();
+
+    for launch in [
+        Launch::new(app.path(), data.path())
+            .flag("--listen", "0.0.0.0:0")
+            .flag("--error-details", "full"),
+        Launch::new(app.path(), data.path()),
+    ] {
+        let server = launch.start();
+        let leak = add(&server, i64::MAX);
+        assert_eq!(leak.status, 500, "{}", leak.text());
+        let body = leak.json();
+        assert!(
+            body["error"]
+                .as_str()
+                .expect("a message")
+                .contains("6682101763"),
+            "{body}"
+        );
+        assert_eq!(body["file"], "till.rhai", "{body}");
+        let said = server.stderr_text();
+        assert!(!said.contains("--error-details none"), "{said}");
+        server.stop();
+    }
+}

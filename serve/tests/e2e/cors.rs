@@ -8,7 +8,7 @@ use crate::harness::{test_app_dir, Launch, Response, Server};
 fn send(server: &Server, head: &str) -> Response {
     server
         .client()
-        .exchange(format!("{head}Host: test\r\n\r\n").as_bytes())
+        .exchange(format!("{head}Host: localhost\r\n\r\n").as_bytes())
         .expect("answered")
 }
 
@@ -91,7 +91,7 @@ fn answers_to_an_allowed_origin_carry_its_headers_and_others_none() {
         .client()
         .exchange(
             format!(
-                "POST /accounts HTTP/1.1\r\nHost: test\r\nOrigin: https://app.example.com\r\n\
+                "POST /accounts HTTP/1.1\r\nHost: localhost\r\nOrigin: https://app.example.com\r\n\
                  Authorization: Bearer secret\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
             )

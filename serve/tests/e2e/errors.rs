@@ -94,7 +94,7 @@ fn bodies_over_the_limit_get_413_before_being_read() {
     // The head alone announces 10 MB; the answer comes without a byte of body sent.
     let response = raw(
         &server,
-        b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n",
+        b"POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10000000\r\n\r\n",
     );
     let message = assert_error(&response, 413);
     assert!(message.contains("1000"), "{message}");
@@ -102,7 +102,7 @@ fn bodies_over_the_limit_get_413_before_being_read() {
 
     // A chunked body has no length up front: refused once it passes the limit.
     let mut chunked =
-        b"POST /scores HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        b"POST /scores HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     for _ in 0..3 {
         chunked.extend_from_slice(b"200\r\n");
         chunked.extend_from_slice(&[b' '; 0x200]);
@@ -126,7 +126,7 @@ fn a_body_that_stops_arriving_gets_408() {
     let mut stream = TcpStream::connect(server.address).expect("connect");
     stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
     stream
-        .write_all(b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"pla")
+        .write_all(b"POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"pla")
         .expect("write");
     let response = read_response(&mut BufReader::new(stream)).expect("a response");
     assert_error(&response, 408);
@@ -205,6 +205,8 @@ fn a_panicking_handler_gets_500_and_a_write_panic_exits_10() {
     );
     let health = client.get("/_pure/health");
     assert_eq!(health.status, 503, "{}", health.text());
+    assert_eq!(health.json()["status"], "poisoned");
+    assert_eq!(health.json()["reason"], health.json()["poisoned"]);
     assert!(
         health.json()["poisoned"]
             .as_str()

@@ -98,7 +98,10 @@ impl Launch {
         let mut command = Command::new(&self.program[0]);
         command.args(&self.program[1..]);
         command.arg(&self.app_dir).arg("--data").arg(&self.data_dir);
-        command.args(["--listen", "127.0.0.1:0"]).args(&self.flags);
+        if !self.flags.iter().any(|given| given == "--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        command.args(&self.flags);
         command
     }
 
@@ -313,7 +316,7 @@ impl Client {
         path: &str,
         body: Option<&[u8]>,
     ) -> std::io::Result<Response> {
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
         if let Some(body) = body {
             head.push_str(&format!(
                 "Content-Type: application/json\r\nContent-Length: {}\r\n",

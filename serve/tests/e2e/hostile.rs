@@ -310,17 +310,22 @@ fn salvage_reports_an_undecodable_checkpoint_and_refuses_to_write_inside_its_sou
 
 /// A server whose files may grow to `bytes` at most (RLIMIT_FSIZE), with SIGXFSZ ignored so
 /// that a write past it fails with EFBIG instead of killing the process: a disk that is full
-/// for everything but what is already allocated, without a file system of that size.
+/// for everything but what is already allocated, without a file system of that size. Only the
+/// soft limit is lowered, so that `lift_file_size_limit` can give the disk room again.
 fn with_file_size_limit(mut command: Command, bytes: u64) -> Command {
     // SAFETY: between fork and exec the closure only calls async-signal-safe functions
-    // (signal, setrlimit) and allocates nothing.
+    // (signal, getrlimit, setrlimit) and allocates nothing.
     unsafe {
         command.pre_exec(move || {
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let limit = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
             };
+            if libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit.rlim_cur = bytes.min(limit.rlim_max);
             if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -328,6 +333,24 @@ fn with_file_size_limit(mut command: Command, bytes: u64) -> Command {
         });
     }
     command
+}
+
+/// Raises the soft file size limit of the process `pid` to its hard limit: the full disk of
+/// `with_file_size_limit` has room again.
+fn lift_file_size_limit(pid: u32) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let pid = pid as libc::pid_t;
+    // SAFETY: prlimit(2) on our own child, reading into and writing from a valid rlimit.
+    unsafe {
+        let read = libc::prlimit(pid, libc::RLIMIT_FSIZE, std::ptr::null(), &mut limit);
+        assert_eq!(read, 0, "{}", std::io::Error::last_os_error());
+        limit.rlim_cur = limit.rlim_max;
+        let set = libc::prlimit(pid, libc::RLIMIT_FSIZE, &limit, std::ptr::null_mut());
+        assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    }
 }
 
 /// The preallocation of the log fails (EFBIG here, ENOSPC on a full disk): the start fails
@@ -429,6 +452,55 @@ fn a_write_on_a_full_disk_is_answered_in_bounded_time_and_a_stop_says_so() {
     server.stop();
 }
 
+/// The full disk, where health said "ok" while every write got 503: while writes are
+/// refused for a full log that no checkpoint can free, health answers 503 "degraded" with the
+/// reason (a load balancer can act on the status); once the disk has room again a checkpoint
+/// frees the log, health says "ok" and writes are taken.
+#[test]
+fn health_is_degraded_while_a_full_disk_refuses_writes() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let launch = Launch::new(&test_app_dir("notes"), data.path())
+        .flag("--log-capacity", &(1 << 20).to_string())
+        .flag("--checkpoint-interval", &(64 << 10).to_string())
+        .flag("--write-timeout-ms", "300");
+    let server = Server::start(with_file_size_limit(launch.command(), 3 << 19));
+    let mut client = server.client();
+    let health = client.get("/_pure/health");
+    assert_eq!(
+        (health.status, &health.json()["status"]),
+        (200, &json!("ok"))
+    );
+    let body = serde_json::to_vec(&json!({ "text": "n".repeat(60_000) })).expect("json");
+    let mut notes = 0;
+    loop {
+        assert!(notes < 200, "the log never filled");
+        let path = format!("/notes/{notes}");
+        match client.request("PUT", &path, Some(&body)).expect("answered") {
+            answer if answer.status == 200 => notes += 1,
+            answer if answer.status == 503 => break,
+            answer => panic!("{}: {}", answer.status, answer.text()),
+        }
+    }
+    let health = client.get("/_pure/health");
+    assert_eq!(health.status, 503, "{}", health.text());
+    let health = health.json();
+    assert_eq!(health["status"], "degraded", "{health}");
+    let reason = health["reason"].as_str().expect("a reason");
+    assert!(reason.contains("log is full"), "{reason}");
+    assert!(health["poisoned"].is_null(), "{health}");
+
+    lift_file_size_limit(server.child.id());
+    wait_until("health to say ok", || {
+        let health = client.get("/_pure/health");
+        health.status == 200 && health.json()["status"] == "ok"
+    });
+    let answer = client
+        .request("PUT", "/notes/again", Some(&body))
+        .expect("answered");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    server.stop();
+}
+
 /// JSON a handler could not hold is refused before it is queued: 413 naming the limit (it was
 /// a 500 with the script's internals), and the owner never runs for it. Repeated keys are 400;
 /// `-0` is the integer 0.
@@ -498,7 +570,8 @@ fn padded_post(player: &str, bytes: usize) -> String {
 }
 
 fn post_head(bytes: usize) -> Vec<u8> {
-    format!("POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {bytes}\r\n\r\n").into_bytes()
+    format!("POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: {bytes}\r\n\r\n")
+        .into_bytes()
 }
 
 /// Bodies held at once are bounded in bytes, beyond the first 64 KiB of each: a request that
@@ -579,7 +652,7 @@ fn one_peer_cannot_take_every_connection() {
     });
     let started = Instant::now();
     let stream = connect_from(Ipv4Addr::LOCALHOST, server.address);
-    let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+    let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert_eq!(response.status, 200, "{}", response.text());
     eprintln!(
         "at the cap, a new client was answered in {:?}",
@@ -621,7 +694,7 @@ fn a_new_client_at_the_cap_is_not_held_up_by_stalled_heads() {
     });
     for _ in 0..3 {
         let stream = connect_from(Ipv4Addr::LOCALHOST, server.address);
-        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
         assert_eq!(response.status, 200, "{}", response.text());
     }
     assert!(held.iter().any(closed), "a stalled head made room");
@@ -647,7 +720,7 @@ fn one_stalled_head_does_not_defeat_shedding() {
         .map(|_| {
             let stream = TcpStream::connect(server.address).expect("connect");
             stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-            let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+            let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
             assert_eq!(response.status, 200);
             stream
         })
@@ -655,7 +728,7 @@ fn one_stalled_head_does_not_defeat_shedding() {
     for _ in 0..3 {
         let stream = TcpStream::connect(server.address).expect("connect");
         stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n");
+        let response = exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n");
         assert_eq!(response.status, 200, "{}", response.text());
     }
     drop(idle);
@@ -715,7 +788,7 @@ fn a_half_closed_client_gets_its_answer() {
     for i in 0..20 {
         let body = format!("{{\"player\": \"half\", \"score\": {i}}}");
         let request = format!(
-            "POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         let mut stream = TcpStream::connect(server.address).expect("connect");
@@ -764,8 +837,14 @@ fn http_statuses_as_the_rfcs_say() {
     );
 
     // HEAD: the GET's status and headers, no body.
-    let get = raw(&server, b"GET /players/ann HTTP/1.1\r\nHost: t\r\n\r\n");
-    let head = head_of(&server, b"HEAD /players/ann HTTP/1.1\r\nHost: t\r\n\r\n");
+    let get = raw(
+        &server,
+        b"GET /players/ann HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    let head = head_of(
+        &server,
+        b"HEAD /players/ann HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(
         head.ends_with("\r\n\r\n"),
@@ -773,18 +852,34 @@ fn http_statuses_as_the_rfcs_say() {
     );
     let length = format!("content-length: {}", get.body.len());
     assert!(head.to_ascii_lowercase().contains(&length), "{head}");
-    let missing = head_of(&server, b"HEAD /players/nobody HTTP/1.1\r\nHost: t\r\n\r\n");
+    let missing = head_of(
+        &server,
+        b"HEAD /players/nobody HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
 
-    let options = raw(&server, b"OPTIONS /players/ann HTTP/1.1\r\nHost: t\r\n\r\n");
+    let options = raw(
+        &server,
+        b"OPTIONS /players/ann HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert_eq!(options.status, 204);
     assert_eq!(options.header("allow"), Some("GET, HEAD, OPTIONS"));
-    let options = raw(&server, b"OPTIONS /scores HTTP/1.1\r\nHost: t\r\n\r\n");
+    let options = raw(
+        &server,
+        b"OPTIONS /scores HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
     assert_eq!(options.header("allow"), Some("POST, OPTIONS"));
+    // The server as a whole: every route's method, and the built-in endpoints' GET.
+    let options = raw(&server, b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(options.status, 204, "{}", options.text());
+    assert_eq!(options.header("allow"), Some("GET, POST, HEAD, OPTIONS"));
 
     // A request target over the limit: 414, whether or not it fits in the head limit.
     for length in [10_000, 40_000] {
-        let request = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(length));
+        let request = format!(
+            "GET /{} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            "a".repeat(length)
+        );
         let response = raw(&server, request.as_bytes());
         assert!(
             error_of(&response, 414).contains("target"),
@@ -792,7 +887,7 @@ fn http_statuses_as_the_rfcs_say() {
         );
     }
     // The HTTP layer's own errors are JSON too.
-    let mut big_head = b"GET /top HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
+    let mut big_head = b"GET /top HTTP/1.1\r\nHost: localhost\r\nX-Big: ".to_vec();
     big_head.extend_from_slice(&[b'a'; 40_000]);
     big_head.extend_from_slice(b"\r\n\r\n");
     assert!(error_of(&raw(&server, &big_head), 431).contains("head"));
@@ -804,18 +899,18 @@ fn http_statuses_as_the_rfcs_say() {
     // says so.
     let stream = TcpStream::connect(server.address).expect("connect");
     stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
-    let small = b"POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}";
+    let small = b"POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}";
     let response = exchange(&stream, small);
     assert_eq!(response.status, 404);
     assert_eq!(response.header("connection"), None);
-    let wrong = b"PUT /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}";
+    let wrong = b"PUT /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}";
     assert_eq!(exchange(&stream, wrong).status, 405);
     assert_eq!(
-        exchange(&stream, b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        exchange(&stream, b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n").status,
         200
     );
     let large = format!(
-        "POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        "POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
         1 << 20
     );
     let stream = TcpStream::connect(server.address).expect("connect");

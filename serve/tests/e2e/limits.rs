@@ -148,12 +148,14 @@ fn oversized_bodies_and_heads_are_refused_and_memory_stays_flat() {
     for _ in 0..300 * scale() {
         // The declared length alone is refused...
         let response = client
-            .exchange(b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 1073741824\r\n\r\n")
+            .exchange(
+                b"POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1073741824\r\n\r\n",
+            )
             .expect("answered");
         assert_eq!(response.status, 413, "{}", response.text());
         // ...and so is a whole megabyte actually sent, whatever the server read of it.
         let mut request = format!(
-            "POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            "POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
             big.len()
         )
         .into_bytes();
@@ -172,12 +174,12 @@ fn oversized_bodies_and_heads_are_refused_and_memory_stays_flat() {
     }
     // Heads over 32 KiB or with over 100 fields: 431, connection closed.
     for _ in 0..50 * scale() {
-        let mut head = b"GET /top HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
+        let mut head = b"GET /top HTTP/1.1\r\nHost: localhost\r\nX-Big: ".to_vec();
         head.extend_from_slice(&[b'a'; 100_000]);
         head.extend_from_slice(b"\r\n\r\n");
         assert_eq!(client.exchange(&head).expect("answered").status, 431);
         let fields: String = (0..200).map(|i| format!("X-{i}: 1\r\n")).collect();
-        let head = format!("GET /top HTTP/1.1\r\nHost: t\r\n{fields}\r\n");
+        let head = format!("GET /top HTTP/1.1\r\nHost: localhost\r\n{fields}\r\n");
         assert_eq!(
             client.exchange(head.as_bytes()).expect("answered").status,
             431
@@ -216,7 +218,7 @@ fn slow_clients_are_cut_off_and_others_are_served() {
         })
         .collect();
     // Half send a head one byte at a time; the other half a head, then a body one byte at a time.
-    let head = b"POST /scores HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n";
+    let head = b"POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n";
     for (index, socket) in sockets.iter_mut().enumerate() {
         if index % 2 == 1 {
             socket.write_all(head).expect("head");
@@ -258,7 +260,7 @@ fn idle_keep_alive_connections_are_closed() {
     let mut stream = TcpStream::connect(server.address).expect("connect");
     stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
     stream
-        .write_all(b"GET /top HTTP/1.1\r\nHost: t\r\n\r\n")
+        .write_all(b"GET /top HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("write");
     let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
     assert_eq!(

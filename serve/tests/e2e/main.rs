@@ -6,6 +6,7 @@
 //! `PURE_TEST_SCALE` multiplies the work of the heavier ones.
 
 mod admin;
+mod browsers;
 mod concurrency;
 mod cors;
 mod crash;

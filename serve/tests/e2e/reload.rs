@@ -215,3 +215,78 @@ fn a_sighup_during_start_up_reloads_instead_of_ending_the_server() {
     }
     panic!("no try signalled the server before its HTTP threads started");
 }
+
+/// The issue's late body: a POST whose head arrived before a reload and whose body arrived
+/// after it ran on the old version, after other clients had been answered by the new one. It
+/// is routed by the version current once its body has arrived: the new version answers it, and
+/// a version without its route answers 405 and counts nothing.
+#[test]
+fn a_write_whose_body_arrives_after_a_reload_runs_on_the_new_version() {
+    use std::io::{BufReader, Write as _};
+    let app = tempfile::tempdir().expect("tempdir");
+    let data = tempfile::tempdir().expect("tempdir");
+    std::fs::write(app.path().join("app.json"), MANIFEST).expect("write");
+    let script_path = app.path().join("counter.rhai");
+    replace(&script_path, &script(1));
+    // No wait for a body may end before the reload does, however busy the machine.
+    let server = Launch::new(app.path(), data.path())
+        .flag("--body-timeout-ms", "600000")
+        .start();
+    let mut client = server.client();
+    assert_eq!(post_hit(&mut client), 1);
+
+    // A body past the 64 KiB that the body budget does not count: its head has been routed,
+    // and its body is being waited for, once the budget holds some of it.
+    let body = json!({ "pad": "p".repeat(100_000) }).to_string();
+    let late_body = |reload: &dyn Fn(), reloaded: &str| {
+        let stream = std::net::TcpStream::connect(server.address).expect("connect");
+        stream
+            .set_read_timeout(Some(crate::harness::WAIT_MAX))
+            .expect("timeout");
+        let mut writer = stream.try_clone().expect("clone");
+        let head = format!(
+            "POST /hits HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        writer.write_all(head.as_bytes()).expect("head");
+        let mut admin = Client::connect(server.address);
+        wait_until("the head to be routed", || {
+            let metrics = admin.get("/_pure/metrics").text();
+            metric_value(&metrics, "pure_http_body_budget_held_bytes") > 0.0
+        });
+        reload();
+        server.wait_for_stderr(reloaded);
+        writer.write_all(body.as_bytes()).expect("body");
+        crate::harness::read_response(&mut BufReader::new(stream)).expect("answered")
+    };
+
+    let answer = late_body(
+        &|| {
+            replace(&script_path, &script(2));
+            server.signal(libc::SIGHUP);
+        },
+        "pure-serve: reloaded: counter serves 2 route(s)",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json(),
+        json!({"version": 2, "n": 2}),
+        "the new version ran it"
+    );
+
+    let answer = late_body(
+        &|| {
+            std::fs::write(
+                app.path().join("app.json"),
+                MANIFEST.replace(r#""POST /hits": "hit", "#, ""),
+            )
+            .expect("write");
+            server.signal(libc::SIGHUP);
+        },
+        "pure-serve: reloaded: counter serves 1 route(s)",
+    );
+    assert_eq!(answer.status, 405, "{}", answer.text());
+    assert_eq!(answer.json()["error"], "/hits does not take POST");
+    assert_eq!(client.get("/hits").json(), json!({"version": 2, "n": 2}));
+    server.stop();
+}

@@ -8,7 +8,7 @@ use crate::harness::{test_app_dir, Launch, Response};
 fn post(client: &mut crate::harness::Client, path: &str, body: &Value, extra: &str) -> Response {
     let body = serde_json::to_vec(body).expect("serialize");
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n{extra}\r\n",
         body.len()
     );
@@ -24,7 +24,7 @@ fn a_handler_sees_the_request_line_headers_peer_and_id() {
     let mut client = server.client();
     let response = client
         .exchange(
-            b"GET /whoami?x=1 HTTP/1.1\r\nHost: test\r\nUser-Agent: probe/1\r\n\
+            b"GET /whoami?x=1 HTTP/1.1\r\nHost: localhost\r\nUser-Agent: probe/1\r\n\
               Accept: a/b\r\nAccept: c/d\r\nCookie: a=1\r\nCookie: b=2\r\n\
               X-Request-Id: trace-42.a\r\n\r\n",
         )
@@ -43,7 +43,7 @@ fn a_handler_sees_the_request_line_headers_peer_and_id() {
     // errors included.
     let first = client.get("/whoami");
     let second = client
-        .exchange(b"GET /nowhere HTTP/1.1\r\nHost: test\r\nX-Request-Id: bad id\r\n\r\n")
+        .exchange(b"GET /nowhere HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: bad id\r\n\r\n")
         .expect("answered");
     assert_eq!(second.status, 404);
     let (one, two) = (
