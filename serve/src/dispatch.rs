@@ -40,7 +40,7 @@ use hyper::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
     ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS,
     ACCESS_CONTROL_REQUEST_METHOD, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST,
-    ORIGIN, RETRY_AFTER, VARY,
+    ORIGIN, RETRY_AFTER, TRANSFER_ENCODING, VARY,
 };
 use hyper::{Method, Response, StatusCode, Version};
 use pure_runtime::{
@@ -894,6 +894,23 @@ fn check_head<B>(request: &hyper::Request<B>) -> Option<Reply> {
     };
     if let Some(problem) = problem {
         return Some(error_reply(StatusCode::BAD_REQUEST, problem.to_string()));
+    }
+    // hyper frames a body by its last transfer coding, `chunked`, and passes the others on as
+    // if the body were plain: a gzip-coded body would reach the JSON parser still compressed.
+    // RFC 9112, section 6.1: a coding the server does not understand is a 501.
+    let unknown = request
+        .headers()
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|&b| b == b','))
+        .map(|coding| String::from_utf8_lossy(coding.trim_ascii()).to_ascii_lowercase())
+        .find(|coding| !coding.is_empty() && coding != "chunked");
+    if let Some(coding) = unknown {
+        let message = format!(
+            "the request body's transfer coding {coding:?} is not supported: send the body \
+             with Content-Length, or with Transfer-Encoding: chunked alone"
+        );
+        return Some(closing(error_reply(StatusCode::NOT_IMPLEMENTED, message)));
     }
     let uri = request.uri();
     let target = uri.path_and_query().map_or(0, |pq| pq.as_str().len())

@@ -68,3 +68,27 @@ fn an_http2_preface_is_answered_505_in_http_1_1() {
     );
     server.stop();
 }
+
+#[test]
+fn a_transfer_coding_other_than_chunked_is_501_and_writes_nothing() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&scoreboard_dir(), data.path()).start();
+    let body = br#"{"player": "ann", "score": 5}"#;
+    let chunked = |coding: &str, player: &str| {
+        let body = String::from_utf8_lossy(body).replace("ann", player);
+        format!(
+            "POST /scores HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: {coding}\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        )
+    };
+    for (coding, player) in [("gzip, chunked", "gz"), ("deflate,chunked", "df")] {
+        let message = error_of(&raw(&server, chunked(coding, player).as_bytes()), 501);
+        assert!(message.contains("transfer coding"), "{message}");
+        let get = format!("GET /players/{player} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert_eq!(raw(&server, get.as_bytes()).status, 404, "{coding}: nothing written");
+    }
+    // Chunked alone is HTTP/1.1's own framing, and taken.
+    assert_eq!(raw(&server, chunked("chunked", "ann").as_bytes()).status, 200);
+    server.stop();
+}
