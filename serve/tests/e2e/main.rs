@@ -9,6 +9,7 @@ mod admin;
 mod concurrency;
 mod cors;
 mod crash;
+mod depth;
 mod errors;
 mod harness;
 mod hostile;
