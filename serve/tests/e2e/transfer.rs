@@ -362,7 +362,11 @@ fn the_deepest_storable_value_round_trips_export_import_export() {
     for path in ["/values/3/nested/129", "/values/3/objects/129"] {
         let response = client.request("POST", path, Some(b"")).expect("answered");
         assert_eq!(response.status, 500, "{path}: {}", response.text());
-        assert!(response.text().contains("128"), "{path}: {}", response.text());
+        assert!(
+            response.text().contains("128"),
+            "{path}: {}",
+            response.text()
+        );
     }
     server.stop();
 
@@ -399,6 +403,28 @@ fn the_deepest_storable_value_round_trips_export_import_export() {
         "{}",
         stderr(&refused)
     );
+}
+
+/// Issue 36: import read a whole line before checking anything (a 300 MB line without a newline
+/// peaked at 821 MiB). A line past the maximum is refused once that much of it is read, naming
+/// the file, the line and the maximum (exit 7), and nothing is written.
+#[test]
+fn import_refuses_a_line_over_the_maximum_naming_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let input = root.path().join("values.jsonl");
+    // Zeros without a newline, one byte past the maximum: a sparse file, no disk.
+    std::fs::File::create(&input)
+        .and_then(|f| f.set_len(pure_runtime::LINE_BYTES_MAX as u64 + 1))
+        .expect("a sparse input file");
+    let data = root.path().join("data");
+    let refused = import(&test_app_dir("deep"), &data, &[input]);
+    assert_eq!(refused.status.code(), Some(7), "{}", stderr(&refused));
+    let wanted = format!(
+        "values.jsonl:1: the line is longer than {} bytes",
+        pure_runtime::LINE_BYTES_MAX
+    );
+    assert!(stderr(&refused).contains(&wanted), "{}", stderr(&refused));
+    assert!(!data.exists(), "nothing is written");
 }
 
 /// A directory holding a store is refused before anything is read, and left exactly as it was.
