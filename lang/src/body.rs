@@ -14,8 +14,8 @@
 //!
 //! Also refused: a body that nests arrays and objects deeper than the depth rule allows
 //! (`depth`), counted here as it is parsed, since serde_json's own limit is off (it would refuse
-//! the deepest body the rule allows); an object with the same key twice (parsers disagree on which one wins, so two
-//! programs in a chain could act on different values). `-0` is the integer 0, and `-0.0` the
+//! the deepest body the rule allows); an object with the same key twice (parsers disagree on
+//! which one wins, so two programs in a chain could act on different values). `-0` is the integer 0, and `-0.0` the
 //! float, as their text says (serde_json reads both as the float -0.0).
 
 use std::cmp::Ordering;
@@ -263,7 +263,7 @@ impl ValueSeed<'_, '_> {
     }
 
     /// Refuses an array or object that would nest the body deeper than the rule, before any of
-    /// its items is read; else the seed for its items.
+    /// its items is read; else the level of its items.
     fn nest<E: de::Error>(&mut self) -> Result<usize, E> {
         if self.enclosing >= DEPTH_MAX {
             self.budget.too_deep = true;
@@ -334,13 +334,13 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut entries: A) -> Result<Dynamic, A::Error> {
+        let enclosing = self.nest()?;
         // Gathered while the keys ascend and built in one pass: clients mostly send keys in
         // order (a sorted map serialized; a batch of ascending keys), and a map built from a
         // sorted run costs a comparison per key, where inserting them one by one searched the
         // tree for each (a tenth of a batch's CPU per entry). The first key out of order turns
         // the run into a map and the rest are inserted, so that a repeat is refused where it
         // stands in the text, before anything later in the object (a limit, a syntax error).
-        let enclosing = self.nest()?;
         let mut run: Vec<(Identifier, Dynamic)> = Vec::new();
         let mut map: Option<Map> = None;
         while let Some(key) = entries.next_key_seed(KeySeed)? {
