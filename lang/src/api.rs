@@ -12,6 +12,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Map, Module, Position};
 
 use crate::context::{with_tables, with_write};
+use crate::depth::{too_deep, DEPTH_MAX};
 use crate::key::{key_from_dynamic, Key};
 use crate::schema::{Schema, TableId};
 use crate::tables::{Fields, IndexDef};
@@ -145,33 +146,32 @@ pub(crate) fn delete(table: Table, key: Key) -> Fallible<bool> {
 }
 
 /// Checks that a value can be stored (and logged): unit, bool, integer, float, string, or arrays
-/// and maps of those, nested at most [`crate::codec::NESTING_MAX`] deep (what the decoder of
-/// records, images and packed rows follows: a deeper value could be stored but never read back
-/// or recovered).
+/// and maps of those, nested at most [`DEPTH_MAX`] deep (the rule every value that leaves a
+/// script meets, and the decoder of records, images and packed rows follows: a deeper value
+/// could be stored but never read back, recovered or exported).
 pub(crate) fn check_storable(value: &Dynamic) -> Result<(), String> {
     check_storable_at(value, 0)
 }
 
-fn check_storable_at(value: &Dynamic, depth: usize) -> Result<(), String> {
+/// `enclosing`: the arrays and maps around `value`.
+fn check_storable_at(value: &Dynamic, enclosing: usize) -> Result<(), String> {
     if value.is_unit() || value.is_bool() || value.is_int() || value.is_float() || value.is_string()
     {
         return Ok(());
     }
-    if depth >= crate::codec::NESTING_MAX {
-        return Err(format!(
-            "a stored value may nest arrays and maps at most {} deep",
-            crate::codec::NESTING_MAX
-        ));
+    let nested = value.is_array() || value.is_map();
+    if nested && enclosing >= DEPTH_MAX {
+        return Err(too_deep("a stored value"));
     }
     if let Some(array) = value.read_lock::<rhai::Array>() {
         return array
             .iter()
-            .try_for_each(|v| check_storable_at(v, depth + 1));
+            .try_for_each(|v| check_storable_at(v, enclosing + 1));
     }
     if let Some(map) = value.read_lock::<Map>() {
         return map
             .values()
-            .try_for_each(|v| check_storable_at(v, depth + 1));
+            .try_for_each(|v| check_storable_at(v, enclosing + 1));
     }
     Err(format!(
         "a field cannot hold a value of type {}",

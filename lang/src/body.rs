@@ -12,8 +12,10 @@
 //! touches `request.body` would meet the same limits a few entries (its params and query)
 //! later, never sooner.
 //!
-//! Also refused: an object with the same key twice (parsers disagree on which one wins, so two
-//! programs in a chain could act on different values). `-0` is the integer 0, and `-0.0` the
+//! Also refused: a body that nests arrays and objects deeper than the depth rule allows
+//! (`depth`), counted here as it is parsed, since serde_json's own limit is off (it would refuse
+//! the deepest body the rule allows); an object with the same key twice (parsers disagree on
+//! which one wins, so two programs in a chain could act on different values). `-0` is the integer 0, and `-0.0` the
 //! float, as their text says (serde_json reads both as the float -0.0).
 
 use std::cmp::Ordering;
@@ -23,6 +25,7 @@ use std::fmt;
 use rhai::{Array, Dynamic, Identifier, ImmutableString, Map};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use crate::depth::{too_deep, DEPTH_MAX};
 use crate::engine::Limits;
 
 /// Why a request body was refused; nothing ran.
@@ -39,13 +42,15 @@ pub enum BodyError {
     },
     /// Not what the route declares: the message names the value and what was expected.
     Invalid { message: String },
+    /// Nested deeper than [`DEPTH_MAX`]: the rule, with line and column.
+    TooDeep { message: String },
 }
 
 impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BodyError::Malformed { message } => write!(f, "malformed JSON body: {message}"),
-            BodyError::Invalid { message } => f.write_str(message),
+            BodyError::Invalid { message } | BodyError::TooDeep { message } => f.write_str(message),
             BodyError::TooLarge { limit, max } => {
                 let what = match *limit {
                     "string_bytes_max" => "bytes of strings",
@@ -71,6 +76,8 @@ struct Budget<'a> {
     limits: Limits,
     /// The first limit passed: serde's error type cannot carry it.
     exceeded: Option<BodyError>,
+    /// Whether the parse stopped at a value nested deeper than the depth rule.
+    too_deep: bool,
     /// The body's text, and for each number in it that reads as -0.0, in order, whether it was
     /// written without a fraction or exponent (found the first time one is met).
     text: &'a [u8],
@@ -126,6 +133,7 @@ pub(crate) fn parse(
         string_bytes: 0,
         limits: limits.clone(),
         exceeded: None,
+        too_deep: false,
         text: bytes,
         negative_zeros: None,
     };
@@ -159,6 +167,9 @@ pub(crate) fn parse(
     match (parsed, budget.exceeded) {
         (_, Some(exceeded)) => Err(exceeded),
         (Ok(value), None) => Ok(value),
+        (Err(error), None) if budget.too_deep => Err(BodyError::TooDeep {
+            message: error.to_string(),
+        }),
         (Err(error), None) => Err(BodyError::Malformed {
             message: error.to_string(),
         }),
@@ -169,7 +180,13 @@ fn parse_with<'de, R: serde_json::de::Read<'de>>(
     deserializer: &mut serde_json::Deserializer<R>,
     budget: &mut Budget,
 ) -> Result<Dynamic, serde_json::Error> {
-    let value = ValueSeed { budget }.deserialize(&mut *deserializer)?;
+    // The visitor stops at DEPTH_MAX levels: that bounds the parser's recursion.
+    deserializer.disable_recursion_limit();
+    let seed = ValueSeed {
+        budget,
+        enclosing: 0,
+    };
+    let value = seed.deserialize(&mut *deserializer)?;
     deserializer.end()?;
     Ok(value)
 }
@@ -214,6 +231,8 @@ pub fn negative_zeros(text: &[u8]) -> VecDeque<bool> {
 /// Deserializes one JSON value into a script value, charging it to the budget.
 struct ValueSeed<'a, 'text> {
     budget: &'a mut Budget<'text>,
+    /// The arrays and objects around this value.
+    enclosing: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_> {
@@ -241,6 +260,16 @@ impl ValueSeed<'_, '_> {
     fn string<E: de::Error>(mut self, text: ImmutableString) -> Result<Dynamic, E> {
         self.charge(0, 0, text.len())?;
         Ok(Dynamic::from(text))
+    }
+
+    /// Refuses an array or object that would nest the body deeper than the rule, before any of
+    /// its items is read; else the level of its items.
+    fn nest<E: de::Error>(&mut self) -> Result<usize, E> {
+        if self.enclosing >= DEPTH_MAX {
+            self.budget.too_deep = true;
+            return Err(E::custom(too_deep("the body")));
+        }
+        Ok(self.enclosing + 1)
     }
 }
 
@@ -287,10 +316,12 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Dynamic, A::Error> {
+        let enclosing = self.nest()?;
         let mut items = Array::new();
         loop {
             let seed = ValueSeed {
                 budget: &mut *self.budget,
+                enclosing,
             };
             let Some(item) = seq.next_element_seed(seed)? else {
                 break;
@@ -303,6 +334,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut entries: A) -> Result<Dynamic, A::Error> {
+        let enclosing = self.nest()?;
         // Gathered while the keys ascend and built in one pass: clients mostly send keys in
         // order (a sorted map serialized; a batch of ascending keys), and a map built from a
         // sorted run costs a comparison per key, where inserting them one by one searched the
@@ -315,6 +347,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
             self.charge(0, 1, 0)?;
             let seed = ValueSeed {
                 budget: &mut *self.budget,
+                enclosing,
             };
             let value = entries.next_value_seed(seed)?;
             if let Some(map) = &mut map {
@@ -588,5 +621,35 @@ mod tests {
             parse_body(r#"[{"a": 1, "a": 1}]"#),
             Err(BodyError::Malformed { .. })
         ));
+    }
+
+    /// The depth rule, counted over the body as a whole: arrays and objects alike, the deepest
+    /// branch deciding. serde_json's own limit refused 128 levels (issue 36).
+    #[test]
+    fn a_body_nests_at_most_the_depth_rule() {
+        let nested = |levels: usize, inner: &str| {
+            format!("{}{inner}{}", "[".repeat(levels), "]".repeat(levels))
+        };
+        let deepest = parse_default_limits(&nested(DEPTH_MAX, "1")).expect("128 levels");
+        assert!(crate::depth::within(&deepest));
+        assert!(parse_default_limits(&nested(DEPTH_MAX, "")).is_ok());
+        // The outer object, the arrays, the inner object.
+        let text = format!(r#"{{"a": 1, "b": {}}}"#, nested(DEPTH_MAX - 2, "{}"));
+        assert!(parse_default_limits(&text).is_ok());
+        let refused = |text: &str| match parse_default_limits(text) {
+            Err(BodyError::TooDeep { message }) => message,
+            other => panic!("{other:?}"),
+        };
+        let message = refused(&nested(DEPTH_MAX + 1, "1"));
+        assert!(
+            message.contains("the body nests arrays and objects more than 128 levels deep"),
+            "{message}"
+        );
+        assert!(message.ends_with("at line 1 column 129"), "{message}");
+        let text = format!(r#"{{"a": 1, "b": {}}}"#, nested(DEPTH_MAX - 1, "{}"));
+        refused(&text);
+        // Far deeper, and cut short: refused at level 129, not followed down.
+        refused(&"[".repeat(1_000_000));
+        refused(&r#"{"a":"#.repeat(1_000_000));
     }
 }

@@ -13,6 +13,8 @@
 
 use rhai::{Array, Dynamic, ImmutableString, Map};
 
+use crate::depth::{too_deep, DEPTH_MAX};
+
 pub const UNIT: u8 = 0;
 pub const FALSE: u8 = 1;
 pub const TRUE: u8 = 2;
@@ -21,10 +23,6 @@ pub const FLOAT: u8 = 4;
 pub const STR: u8 = 5;
 pub const ARRAY: u8 = 6;
 pub const MAP: u8 = 7;
-
-/// Nesting of arrays and maps a decoder follows: the engine's own limits keep stored values far
-/// shallower; this bounds the decoder's recursion on damaged input.
-pub const NESTING_MAX: usize = 128;
 
 pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
@@ -51,7 +49,8 @@ pub fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Encodes a stored value. Only storable values reach here (the API checks on every set).
+/// Encodes a stored value. Only storable values reach here (the API checks on every set), so
+/// the recursion is at most [`DEPTH_MAX`] deep.
 pub fn put_value(out: &mut Vec<u8>, value: &Dynamic) {
     if value.is_unit() {
         out.push(UNIT);
@@ -159,12 +158,10 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.take(n)?).map_err(|e| e.to_string())
     }
 
-    /// The bytes of the value that starts here, checked, without building it.
-    pub fn skip_value(&mut self, depth: usize) -> Result<&'a [u8], String> {
+    /// The bytes of the value that starts here, checked, without building it. `enclosing`: the
+    /// arrays and maps around it (0 for a field's value).
+    pub fn skip_value(&mut self, enclosing: usize) -> Result<&'a [u8], String> {
         let start = self.at;
-        if depth > NESTING_MAX {
-            return Err("values nested too deeply".into());
-        }
         match self.byte()? {
             UNIT | FALSE | TRUE => {}
             INT => {
@@ -177,14 +174,16 @@ impl<'a> Reader<'a> {
                 self.str()?;
             }
             ARRAY => {
+                nest(enclosing)?;
                 for _ in 0..self.count()? {
-                    self.skip_value(depth + 1)?;
+                    self.skip_value(enclosing + 1)?;
                 }
             }
             MAP => {
+                nest(enclosing)?;
                 for _ in 0..self.count()? {
                     self.str()?;
-                    self.skip_value(depth + 1)?;
+                    self.skip_value(enclosing + 1)?;
                 }
             }
             tag => return Err(format!("bad value tag {tag}")),
@@ -192,10 +191,9 @@ impl<'a> Reader<'a> {
         Ok(&self.bytes[start..self.at])
     }
 
-    pub fn value(&mut self, depth: usize) -> Result<Dynamic, String> {
-        if depth > NESTING_MAX {
-            return Err("values nested too deeply".into());
-        }
+    /// The value that starts here. `enclosing`: the arrays and maps around it (0 for a field's
+    /// value).
+    pub fn value(&mut self, enclosing: usize) -> Result<Dynamic, String> {
         Ok(match self.byte()? {
             UNIT => Dynamic::UNIT,
             FALSE => Dynamic::FALSE,
@@ -207,24 +205,36 @@ impl<'a> Reader<'a> {
             }
             STR => Dynamic::from(ImmutableString::from(self.str()?)),
             ARRAY => {
+                nest(enclosing)?;
                 let n = self.count()?;
                 let items = (0..n)
-                    .map(|_| self.value(depth + 1))
+                    .map(|_| self.value(enclosing + 1))
                     .collect::<Result<Array, _>>()?;
                 Dynamic::from_array(items)
             }
             MAP => {
+                nest(enclosing)?;
                 let n = self.count()?;
                 let mut map = Map::new();
                 for _ in 0..n {
                     let k = self.str()?;
-                    map.insert(k.into(), self.value(depth + 1)?);
+                    map.insert(k.into(), self.value(enclosing + 1)?);
                 }
                 Dynamic::from_map(map)
             }
             tag => return Err(format!("bad value tag {tag}")),
         })
     }
+}
+
+/// Refuses an array or map with `enclosing` others around it if it would be deeper than
+/// [`DEPTH_MAX`]: nothing stored is (the API checks every value), so this is damage, and it
+/// bounds the decoder's recursion on damaged input.
+fn nest(enclosing: usize) -> Result<(), String> {
+    if enclosing >= DEPTH_MAX {
+        return Err(too_deep("a value"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -259,5 +269,34 @@ mod tests {
         for v in [0, -1, 1, i64::MIN, i64::MAX] {
             assert_eq!(unzigzag(zigzag(v)), v);
         }
+    }
+
+    /// The decoder reads exactly the values the depth rule allows: a damaged record or image
+    /// nested deeper is refused, not followed down.
+    #[test]
+    fn the_decoder_follows_the_depth_rule() {
+        // `levels` arrays, each holding the next, the innermost empty.
+        let nested = |levels: usize| {
+            let mut bytes = Vec::new();
+            for level in 1..=levels {
+                bytes.extend_from_slice(&[ARRAY, u8::from(level < levels)]);
+            }
+            bytes
+        };
+        let deepest = nested(DEPTH_MAX);
+        assert!(Reader::new(&deepest).value(0).is_ok());
+        assert_eq!(
+            Reader::new(&deepest).skip_value(0).map(<[u8]>::len),
+            Ok(deepest.len())
+        );
+        let deeper = nested(DEPTH_MAX + 1);
+        let refused = Reader::new(&deeper).value(0).expect_err("one level more");
+        assert!(refused.contains("more than 128 levels"), "{refused}");
+        assert!(Reader::new(&deeper).skip_value(0).is_err());
+        let mut map = vec![MAP, 1];
+        put_str(&mut map, "k");
+        map.extend_from_slice(&nested(DEPTH_MAX));
+        assert!(Reader::new(&map).value(0).is_err());
+        assert!(Reader::new(&map).skip_value(0).is_err());
     }
 }

@@ -302,8 +302,13 @@ pub(crate) fn is_refusal(value: &rhai::Dynamic, schema: &Schema) -> bool {
 }
 
 /// A thrown value: a map with an integer `status` in 400..=599 chooses status and body; any
-/// other `status` is the script's mistake (answering with a success is `respond`'s job).
+/// other `status` is the script's mistake (answering with a success is `respond`'s job), and so
+/// is a value nested deeper than the depth rule allows.
 fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String> {
+    // Before its text or JSON is made, both of which walk it.
+    if !crate::depth::within(value) {
+        return Err(crate::depth::too_deep("the thrown value"));
+    }
     if let Some(map) = value.read_lock::<rhai::Map>() {
         if let Some(status) = map.get("status") {
             match status.as_int() {

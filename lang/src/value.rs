@@ -4,6 +4,7 @@ use rhai::{Array, Dynamic, ImmutableString, Map};
 use serde_json::Value;
 
 use crate::api::{ApiError, Row, Table};
+use crate::depth::{too_deep, DEPTH_MAX};
 use crate::schema::Schema;
 
 /// A JSON value as a script sees it: objects become maps, numbers integers when they fit, else
@@ -28,8 +29,15 @@ pub fn to_dynamic(value: &Value) -> Dynamic {
 }
 
 /// A script value as JSON. Rows become objects of their declared fields. Fails for values that
-/// have no JSON form (function pointers, table handles).
+/// have no JSON form (function pointers, table handles), and for a value nested deeper than the
+/// depth rule allows (`depth`), found at the first level past it: the conversion never
+/// recurses more than `DEPTH_MAX + 1` times, however deep a handler built its answer.
 pub fn to_json(value: &Dynamic, schema: &Schema) -> Result<Value, String> {
+    to_json_at(value, schema, 0)
+}
+
+/// `enclosing`: the arrays, maps and rows around `value`.
+fn to_json_at(value: &Dynamic, schema: &Schema, enclosing: usize) -> Result<Value, String> {
     if value.is_unit() {
         return Ok(Value::Null);
     }
@@ -48,22 +56,26 @@ pub fn to_json(value: &Dynamic, schema: &Schema) -> Result<Value, String> {
     if let Ok(c) = value.as_char() {
         return Ok(Value::String(c.to_string()));
     }
+    let nested = value.is_array() || value.is_map() || value.is::<Row>();
+    if nested && enclosing >= DEPTH_MAX {
+        return Err(too_deep("the value"));
+    }
     if let Some(items) = value.read_lock::<Array>() {
         return items
             .iter()
-            .map(|v| to_json(v, schema))
+            .map(|v| to_json_at(v, schema, enclosing + 1))
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
     if let Some(fields) = value.read_lock::<Map>() {
         let mut object = serde_json::Map::with_capacity(fields.len());
         for (k, v) in fields.iter() {
-            object.insert(k.to_string(), to_json(v, schema)?);
+            object.insert(k.to_string(), to_json_at(v, schema, enclosing + 1)?);
         }
         return Ok(Value::Object(object));
     }
     if let Some(row) = value.read_lock::<Row>() {
-        return row_to_json(&row, schema);
+        return row_to_json(&row, schema, enclosing + 1);
     }
     if let Some(error) = value.read_lock::<ApiError>() {
         return Ok(Value::String(error.0.clone()));
@@ -80,11 +92,12 @@ pub fn to_json(value: &Dynamic, schema: &Schema) -> Result<Value, String> {
     ))
 }
 
-fn row_to_json(row: &Row, schema: &Schema) -> Result<Value, String> {
+/// A row's declared fields as an object; `enclosing` counts the object itself.
+fn row_to_json(row: &Row, schema: &Schema, enclosing: usize) -> Result<Value, String> {
     let declared = &schema.table(row.table).fields;
     let mut object = serde_json::Map::with_capacity(declared.len());
     for (slot, name) in declared.iter().enumerate() {
-        let value = to_json(&row.get(slot), schema)?;
+        let value = to_json_at(&row.get(slot), schema, enclosing)?;
         object.insert(name.clone(), value);
     }
     Ok(Value::Object(object))
@@ -185,4 +198,37 @@ fn build_request(
         map.insert((*name).into(), value);
     }
     Dynamic::from_map(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `levels` arrays, each holding the next, the innermost holding 1.
+    fn nested(levels: usize) -> Dynamic {
+        (0..levels).fold(Dynamic::from_int(1), |value, _| {
+            Dynamic::from_array(vec![value])
+        })
+    }
+
+    /// An answer meets the depth rule; past it, the conversion stops at the first level too
+    /// deep instead of following the value down (issue 36: 20,000 levels overflowed an 8 MiB
+    /// stack; this test's thread has 2 MiB).
+    #[test]
+    fn an_answer_nests_at_most_the_depth_rule() {
+        let schema = Schema::default();
+        let json = to_json(&nested(DEPTH_MAX), &schema).expect("128 levels");
+        assert_eq!(
+            crate::depth::json_text_depth(json.to_string().as_bytes()),
+            128
+        );
+        let refused = to_json(&nested(DEPTH_MAX + 1), &schema).expect_err("129 levels");
+        assert!(refused.contains("more than 128 levels deep"), "{refused}");
+        let mut deep = nested(200_000);
+        assert!(to_json(&deep, &schema).is_err());
+        // Dropped a level at a time: dropping a value this deep recurses too.
+        while deep.is_array() {
+            deep = deep.cast::<Array>().pop().unwrap_or(Dynamic::UNIT);
+        }
+    }
 }

@@ -239,6 +239,20 @@ pub(crate) fn log(level: Level, message: &str) {
     });
 }
 
+/// `warn(x)` and `error(x)`: the value's text, which is made by walking it, so only for a value
+/// that meets the depth rule (a script error otherwise, at the call).
+fn log_value(level: Level, value: &rhai::Dynamic) -> Result<(), Box<rhai::EvalAltResult>> {
+    if !crate::depth::within(value) {
+        let what = match level {
+            Level::Warn => "the value given to warn",
+            _ => "the value given to error",
+        };
+        return Err(crate::api::api_error(crate::depth::too_deep(what)));
+    }
+    log(level, &value.to_string());
+    Ok(())
+}
+
 fn in_call<R>(f: impl FnOnce(&mut Call) -> R) -> Result<R, String> {
     CALL.with(|c| match c.borrow_mut().as_mut() {
         Some(call) => Ok(f(call)),
@@ -251,10 +265,8 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
     use crate::api::api_error as fail;
     engine.on_print(|text| log(Level::Info, text));
     engine.on_debug(|text, _, _| log(Level::Debug, text));
-    engine.register_fn("warn", |x: rhai::Dynamic| log(Level::Warn, &x.to_string()));
-    engine.register_fn("error", |x: rhai::Dynamic| {
-        log(Level::Error, &x.to_string())
-    });
+    engine.register_fn("warn", |x: rhai::Dynamic| log_value(Level::Warn, &x));
+    engine.register_fn("error", |x: rhai::Dynamic| log_value(Level::Error, &x));
     engine.register_fn("now", || now().map_err(fail));
     engine.register_fn("uuid", || uuid().map_err(fail));
     engine.register_fn("random", |lo: i64, hi: i64| random(lo, hi).map_err(fail));

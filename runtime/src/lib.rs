@@ -42,4 +42,5 @@ pub use runtime::{CommitGate, OpenError, ReloadError, Runtime, RuntimeOptions, W
 pub use salvage::{inspect, inspect_with, salvage, salvage_with, Inspection, Salvaged};
 pub use transfer::{
     export, import, Exported, ImportOptions, Imported, Progress, TableRows, TransferError,
+    LINE_BYTES_MAX,
 };

@@ -308,9 +308,15 @@ The key is an integer, a string, or an array of 1 to 4 integers and strings (a c
 as t.get(a, b) gives it). The row holds fields the table declares in app.json, each at most
 once; a field left out, or null, is (). Values are what a script can store: null, booleans,
 integers (i64; -0 is 0), floats, strings, and arrays and objects of those, each field within
-the handlers' size limits. Blank lines are skipped. A key given twice in a table is an error
-naming both lines. An error in a line names file:line:column; on any error nothing is
-written.
+the handlers' size limits and nested at most 128 levels deep, as a stored value is. Blank lines
+are skipped. A key given twice in a table is an error naming both lines. An error in a line
+names file:line:column; on any error nothing is written.
+
+A line holds at most 134217728 bytes (128 MiB), its newline not counted: more than any row a
+handler can write takes (a write's changes take at most 4 MiB in the log), and more than a
+field holding the most string bytes a handler may (16 MiB), written as escapes. A longer line
+is refused once that much of it is read (exit 7), so a file without newlines is not read
+whole. Export writes no longer line.
 
 A progress bar on stderr (when it is a terminal) shows rows and bytes read; at the end one
 line on stdout gives the rows per table, the total and the time taken.
@@ -322,8 +328,8 @@ Exit codes:
   4   DIR holds a store already, is in use by another process (the message names its PID), or
       cannot be written (what was written is removed)
   7   an input file was refused: not named after a declared table, unreadable, or a line that
-      is not JSON, names an undeclared field, holds a value a script cannot store, or repeats
-      a key (the message names file:line)";
+      is not JSON, is longer than 128 MiB, names an undeclared field, holds a value a script
+      cannot store, or repeats a key (the message names file:line)";
 
 const EXPORT_HELP: &str = "\
 Each line is {\"key\":<key>,\"row\":{...}}, compact, with every field the table declares in
@@ -342,7 +348,8 @@ Exit codes:
   3   the app directory failed to load
   4   DIR cannot be read, holds no store, is in use (a running server: stop it first), or
       would not open cleanly (damage: see `pure-serve check --data DIR`)
-  7   OUT is not empty or cannot be written (the files written are removed)";
+  7   OUT is not empty or cannot be written, or a row would take a line longer than import
+      reads (128 MiB; the message names its key): the files written are removed";
 
 const CHECK_HELP: &str =
     "A torn tail (the last frame, cut by a crash before it was acknowledged) is normal: the server
@@ -436,5 +443,16 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// The longest import line the help states is the one import reads.
+    #[test]
+    fn the_import_help_states_the_longest_line() {
+        let max = pure_runtime::LINE_BYTES_MAX;
+        let stated = format!("at most {max} bytes ({} MiB)", max >> 20);
+        assert!(
+            super::IMPORT_HELP.replace('\n', " ").contains(&stated),
+            "{stated}"
+        );
     }
 }

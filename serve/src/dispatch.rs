@@ -949,7 +949,9 @@ fn retry_later(reply: &mut Reply) {
 
 fn body_error_reply(error: &BodyError) -> Reply {
     match error {
-        BodyError::Malformed { .. } => error_reply(StatusCode::BAD_REQUEST, error.to_string()),
+        BodyError::Malformed { .. } | BodyError::TooDeep { .. } => {
+            error_reply(StatusCode::BAD_REQUEST, error.to_string())
+        }
         // The shape of a handler's thrown 400, which a declaration replaces.
         BodyError::Invalid { message } => json_reply(
             StatusCode::BAD_REQUEST,

@@ -88,8 +88,10 @@ fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
             .with_context(|| format!("{}: an answer is STATUS [JSON]", at(answer_line)))?;
         let expected = match expected.trim() {
             "" => None,
+            // As deep as an answer may be (serde_json's own limit is one level short).
             json => Some(
-                serde_json::from_str(json)
+                pure_lang::parse_json(json)
+                    .map_err(|e| anyhow!(e))
                     .with_context(|| format!("{}: the expected JSON", at(answer_line)))?,
             ),
         };
@@ -235,7 +237,7 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
                 exchanges += 1;
                 let running = server.as_ref().expect("a running server");
                 let (status, body) = running.exchange(&exchange)?;
-                let actual: Option<Value> = serde_json::from_str(&body).ok();
+                let actual: Option<Value> = pure_lang::parse_json(&body).ok();
                 let same = status == exchange.status
                     && exchange
                         .expected

@@ -214,8 +214,15 @@ pub(crate) struct Sizes {
 }
 
 impl Sizes {
-    /// What `value` holds, walked in full.
+    /// What `value` holds, walked in full; past the depth rule's bound, more than any limit
+    /// allows, so that the call goes to Rhai (which decides) and this walk never recurses more
+    /// than `DEPTH_MAX + 1` times.
     pub(crate) fn of(value: &Dynamic) -> Sizes {
+        Sizes::within_depth(value, 0)
+    }
+
+    /// `enclosing`: the arrays and maps around `value`.
+    fn within_depth(value: &Dynamic, enclosing: usize) -> Sizes {
         // Strings first: the leaves of most values (a batch's keys and values) are strings.
         if let Ok(text) = value.as_immutable_string_ref() {
             return Sizes {
@@ -226,13 +233,16 @@ impl Sizes {
         if !value.is_array() && !value.is_map() {
             return Sizes::default();
         }
+        if enclosing >= crate::DEPTH_MAX {
+            return Sizes::TOO_DEEP;
+        }
         if let Ok(array) = value.as_array_ref() {
             let mut sizes = Sizes {
                 arrays: array.len(),
                 ..Sizes::default()
             };
             for item in array.iter() {
-                sizes = sizes.plus(Sizes::of(item));
+                sizes = sizes.plus(Sizes::within_depth(item, enclosing + 1));
             }
             return sizes;
         }
@@ -242,18 +252,26 @@ impl Sizes {
                 ..Sizes::default()
             };
             for item in map.values() {
-                sizes = sizes.plus(Sizes::of(item));
+                sizes = sizes.plus(Sizes::within_depth(item, enclosing + 1));
             }
             return sizes;
         }
         Sizes::default()
     }
 
+    /// Over every limit: what [`Sizes::of`] gives for a value nested past the depth rule.
+    pub(crate) const TOO_DEEP: Sizes = Sizes {
+        arrays: usize::MAX,
+        maps: usize::MAX,
+        text: usize::MAX,
+    };
+
     fn plus(self, other: Sizes) -> Sizes {
+        // Saturating, so that a part too deep keeps the whole over every limit.
         Sizes {
-            arrays: self.arrays + other.arrays,
-            maps: self.maps + other.maps,
-            text: self.text + other.text,
+            arrays: self.arrays.saturating_add(other.arrays),
+            maps: self.maps.saturating_add(other.maps),
+            text: self.text.saturating_add(other.text),
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use imbl::OrdMap;
 use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables};
 
-use super::{in_parallel, Progress, TableRows, TransferError, PROGRESS_EVERY};
+use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
 use crate::runtime::OpenError;
 use crate::salvage::inspect;
 
@@ -288,6 +288,18 @@ fn write_table(
             }
         }
         line.extend_from_slice(b"}}\n");
+        if line.len() - 1 > LINE_BYTES_MAX {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the row with key {} takes {} bytes as a line, more than import reads \
+                     ({LINE_BYTES_MAX}): it could not be imported again; split its values \
+                     across rows, then export again",
+                    key.to_json(),
+                    line.len() - 1
+                ),
+            ));
+        }
         out.write_all(&line)?;
         for (count, slot) in undeclared.iter_mut().zip(&plan.undeclared) {
             if fields.get(*slot).is_some_and(|v| !v.is_unit()) {

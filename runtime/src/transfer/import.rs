@@ -2,7 +2,7 @@
 //! tables written as one checkpoint of a new store.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use pure_lang::{App, Fields, Key, Limits, Schema, TableSchema, Tables};
 use pure_store::{Io, Lsn, RealIo, StoreOptions, SyncMode};
 
 use super::line::parse_line;
-use super::{in_parallel, Progress, TableRows, TransferError, PROGRESS_EVERY};
+use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
 use crate::checkpoint::write_image;
 use crate::salvage::inspect;
 
@@ -405,21 +405,27 @@ fn read_file(
     failed: &AtomicBool,
 ) -> Result<OrdMap<Key, Fields>, String> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut line = Vec::with_capacity(4096);
+    let file_bytes = file.metadata().map_or(0, |m| m.len());
+    let mut lines = Lines::new(BufReader::with_capacity(1 << 20, file), LINE_BYTES_MAX);
+    // Room for the longest line the file can hold, reserved once: address space, of which
+    // only the pages a line fills are ever touched, and no copy as a long line grows (growing
+    // by doubling held a line up to the maximum in twice its memory).
+    let capacity = usize::try_from(file_bytes).map_or(LINE_BYTES_MAX, |n| n.min(LINE_BYTES_MAX));
+    let mut line = Vec::with_capacity(capacity + 1);
     let mut map = OrdMap::new();
     let mut number = 0u64;
     let (mut rows, mut bytes) = (0u64, 0u64);
     loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
+        let next = lines
+            .read(&mut line)
             .map_err(|e| format!("{}:{}: {e}", path.display(), number + 1))?;
-        if n == 0 {
-            break;
-        }
         number += 1;
-        bytes += n as u64;
+        match next {
+            Next::Line => {}
+            Next::End => break,
+            Next::TooLong => return Err(too_long(path, number)),
+        }
+        bytes += line.len() as u64;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -465,11 +471,10 @@ fn first_line_with(
     before: u64,
 ) -> u64 {
     let Ok(file) = File::open(path) else { return 0 };
-    let mut reader = BufReader::new(file);
+    let mut lines = Lines::new(BufReader::new(file), LINE_BYTES_MAX);
     let mut line = Vec::new();
     for number in 1..before {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+        if !matches!(lines.read(&mut line), Ok(Next::Line)) {
             break;
         }
         if let Ok((k, _)) = parse_line(&line, table, limits) {
@@ -481,9 +486,148 @@ fn first_line_with(
     0
 }
 
+fn too_long(path: &Path, number: u64) -> String {
+    format!(
+        "{}:{number}: the line is longer than {LINE_BYTES_MAX} bytes, the most import reads in \
+         one line (one row a line; see pure-serve import --help): a file of JSON Lines has a \
+         newline after each row",
+        path.display()
+    )
+}
+
+/// A file's lines, read one at a time into a buffer that never grows past the longest line
+/// allowed: a longer line is refused as soon as that much of it is read, without the rest.
+struct Lines<R> {
+    reader: R,
+    /// The most bytes a line may hold, its newline not counted.
+    max: usize,
+}
+
+/// What [`Lines::read`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// A line, with its newline unless it is the last and has none.
+    Line,
+    /// The end of the file: no more lines.
+    End,
+    /// A line longer than the maximum: part of it was read, the rest was not.
+    TooLong,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(reader: R, max: usize) -> Lines<R> {
+        Lines { reader, max }
+    }
+
+    /// Reads the next line into `line` (cleared first).
+    fn read(&mut self, line: &mut Vec<u8>) -> io::Result<Next> {
+        line.clear();
+        loop {
+            let buffer = self.reader.fill_buf()?;
+            if buffer.is_empty() {
+                return Ok(if line.is_empty() {
+                    Next::End
+                } else {
+                    Next::Line
+                });
+            }
+            let (take, ends) = match memchr::memchr(b'\n', buffer) {
+                Some(at) => (at + 1, true),
+                None => (buffer.len(), false),
+            };
+            if line.len() + take - usize::from(ends) > self.max {
+                return Ok(Next::TooLong);
+            }
+            let needed = line.len() + take;
+            if needed > line.capacity() {
+                // Doubling, as a vector grows, but never past the longest line allowed.
+                let target = needed.max(2 * line.capacity()).min(self.max + 1);
+                line.reserve_exact(target - line.len());
+            }
+            line.extend_from_slice(&buffer[..take]);
+            self.reader.consume(take);
+            if ends {
+                return Ok(Next::Line);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader of endless bytes that counts what was taken from it.
+    struct Endless {
+        byte: u8,
+        taken: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl io::Read for Endless {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            buffer.fill(self.byte);
+            self.taken.set(self.taken.get() + buffer.len());
+            Ok(buffer.len())
+        }
+    }
+
+    fn lines_of(text: &str, max: usize) -> Vec<Result<String, Next>> {
+        let mut lines = Lines::new(BufReader::with_capacity(4, text.as_bytes()), max);
+        let mut line = Vec::new();
+        let mut found = Vec::new();
+        loop {
+            match lines.read(&mut line).expect("reads") {
+                Next::Line => found.push(Ok(String::from_utf8(line.clone()).expect("utf-8"))),
+                Next::End => return found,
+                Next::TooLong => {
+                    found.push(Err(Next::TooLong));
+                    return found;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lines_are_read_whole_up_to_the_maximum() {
+        let lines = |found: &[&str]| found.iter().map(|l| Ok(l.to_string())).collect::<Vec<_>>();
+        assert_eq!(
+            lines_of("a\nbbbbb\n\nccc", 5),
+            lines(&["a\n", "bbbbb\n", "\n", "ccc"])
+        );
+        assert_eq!(lines_of("", 5), lines(&[]));
+        assert_eq!(
+            lines_of("ccccc", 5),
+            lines(&["ccccc"]),
+            "the last, no newline"
+        );
+        assert_eq!(
+            lines_of("a\nbbbbbb\nc\n", 5),
+            vec![Ok("a\n".to_string()), Err(Next::TooLong)]
+        );
+        assert_eq!(lines_of("cccccc", 5), vec![Err(Next::TooLong)]);
+    }
+
+    /// Issue 36: a line with no newline was read whole (300 MB, 821 MiB at the peak). A line
+    /// past the maximum is refused after at most the maximum and one buffer are read, and its
+    /// bytes held never pass the maximum.
+    #[test]
+    fn a_line_past_the_maximum_is_refused_without_reading_the_rest() {
+        let taken = std::rc::Rc::new(std::cell::Cell::new(0));
+        let endless = Endless {
+            byte: b'x',
+            taken: taken.clone(),
+        };
+        let (max, buffer) = (100_000, 4096);
+        let mut lines = Lines::new(BufReader::with_capacity(buffer, endless), max);
+        let mut line = Vec::new();
+        assert_eq!(lines.read(&mut line).expect("reads"), Next::TooLong);
+        assert!(taken.get() <= max + buffer, "read {} bytes", taken.get());
+        assert!(
+            line.len() <= max && line.capacity() <= max + 1,
+            "{}",
+            line.capacity()
+        );
+    }
 
     /// Two imports claim one new directory: the one refused leaves it to the one that holds it
     /// (found by running the two-imports test beside busy loops: the winner's move into the

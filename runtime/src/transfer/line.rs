@@ -1,14 +1,18 @@
 //! One line of a `<table>.jsonl` file, `{"key": ..., "row": {...}}`, parsed straight into a
 //! key and the row's field values in declared order (no `serde_json::Value` in between), with
 //! the rules a script's own writes follow: declared fields only, storable values, keys a
-//! script can address, values within the handlers' size limits.
+//! script can address, values within the handlers' size limits and the depth rule
+//! ([`pure_lang::DEPTH_MAX`]: each field's value and the key counted alone, not the line's
+//! `{"key": ..., "row": {...}}` around them, so a line nests at most 130 levels). serde_json's
+//! own limit is off (a line holding the deepest storable value is past it): the value's visitor
+//! counts levels, and stops at the rule before it reads further.
 
 use std::collections::VecDeque;
 use std::fmt;
 
 use pure_lang::{
-    negative_zeros, Array, Dynamic, ImmutableString, Key, KeyPart, Limits, Map, TableSchema,
-    KEY_PARTS_MAX,
+    negative_zeros, too_deep, Array, Dynamic, ImmutableString, Key, KeyPart, Limits, Map,
+    TableSchema, DEPTH_MAX, KEY_PARTS_MAX,
 };
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -26,6 +30,9 @@ pub(super) fn parse_line(
         limits,
     };
     let mut deserializer = serde_json::Deserializer::from_slice(text);
+    // Bounded by the depth rule, which the visitors count: a key part that is an array is
+    // refused without being read, a field's value at DEPTH_MAX levels.
+    deserializer.disable_recursion_limit();
     let parsed = LineSeed { line: &mut line }
         .deserialize(&mut deserializer)
         .and_then(|row| deserializer.end().map(|()| row));
@@ -306,6 +313,8 @@ impl<'de> Visitor<'de> for RowSeed<'_, '_> {
             let value = entries.next_value_seed(ValueSeed {
                 line: &mut *self.line,
                 sizes: &mut sizes,
+                field: &table.fields[slot],
+                enclosing: 0,
             })?;
             if let Some(over) = sizes.over(self.line.limits) {
                 return Err(de::Error::custom(format_args!(
@@ -396,6 +405,22 @@ impl Sizes {
 struct ValueSeed<'a, 'l> {
     line: &'a mut Line<'l>,
     sizes: &'a mut Sizes,
+    /// The field's name, for the message that refuses it.
+    field: &'l str,
+    /// The arrays and objects around this value, in the field's value.
+    enclosing: usize,
+}
+
+impl ValueSeed<'_, '_> {
+    /// Refuses an array or object that would nest the field's value deeper than the rule,
+    /// before any of its items is read; else the level of its items.
+    fn nest<E: de::Error>(&self) -> Result<usize, E> {
+        if self.enclosing >= DEPTH_MAX {
+            let field = format!("the field {:?}", self.field);
+            return Err(E::custom(too_deep(&field)));
+        }
+        Ok(self.enclosing + 1)
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_> {
@@ -446,10 +471,13 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dynamic, A::Error> {
+        let enclosing = self.nest()?;
         let mut items = Array::new();
         while let Some(item) = seq.next_element_seed(ValueSeed {
             line: &mut *self.line,
             sizes: &mut *self.sizes,
+            field: self.field,
+            enclosing,
         })? {
             items.push(item);
         }
@@ -458,11 +486,14 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<Dynamic, A::Error> {
+        let enclosing = self.nest()?;
         let mut map = Map::new();
         while let Some(key) = entries.next_key::<std::borrow::Cow<'de, str>>()? {
             let value = entries.next_value_seed(ValueSeed {
                 line: &mut *self.line,
                 sizes: &mut *self.sizes,
+                field: self.field,
+                enclosing,
             })?;
             if map.insert(key.as_ref().into(), value).is_some() {
                 return Err(de::Error::custom(format_args!(
@@ -537,5 +568,33 @@ mod tests {
         let malformed = error(r#"{"key": 1, "row": {"a": }}"#);
         assert!(malformed.starts_with("25: "), "{malformed}");
         assert!(!malformed.contains("at line"), "{malformed}");
+    }
+
+    /// Each field's value may nest as deep as a stored value (128 levels), so a line nests up
+    /// to 130 with its own object and the row's: serde_json's own limit refused it (issue 36).
+    /// Deeper is refused at the level past the rule, however deep the text goes on.
+    #[test]
+    fn a_value_nests_as_deep_as_a_stored_one_and_no_deeper() {
+        let nested = |levels: usize| format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
+        let line = |value: &str| format!(r#"{{"key": 1, "row": {{"a": {value}}}}}"#);
+        let (_, fields) = parse(&line(&nested(DEPTH_MAX))).expect("the deepest value");
+        let mut levels = 0;
+        let mut value = fields[0].clone();
+        while let Some(mut items) = value.try_cast::<Array>() {
+            levels += 1;
+            value = items.pop().expect("one item");
+        }
+        assert_eq!(levels, DEPTH_MAX);
+        let refused = parse(&line(&nested(DEPTH_MAX + 1))).expect_err("one level more");
+        assert!(
+            refused.contains("the field \"a\" nests arrays and objects more than 128 levels deep"),
+            "{refused}"
+        );
+        // The 24 bytes before the value, then the 129th `[`.
+        assert!(refused.starts_with("153: "), "the column: {refused}");
+        let refused = parse(&line(&r#"{"k": "#.repeat(1_000_000))).expect_err("far deeper");
+        assert!(refused.contains("more than 128 levels"), "{refused}");
+        let refused = parse(&format!(r#"{{"key": {}}}"#, "[".repeat(1_000_000)));
+        assert!(refused.expect_err("a key part").contains("key part"));
     }
 }

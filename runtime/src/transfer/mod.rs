@@ -29,6 +29,17 @@ pub use import::{import, ImportOptions, Imported};
 /// Lines parsed or written between updates of the shared progress counters.
 const PROGRESS_EVERY: u64 = 1024;
 
+/// The longest line `import` reads and `export` writes, without its newline: 128 MiB. A line
+/// is one row. A row a handler writes takes at most 4 MiB in the log (one write's changes), and
+/// JSON takes at most 6 bytes for one of its bytes (a control character in a string is
+/// `\u0000`): 24 MiB. A field may hold as many bytes of strings as a handler may, at most
+/// 16 MiB (the cap of `string_bytes`): 96 MiB written as escapes. 128 MiB holds either. A
+/// longer line is refused once that much of it is read, so a file without newlines costs at
+/// most this much memory per file read at once, not its size (issue 36: a 300 MB line was read
+/// whole, 821 MiB at its peak); export refuses a row it could only write longer, so that it
+/// never writes a file import refuses.
+pub const LINE_BYTES_MAX: usize = 128 << 20;
+
 /// Why an import or an export did nothing (or stopped and removed what it had written).
 #[derive(Debug)]
 pub enum TransferError {

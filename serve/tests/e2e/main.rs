@@ -10,6 +10,7 @@ mod browsers;
 mod concurrency;
 mod cors;
 mod crash;
+mod depth;
 mod errors;
 mod harness;
 mod heads;

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::harness::{binary, repo_path, scoreboard_dir};
+use crate::depth::nested_text;
+use crate::harness::{binary, repo_path, scoreboard_dir, test_app_dir};
 
 fn test(app: &Path, update: bool) -> Output {
     let mut command = std::process::Command::new(binary());
@@ -149,6 +150,28 @@ fn an_app_that_does_not_start_or_has_no_transcripts_exits_3() {
     assert_eq!(output.status.code(), Some(3), "{}", text(&output));
     assert!(
         text(&output).contains("no transcripts in") && text(&output).contains("Testing an app"),
+        "{}",
+        text(&output)
+    );
+}
+
+/// Answers as deep as the depth rule allows (128 levels) are compared: serde_json's own limit,
+/// which the runner read answers with, stops one level short (issue 36).
+#[test]
+fn answers_as_deep_as_the_depth_rule_allows_are_compared() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = test_app_dir("deep");
+    for name in ["app.json", "deep.rhai"] {
+        std::fs::copy(source.join(name), dir.path().join(name)).expect("copy the app");
+    }
+    std::fs::create_dir(dir.path().join("tests")).expect("tests/");
+    let deepest = nested_text(128);
+    let case = format!("GET /nested/128\n200 {deepest}\n\nPOST /echo {deepest}\n200 {deepest}\n");
+    std::fs::write(dir.path().join("tests/deep.transcript"), case).expect("write");
+    let output = test(dir.path(), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("2 answers as written"),
         "{}",
         text(&output)
     );

@@ -343,6 +343,90 @@ fn export_import_export_gives_the_same_bytes() {
     );
 }
 
+/// Issue 36, item 3: a stored value nested 126 to 128 levels deep was exported, but the line
+/// holding it (two levels more) was past serde_json's limit, and importing the export failed
+/// (`items.jsonl:2:151: recursion limit exceeded`, exit 7): a backup that could not be
+/// restored. Now the deepest value the store takes round-trips byte for byte, and one level
+/// deeper is refused at the write.
+#[test]
+fn the_deepest_storable_value_round_trips_export_import_export() {
+    let app = test_app_dir("deep");
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let server = Launch::new(&app, &data).start();
+    let mut client = server.client();
+    for path in ["/values/1/nested/128", "/values/2/objects/128"] {
+        let response = client.request("POST", path, Some(b"")).expect("answered");
+        assert_eq!(response.status, 200, "{path}: {}", response.text());
+    }
+    for path in ["/values/3/nested/129", "/values/3/objects/129"] {
+        let response = client.request("POST", path, Some(b"")).expect("answered");
+        assert_eq!(response.status, 500, "{path}: {}", response.text());
+        assert!(
+            response.text().contains("128"),
+            "{path}: {}",
+            response.text()
+        );
+    }
+    server.stop();
+
+    let first = root.path().join("first");
+    let exported = export(&app, &data, &first);
+    assert_eq!(exported.status.code(), Some(0), "{exported:?}");
+    let objects = format!(r#"{}1{}"#, r#"{"a":"#.repeat(128), "}".repeat(128));
+    let expected = format!(
+        "{{\"key\":1,\"row\":{{\"value\":{}}}}}\n{{\"key\":2,\"row\":{{\"value\":{objects}}}}}\n",
+        crate::depth::nested_text(128)
+    );
+    assert_eq!(text_of(&first, "values.jsonl"), expected);
+    let imported_dir = root.path().join("imported");
+    let imported = import(&app, &imported_dir, &[first.join("values.jsonl")]);
+    assert_eq!(imported.status.code(), Some(0), "{}", stderr(&imported));
+    let second = root.path().join("second");
+    let exported = export(&app, &imported_dir, &second);
+    assert_eq!(exported.status.code(), Some(0), "{exported:?}");
+    assert_eq!(files_of(&first), files_of(&second));
+
+    // A line one level deeper than export can write is refused, naming the field.
+    let deeper = file(
+        root.path(),
+        "values.jsonl",
+        &format!(
+            "{{\"key\":1,\"row\":{{\"value\":{}}}}}\n",
+            crate::depth::nested_text(129)
+        ),
+    );
+    let refused = import(&app, &root.path().join("refused"), &[deeper]);
+    assert_eq!(refused.status.code(), Some(7), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("values.jsonl:1:153: the field \"value\" nests arrays"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+/// Issue 36: import read a whole line before checking anything (a 300 MB line without a newline
+/// peaked at 821 MiB). A line past the maximum is refused once that much of it is read, naming
+/// the file, the line and the maximum (exit 7), and nothing is written.
+#[test]
+fn import_refuses_a_line_over_the_maximum_naming_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let input = root.path().join("values.jsonl");
+    // Zeros without a newline, one byte past the maximum: a sparse file, no disk.
+    std::fs::File::create(&input)
+        .and_then(|f| f.set_len(pure_runtime::LINE_BYTES_MAX as u64 + 1))
+        .expect("a sparse input file");
+    let data = root.path().join("data");
+    let refused = import(&test_app_dir("deep"), &data, &[input]);
+    assert_eq!(refused.status.code(), Some(7), "{}", stderr(&refused));
+    let wanted = format!(
+        "values.jsonl:1: the line is longer than {} bytes",
+        pure_runtime::LINE_BYTES_MAX
+    );
+    assert!(stderr(&refused).contains(&wanted), "{}", stderr(&refused));
+    assert!(!data.exists(), "nothing is written");
+}
+
 /// A directory holding a store is refused before anything is read, and left exactly as it was.
 #[test]
 fn import_refuses_a_directory_that_holds_a_store_and_leaves_it_unchanged() {
