@@ -143,14 +143,20 @@ pub struct Options {
     pub answer_budget: u64,
 
     /// How long a client may take no byte of an answer before it counts as having stopped
-    /// reading: its connection may then be closed to make room in --answer-budget, for a new
-    /// client at --max-connections, or at a stop (which does not wait for it).
+    /// reading: its connection may then be reset to make room in --answer-budget, for a new
+    /// client at --max-connections, or at a stop (which does not wait for it). A client that
+    /// has shown a slower pace on its connection (its window opens seconds apart) gets four
+    /// times the longest wait it has made.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub answer_stall_ms: u64,
 
     /// The longest a connection waits for its client to take any byte of an answer; past it
-    /// the connection is reset and the answer dropped (a write's changes stay committed).
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    /// the connection is reset and the answer dropped (a write's changes stay committed). TCP
+    /// shows a client taking bytes only when its receive window opens again: one that reads
+    /// slowly through a large buffer takes nothing, as the server sees it, for the buffer's size
+    /// over its pace (128 KB at 5 KB/s: 25 s). The memory of clients that stop reading is
+    /// bounded by --answer-budget and their slots by --max-connections, not by this.
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub send_timeout_ms: u64,
 
     /// Time a client has to send a request's headers; it also closes idle keep-alive connections.

@@ -83,13 +83,24 @@ pub struct Slot {
     answer: Mutex<Option<Arc<HeldAnswer>>>,
     /// hyper has written bytes the socket did not take yet (an answer on its way out).
     unflushed: AtomicBool,
-    /// The last write found the socket's buffer full: the client is behind, or not reading.
-    blocked: AtomicBool,
-    /// When the client last took bytes, or the last answer began (ms since `epoch`).
+    /// A write is waiting for room in the socket's buffer: the client is behind, or not
+    /// reading.
+    waiting: AtomicBool,
+    /// When the wait under way began, or the client last took bytes during it (ms since
+    /// `epoch`).
     progress_ms: AtomicU64,
+    /// The longest the client has made a write wait before taking bytes, on this connection:
+    /// its pace. A client that reads slowly opens its TCP window in bursts (on loopback, 64 KB
+    /// at a time: every 3 s for one reading 20 KB/s), and looks stalled in between.
+    longest_gap_ms: AtomicU64,
     /// `AnswerBudget::stalled_after`.
     stalled_after_ms: u64,
 }
+
+/// A client that has shown its pace counts as stalled only after this many times the longest
+/// it made a write wait before; one that took nothing since its first wait, after the stall
+/// time alone.
+const PACE_MARGIN: u64 = 4;
 
 /// Why a connection was not admitted.
 #[derive(Debug, PartialEq, Eq)]
@@ -163,8 +174,9 @@ impl Connections {
             cut_asked: AtomicBool::new(false),
             answer: Mutex::new(None),
             unflushed: AtomicBool::new(false),
-            blocked: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
             progress_ms: AtomicU64::new(0),
+            longest_gap_ms: AtomicU64::new(0),
             stalled_after_ms: self.answers.stalled_after.as_millis() as u64,
         });
         registry.open.insert(id, slot.clone());
@@ -214,9 +226,8 @@ impl Connections {
             return (body, 0);
         };
         let answer = HeldAnswer::new(chunks, size, self.answers.held.clone());
-        let now_ms = self.now_ms();
-        slot.answer_begins(answer.clone(), now_ms);
-        let cut = self.make_room(slot, now_ms);
+        slot.answer_begins(answer.clone());
+        let cut = self.make_room(slot, self.now_ms());
         (AnswerBody::Held { answer, size }, cut)
     }
 
@@ -231,7 +242,7 @@ impl Connections {
             .values()
             .filter(|slot| !std::ptr::eq(&***slot, answering) && slot.holds_answer())
             .filter_map(|slot| Some((slot.stalled_ms(now_ms)?, slot)))
-            .filter(|(stalled_ms, slot)| *stalled_ms >= slot.stalled_after_ms)
+            .filter(|(stalled_ms, slot)| *stalled_ms >= slot.stall_bound_ms())
             .collect();
         // The longest stalled first.
         stalled.sort_unstable_by_key(|(stalled_ms, _)| std::cmp::Reverse(*stalled_ms));
@@ -270,9 +281,7 @@ impl Slot {
         self.busy.load(Ordering::Acquire)
     }
 
-    fn answer_begins(&self, answer: Arc<HeldAnswer>, now_ms: u64) {
-        self.progress_ms.store(now_ms, Ordering::Relaxed);
-        self.blocked.store(false, Ordering::Relaxed);
+    fn answer_begins(&self, answer: Arc<HeldAnswer>) {
         *self.answer_lock() = Some(answer);
     }
 
@@ -297,32 +306,50 @@ impl Slot {
         self.unflushed.load(Ordering::Acquire)
     }
 
-    /// The client took bytes.
-    pub fn took_bytes(&self) {
-        self.progress_ms
-            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-        self.blocked.store(false, Ordering::Relaxed);
+    /// Milliseconds since this connection's clock began.
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
-    /// The socket's send buffer is full: the client has not taken what was sent so far.
-    pub fn blocked(&self) {
-        self.blocked.store(true, Ordering::Relaxed);
+    /// A write began to wait for room in the socket's buffer.
+    pub fn waits(&self, now_ms: u64) {
+        self.progress_ms.store(now_ms, Ordering::Relaxed);
+        self.waiting.store(true, Ordering::Relaxed);
+    }
+
+    /// The client took bytes while a write waited; the wait goes on if `still_waiting`.
+    pub fn took_bytes(&self, now_ms: u64, still_waiting: bool) {
+        let gap = now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed));
+        self.longest_gap_ms.fetch_max(gap, Ordering::Relaxed);
+        self.progress_ms.store(now_ms, Ordering::Relaxed);
+        self.waiting.store(still_waiting, Ordering::Relaxed);
+    }
+
+    /// How long the wait under way has gone without the client taking a byte.
+    pub fn waited_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed))
     }
 
     /// How long the client has taken no byte of an answer on its way out; `None` when none is
     /// waiting for it.
     fn stalled_ms(&self, now_ms: u64) -> Option<u64> {
-        let waiting = self.blocked.load(Ordering::Relaxed)
+        let waiting = self.waiting.load(Ordering::Relaxed)
             && self.has_unflushed()
             && !self.cut_asked.load(Ordering::Relaxed);
-        waiting.then(|| now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed)))
+        waiting.then(|| self.waited_ms(now_ms))
     }
 
-    /// Whether the client stopped reading an answer (took no byte for `stalled_after`).
+    /// How long the client may take nothing before it counts as having stopped reading: the
+    /// stall time, or longer for one whose pace has shown longer waits.
+    fn stall_bound_ms(&self) -> u64 {
+        let pace = self.longest_gap_ms.load(Ordering::Relaxed);
+        self.stalled_after_ms.max(pace.saturating_mul(PACE_MARGIN))
+    }
+
+    /// Whether the client stopped reading an answer (`stall_bound_ms`).
     pub fn is_stalled(&self) -> bool {
-        let now_ms = self.epoch.elapsed().as_millis() as u64;
-        self.stalled_ms(now_ms)
-            .is_some_and(|ms| ms >= self.stalled_after_ms)
+        self.stalled_ms(self.now_ms())
+            .is_some_and(|ms| ms >= self.stall_bound_ms())
     }
 
     /// Whether the budget asked for this connection to be cut (and counted it).
@@ -408,10 +435,11 @@ mod tests {
         stalled: bool,
     ) -> Arc<HeldAnswer> {
         let answer = held_answer(&connections.answers.held);
-        ticket.slot.answer_begins(answer.clone(), since_ms);
+        ticket.slot.answer_begins(answer.clone());
         ticket.slot.set_unflushed(true);
-        if stalled {
-            ticket.slot.blocked();
+        ticket.slot.waits(since_ms);
+        if !stalled {
+            ticket.slot.took_bytes(since_ms, false);
         }
         answer
     }
@@ -438,7 +466,7 @@ mod tests {
         ];
         assert_eq!(held.load(Ordering::Relaxed), 4 * one);
         let new = held_answer(&held);
-        answering.slot.answer_begins(new, now);
+        answering.slot.answer_begins(new);
         assert_eq!(held.load(Ordering::Relaxed), 5 * one);
         assert_eq!(connections.make_room(&answering.slot, now), 2);
         assert!(notified(&oldest.slot.cut) && notified(&older.slot.cut));
@@ -448,6 +476,32 @@ mod tests {
         }
         // Within the budget now: nothing more is cut.
         assert_eq!(connections.make_room(&answering.slot, now), 0);
+    }
+
+    /// A client that has shown a slow pace (it made a write wait a second before taking
+    /// bytes) is not taken for one that stopped reading until it has taken nothing for a few
+    /// times that; one that never took anything since its wait began, after the stall time.
+    #[test]
+    fn a_client_with_a_slow_pace_gets_a_few_times_its_pace() {
+        let connections = unbudgeted(4, 4);
+        let floor = STALLED_AFTER.as_millis() as u64;
+        let slow = connections.admit(address(1)).expect("room");
+        let silent = connections.admit(address(1)).expect("room");
+        for ticket in [&slow, &silent] {
+            ticket.slot.set_unflushed(true);
+            ticket.slot.waits(0);
+        }
+        // The slow reader opens its window after a second, and the wait goes on.
+        slow.slot.took_bytes(1000, true);
+        let stalled = |ticket: &Ticket, now: u64| {
+            let slot = &ticket.slot;
+            slot.stalled_ms(now)
+                .is_some_and(|ms| ms >= slot.stall_bound_ms())
+        };
+        assert!(stalled(&silent, floor) && !stalled(&silent, floor - 1));
+        assert!(!stalled(&slow, 1000 + floor));
+        assert!(!stalled(&slow, 1000 + PACE_MARGIN * 1000 - 1));
+        assert!(stalled(&slow, 1000 + PACE_MARGIN * 1000));
     }
 
     #[test]

@@ -26,9 +26,9 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::connections::{Connections, Refusal, Ticket};
+use crate::connections::{Connections, Refusal, Slot, Ticket};
 use crate::dispatch::{Dispatch, Role};
-use crate::wire::{Socket, Wire, HEAD_BYTES_MAX};
+use crate::wire::{took_bytes, unsent_in_kernel, Socket, Wire, HEAD_BYTES_MAX, WATCH_INTERVAL};
 
 /// hyper's read buffer per connection. Its default (about 400 KiB) would let a thousand slow
 /// clients pin 400 MB.
@@ -292,11 +292,55 @@ impl Listener {
                     timed_out
                 }
             };
+        let abort = abort || self.drain(&socket, slot).await;
         if abort {
             // A reset, not a close: a close would leave the unread answer queued in the
             // kernel's send buffer (up to megabytes a connection) until a client that does not
             // read takes it, which may be never.
             let _ = socket.stream.set_zero_linger();
+        }
+    }
+
+    /// Once hyper is done with a connection, what the kernel still holds of its last answers
+    /// is waited for as any answer is: while the client takes it, and not past the send
+    /// timeout, nor past the stall time at the cap or a stop. True when the client stopped
+    /// taking it: the connection is to be reset. (A plain close left a 2 MB answer that a
+    /// client never read queued in the kernel, outside every budget and after its slot was
+    /// freed, for as long as the client kept its window shut.)
+    async fn drain(&self, socket: &Socket, slot: &Slot) -> bool {
+        let Some(mut unsent) = unsent_in_kernel(&socket.stream).filter(|unsent| *unsent > 0) else {
+            return false;
+        };
+        let metrics = &self.dispatch.metrics;
+        let send_timeout_ms = self.send_timeout.as_millis() as u64;
+        slot.set_unflushed(true);
+        slot.waits(slot.now_ms());
+        let mut stop = self.stop.clone();
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(WATCH_INTERVAL) => {}
+                _ = slot.cut.notified() => return true,
+                _ = stopped(&mut stop), if !closing => closing = true,
+                _ = slot.shed.notified(), if !closing => closing = true,
+            }
+            let now_ms = slot.now_ms();
+            match unsent_in_kernel(&socket.stream) {
+                None | Some(0) => return false,
+                now if took_bytes(Some(unsent), now) => {
+                    unsent = now.unwrap_or(0);
+                    slot.took_bytes(now_ms, true);
+                }
+                Some(_) if slot.waited_ms(now_ms) >= send_timeout_ms => {
+                    metrics.send_timeouts_total.fetch_add(1, Relaxed);
+                    return true;
+                }
+                Some(_) => {}
+            }
+            if closing && slot.is_stalled() {
+                metrics.stalled_cuts_total.fetch_add(1, Relaxed);
+                return true;
+            }
         }
     }
 }

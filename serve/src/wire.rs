@@ -70,25 +70,23 @@ pub struct Wire {
     /// While a write waits for room in the socket's buffer: fires every `WATCH_INTERVAL` to
     /// look whether the client took bytes (`Progress`).
     watch: Option<Pin<Box<Sleep>>>,
-    progress: Progress,
+    wait: Wait,
 }
 
 /// How often a write that waits for room looks whether the client is taking bytes.
-const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
 
-/// What the client has taken of what the socket accepted. The socket's buffer does not tell a
-/// waiting writer of every byte the client takes: the kernel wakes it only once a third of the
-/// buffer is free, which for a client reading 1 MB/s through a 4 MB buffer is over a second.
-/// So the writer also asks the kernel how much it still holds (`SIOCOUTQ`).
-struct Progress {
-    /// Bytes the socket accepted from hyper.
-    written: u64,
-    /// `written` less what the kernel still held, when last looked at.
-    delivered: u64,
-    /// When the client last took bytes, as far as this connection has seen.
-    at: tokio::time::Instant,
-    /// `watch` is set for the wait under way.
+/// A write waiting for room in the socket's buffer. The buffer does not tell a waiting writer
+/// of every byte the client takes: the kernel wakes it only once a third of the buffer is free,
+/// which for a client reading 1 MB/s through a 4 MB buffer is over a second. So the writer also
+/// asks the kernel how much it still holds (`SIOCOUTQ`): while it waits, a shorter queue means
+/// the client took bytes.
+#[derive(Default)]
+struct Wait {
+    /// A wait is under way (and `watch` set for it).
     armed: bool,
+    /// What the kernel held when last looked at.
+    unsent: Option<u64>,
 }
 
 /// What has been read of the request after the last answer: enough to tell a request line over
@@ -98,37 +96,24 @@ struct HeadWatch {
     /// Bytes of the request line so far (after any empty lines before it).
     line_bytes: usize,
     line_done: bool,
-    /// Header field lines whole after the request line, until the empty line that ends the
-    /// head: to tell too many fields from too many bytes.
-    fields: usize,
-    /// Bytes of the field line being read.
-    field_bytes: usize,
-    head_done: bool,
+    /// Bytes read since the answer before: when hyper refuses a head of fewer bytes than
+    /// `HEAD_BYTES_MAX` as too large, it had too many fields. (Counting the fields instead
+    /// would scan every byte of every head.)
+    bytes: usize,
 }
 
 impl HeadWatch {
     fn saw(&mut self, bytes: &[u8]) {
+        self.bytes = self.bytes.saturating_add(bytes.len());
         for &byte in bytes {
-            if self.head_done {
+            if self.line_done {
                 return;
             }
-            if !self.line_done {
-                match byte {
-                    // Empty lines before a request line are allowed (RFC 9112, section 2.2).
-                    b'\r' | b'\n' if self.line_bytes == 0 => {}
-                    b'\n' => self.line_done = true,
-                    _ => self.line_bytes += 1,
-                }
-                continue;
-            }
             match byte {
-                b'\n' if self.field_bytes == 0 => self.head_done = true,
-                b'\n' => {
-                    self.fields += 1;
-                    self.field_bytes = 0;
-                }
-                b'\r' if self.field_bytes == 0 => {}
-                _ => self.field_bytes += 1,
+                // Empty lines before a request line are allowed (RFC 9112, section 2.2).
+                b'\r' | b'\n' if self.line_bytes == 0 => {}
+                b'\n' => self.line_done = true,
+                _ => self.line_bytes += 1,
             }
         }
     }
@@ -183,12 +168,7 @@ impl Wire {
             replacing: None,
             send_timeout,
             watch: None,
-            progress: Progress {
-                written: 0,
-                delivered: 0,
-                at: tokio::time::Instant::now(),
-                armed: false,
-            },
+            wait: Wait::default(),
         }
     }
 
@@ -199,42 +179,40 @@ impl Wire {
             if self.socket.stream.poll_write_ready(cx)?.is_ready() {
                 return Poll::Ready(Ok(()));
             }
-            self.socket.slot.blocked();
+            let slot = &self.socket.slot;
             let next = tokio::time::Instant::now() + WATCH_INTERVAL;
             let watch = self
                 .watch
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(next)));
-            if !self.progress.armed {
-                self.progress.armed = true;
+            if !self.wait.armed {
+                self.wait.armed = true;
+                self.wait.unsent = unsent_in_kernel(&self.socket.stream);
+                slot.waits(slot.now_ms());
                 watch.as_mut().reset(next);
             }
             ready!(watch.as_mut().poll(cx));
-            let delivered = unsent_in_kernel(&self.socket.stream)
-                .map(|unsent| self.progress.written.saturating_sub(unsent));
-            let now = tokio::time::Instant::now();
-            if let Some(delivered) = delivered.filter(|d| *d > self.progress.delivered) {
-                self.progress.delivered = delivered;
-                self.progress.at = now;
-                self.socket.slot.took_bytes();
-            } else if now.duration_since(self.progress.at) >= self.send_timeout {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "the client took no byte of its answer for {} ms (--send-timeout-ms)",
-                        self.send_timeout.as_millis()
-                    ),
-                )));
+            let unsent = unsent_in_kernel(&self.socket.stream);
+            let now_ms = slot.now_ms();
+            if took_bytes(self.wait.unsent, unsent) {
+                self.wait.unsent = unsent;
+                slot.took_bytes(now_ms, true);
+            } else if slot.waited_ms(now_ms) >= self.send_timeout.as_millis() as u64 {
+                return Poll::Ready(Err(send_timed_out(self.send_timeout)));
             }
-            watch.as_mut().reset(now + WATCH_INTERVAL);
+            watch
+                .as_mut()
+                .reset(tokio::time::Instant::now() + WATCH_INTERVAL);
         }
     }
 
-    /// The socket accepted `n` bytes: the client took some since the wait began.
-    fn took(&mut self, n: usize) {
-        self.progress.written += n as u64;
-        self.progress.at = tokio::time::Instant::now();
-        self.progress.armed = false;
-        self.socket.slot.took_bytes();
+    /// The socket accepted bytes: a wait under way is over (a write that did not wait reads no
+    /// clock).
+    fn took(&mut self) {
+        if self.wait.armed {
+            self.wait.armed = false;
+            let slot = &self.socket.slot;
+            slot.took_bytes(slot.now_ms(), false);
+        }
     }
 
     fn poll_replacement(
@@ -242,18 +220,24 @@ impl Wire {
         cx: &mut Context<'_>,
         original: usize,
     ) -> Poll<io::Result<usize>> {
-        while let Some((bytes, written)) = &mut self.replacing {
-            if *written == bytes.len() {
-                self.replacing = None;
-                return Poll::Ready(Ok(original));
+        loop {
+            match &self.replacing {
+                Some((bytes, written)) if *written < bytes.len() => {}
+                _ => break,
             }
-            ready!(self.socket.stream.poll_write_ready(cx))?;
+            // A refusal is an answer too: its client gets the same deadline.
+            ready!(self.poll_send_room(cx))?;
+            let Some((bytes, written)) = &mut self.replacing else {
+                break;
+            };
             match self.socket.stream.try_write(&bytes[*written..]) {
                 Ok(n) => *written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
+            self.took();
         }
+        self.replacing = None;
         Poll::Ready(Ok(original))
     }
 
@@ -281,7 +265,7 @@ impl Wire {
                      bytes"
                 ),
             ),
-            "431" if self.head.fields > HEADER_FIELDS_MAX => (
+            "431" if self.head.bytes <= HEAD_BYTES_MAX => (
                 431,
                 format!("the request has more header fields than the limit of {HEADER_FIELDS_MAX}"),
             ),
@@ -318,9 +302,31 @@ fn json_answer(status: u16, message: &str) -> Vec<u8> {
     answer
 }
 
+/// Less than this off the kernel's queue is not the client reading: a receive buffer that holds
+/// a few more bytes after the kernel compacts it opens its window by a few bytes now and then,
+/// with nobody reading. A client that reads opens it by at least a segment (64 KiB on
+/// loopback, about 1.4 KiB on Ethernet), and several of those add up.
+pub const PROGRESS_BYTES_MIN: u64 = 4 << 10;
+
+/// Whether the kernel's queue went from `before` to `now` because the client took bytes.
+pub fn took_bytes(before: Option<u64>, now: Option<u64>) -> bool {
+    matches!((before, now), (Some(before), Some(now)) if now + PROGRESS_BYTES_MIN <= before)
+}
+
+/// The error that ends a connection whose client took nothing for the send timeout.
+pub fn send_timed_out(timeout: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the client took no byte of its answer for {} ms (--send-timeout-ms)",
+            timeout.as_millis()
+        ),
+    )
+}
+
 /// Bytes the kernel holds in `stream`'s send queue, sent or not, that the peer has not
 /// acknowledged; `None` when it cannot tell (a waiting writer then sees only its own writes).
-fn unsent_in_kernel(stream: &TcpStream) -> Option<u64> {
+pub fn unsent_in_kernel(stream: &TcpStream) -> Option<u64> {
     use std::os::fd::AsRawFd;
     let mut queued: libc::c_int = 0;
     // SAFETY: ioctl(SIOCOUTQ) on a socket this value owns writes one c_int.
@@ -382,7 +388,7 @@ impl Write for Wire {
             ready!(this.poll_send_room(cx))?;
             match this.socket.stream.try_write(buf) {
                 Ok(n) => {
-                    this.took(n);
+                    this.took();
                     return Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -425,14 +431,60 @@ mod tests {
         assert!(watch.request_line_too_long(), "ended, but too long");
     }
 
+    /// hyper's own refusal, replaced by JSON, waits for room in the socket like any answer,
+    /// and with the same deadline (found by review: it waited with no deadline, and a client
+    /// that never read held the connection for good, and a stop for its whole timeout).
+    #[tokio::test]
+    async fn a_refusal_behind_a_full_socket_meets_the_send_timeout() {
+        use crate::connections::{AnswerBudget, Connections};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let client = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        client.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        client.connect(&address.into()).expect("connect");
+        let (stream, peer) = listener.accept().await.expect("accept");
+        let budget = AnswerBudget {
+            held: Arc::default(),
+            bytes: u64::MAX,
+            stalled_after: Duration::from_millis(250),
+        };
+        let connections = Connections::new(1, 1, budget);
+        let ticket = connections.admit(peer.ip()).expect("a slot");
+        let socket = Socket::new(stream, ticket.slot.clone());
+        let mut wire = Wire::new(socket, Duration::from_millis(300));
+        fn write(
+            wire: &mut Wire,
+            bytes: Vec<u8>,
+        ) -> impl std::future::Future<Output = io::Result<usize>> + '_ {
+            let mut wire = Pin::new(wire);
+            std::future::poll_fn(move |cx| wire.as_mut().poll_write(cx, &bytes))
+        }
+        // Fill the socket until a write waits.
+        loop {
+            let filling = write(&mut wire, vec![b'x'; 1 << 16]);
+            match tokio::time::timeout(Duration::from_millis(200), filling).await {
+                Ok(written) => assert!(written.expect("written") > 0),
+                Err(_) => break,
+            }
+        }
+        let refusal = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n".to_vec();
+        let outcome = tokio::time::timeout(Duration::from_secs(60), write(&mut wire, refusal))
+            .await
+            .expect("the refusal gives up within the send timeout");
+        let error = outcome.expect_err("a client that never reads is not waited for");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        drop(client);
+    }
+
     #[test]
-    fn counts_the_header_fields_up_to_the_end_of_the_head() {
+    fn counts_the_bytes_of_a_request_across_reads() {
         let mut watch = HeadWatch::default();
         watch.saw(b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r");
-        assert_eq!((watch.fields, watch.head_done), (1, false));
-        // A line split across reads, bare newlines, and a body after the head.
-        watch.saw(b"\nB: 2\nC:");
-        watch.saw(b" 3\r\n\r\nD: not a field\n");
-        assert_eq!((watch.fields, watch.head_done), (4, true));
+        watch.saw(b"\nB: 2\r\n\r\n");
+        assert_eq!(watch.bytes, 39);
+        assert!(watch.line_done);
     }
 }

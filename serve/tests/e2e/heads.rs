@@ -86,9 +86,16 @@ fn a_transfer_coding_other_than_chunked_is_501_and_writes_nothing() {
         let message = error_of(&raw(&server, chunked(coding, player).as_bytes()), 501);
         assert!(message.contains("transfer coding"), "{message}");
         let get = format!("GET /players/{player} HTTP/1.1\r\nHost: localhost\r\n\r\n");
-        assert_eq!(raw(&server, get.as_bytes()).status, 404, "{coding}: nothing written");
+        assert_eq!(
+            raw(&server, get.as_bytes()).status,
+            404,
+            "{coding}: nothing written"
+        );
     }
     // Chunked alone is HTTP/1.1's own framing, and taken.
-    assert_eq!(raw(&server, chunked("chunked", "ann").as_bytes()).status, 200);
+    assert_eq!(
+        raw(&server, chunked("chunked", "ann").as_bytes()).status,
+        200
+    );
     server.stop();
 }

@@ -308,3 +308,108 @@ fn a_stop_does_not_wait_for_clients_that_do_not_read() {
         server.stderr_text()
     );
 }
+
+/// Reads a page `step` bytes every `pause` through the OS's default socket buffers, for at
+/// most `for_at_most`: the bytes read, or how the server cut it.
+fn read_steadily(
+    to: SocketAddr,
+    step: usize,
+    pause: Duration,
+    for_at_most: Duration,
+) -> Result<usize, String> {
+    let mut stream = TcpStream::connect(to).expect("connect");
+    stream
+        .write_all(format!("GET {PAGE} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .expect("send");
+    let started = Instant::now();
+    let mut buffer = vec![0; step];
+    let mut got = 0;
+    while started.elapsed() < for_at_most && got < 6_291_900 {
+        match stream.read(&mut buffer) {
+            Ok(0) => return Err(format!("closed after {got} bytes, {:?}", started.elapsed())),
+            Ok(n) => got += n,
+            Err(e) => return Err(format!("{e} after {got} bytes, {:?}", started.elapsed())),
+        }
+        std::thread::sleep(pause);
+    }
+    Ok(got)
+}
+
+/// On loopback a client that reads 160 KB/s opens its receive window 64 KB at a time, and
+/// the server sees it take nothing for a few hundred milliseconds between openings: longer
+/// than the stall time. Once its pace is seen, it gets a few times that, and pages over the
+/// budget that arrive while it reads do not cut it (found by review: it was cut). Before its
+/// pace is seen, a client that has not taken a byte for the stall time cannot be told from
+/// one that stopped reading: the pages over the budget begin to arrive after a second.
+#[test]
+fn a_client_reading_160_kb_per_s_through_default_buffers_is_never_cut() {
+    let (_data, server) = kv_server(&[("--answer-budget", "1")]);
+    let address = server.address;
+    let reader = std::thread::spawn(move || {
+        read_steadily(
+            address,
+            16 << 10,
+            Duration::from_millis(100),
+            Duration::from_secs(7),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut holders = Vec::new();
+    let mut cut_seen = false;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) || !cut_seen {
+        holders.push(ask_and_hold(address, PAGE));
+        std::thread::sleep(Duration::from_millis(100));
+        cut_seen =
+            cut_seen || metric_value(&metrics(address), "pure_http_stalled_cuts_total") >= 1.0;
+        assert!(started.elapsed() < WAIT_MAX, "no holder was cut");
+    }
+    let read = reader.join().expect("reader");
+    assert!(read.is_ok(), "a client reading 160 KB/s was cut: {read:?}");
+    server.stop();
+}
+
+/// Bytes the kernel still holds to send from `port` to `peer`, by /proc/net/tcp, in every
+/// socket, the server's closed ones included.
+fn kernel_send_queue(port: u16, peer: Ipv4Addr) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let peer_hex = format!("{:08X}", u32::from_le_bytes(peer.octets()));
+    let mut total = 0;
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let local_port = fields[1].rsplit(':').next().expect("port");
+        let remote_ip = fields[2].split(':').next().expect("ip");
+        if u16::from_str_radix(local_port, 16) == Ok(port) && remote_ip == peer_hex {
+            let tx = fields[4].split(':').next().expect("tx_queue");
+            total += u64::from_str_radix(tx, 16).expect("hex");
+        }
+    }
+    total
+}
+
+/// An answer that fits in the kernel's buffers (a 2 MB page), asked for with
+/// `Connection: close` and never read: hyper hands it all to the kernel and is done. The
+/// connection then waits for the client to take it like any answer, and is reset past the
+/// send timeout, instead of closing and leaving the bytes queued in the kernel for as long as
+/// the client keeps its window shut (found by review: 47 MB in 20 closed sockets).
+#[test]
+fn an_unread_answer_is_not_left_in_the_kernel_past_the_send_timeout() {
+    let (_data, server) = kv_server(&[("--send-timeout-ms", "1000")]);
+    let peer = Ipv4Addr::new(127, 0, 0, 5);
+    let _clients: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut stream = small_socket(peer, server.address, 4096);
+            let request =
+                "GET /kv?limit=6 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+            stream.write_all(request.as_bytes()).expect("send");
+            stream
+        })
+        .collect();
+    wait_until("the unread answers to time out", || {
+        metric_value(&metrics(server.address), "pure_http_send_timeouts_total") >= 20.0
+    });
+    wait_until("the kernel to hold none of them", || {
+        kernel_send_queue(server.address.port(), peer) == 0
+    });
+    server.stop();
+}
