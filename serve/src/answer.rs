@@ -32,11 +32,20 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 pub const CHUNK: usize = 64 << 10;
 
 /// A `Write` that keeps what it is given in chunks of `CHUNK` bytes.
-#[derive(Default)]
 pub struct ChunkWriter {
     full: VecDeque<Bytes>,
     /// Grows as a `Vec` does until it is a chunk; the next ones are allocated whole.
     current: Vec<u8>,
+}
+
+impl Default for ChunkWriter {
+    fn default() -> ChunkWriter {
+        ChunkWriter {
+            full: VecDeque::new(),
+            // What serde_json::to_vec starts with: most answers fit, with one allocation.
+            current: Vec::with_capacity(128),
+        }
+    }
 }
 
 impl ChunkWriter {
@@ -53,27 +62,43 @@ impl ChunkWriter {
             size,
         }
     }
+
+    /// Past the end of the chunk being filled: outside the serializer's inlined path.
+    #[cold]
+    #[inline(never)]
+    fn spill(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.current.len() == CHUNK {
+                let full = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK));
+                self.full.push_back(Bytes::from(full));
+            }
+            let taken = bytes.len().min(CHUNK - self.current.len());
+            self.current.extend_from_slice(&bytes[..taken]);
+            bytes = &bytes[taken..];
+        }
+    }
 }
 
 impl io::Write for ChunkWriter {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        if self.current.len() == CHUNK {
-            let full = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK));
-            self.full.push_back(Bytes::from(full));
-        }
-        let taken = bytes.len().min(CHUNK - self.current.len());
-        self.current.extend_from_slice(&bytes[..taken]);
-        Ok(taken)
+        self.write_all(bytes)?;
+        Ok(bytes.len())
     }
 
-    fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
-        while !bytes.is_empty() {
-            let taken = self.write(bytes)?;
-            bytes = &bytes[taken..];
+    /// serde_json writes a token at a time: the common case, room in the chunk being filled,
+    /// must cost what a `Vec`'s does.
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if bytes.len() <= CHUNK - self.current.len() {
+            self.current.extend_from_slice(bytes);
+        } else {
+            self.spill(bytes);
         }
         Ok(())
     }
 
+    #[inline]
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }

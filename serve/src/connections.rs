@@ -72,11 +72,11 @@ pub struct Slot {
     /// When it last became idle (milliseconds since `epoch`).
     idle_since_ms: AtomicU64,
     epoch: Instant,
-    /// Asks the connection to close: it then stops keeping alive, answers any request already
-    /// started, and closes (hyper's graceful shutdown).
-    pub shed: Notify,
-    /// Asks the connection to close at once: its client stopped reading.
-    pub cut: Notify,
+    /// Asks the connection to close. Shed at the cap, it stops keeping alive, answers any
+    /// request already started, and closes (hyper's graceful shutdown); cut by the answer
+    /// budget (`cut_asked`), at once. One `Notify` for both: a connection's task waits on it
+    /// at every wake-up, and each waiter costs a lock.
+    pub close: Notify,
     /// Set once the connection is asked to be cut: it is not chosen again.
     cut_asked: AtomicBool,
     /// The latest large answer, while hyper has not taken all of it.
@@ -169,8 +169,7 @@ impl Connections {
             busy: AtomicBool::new(false),
             idle_since_ms: AtomicU64::new(self.now_ms()),
             epoch: self.epoch,
-            shed: Notify::new(),
-            cut: Notify::new(),
+            close: Notify::new(),
             cut_asked: AtomicBool::new(false),
             answer: Mutex::new(None),
             unflushed: AtomicBool::new(false),
@@ -211,7 +210,7 @@ impl Connections {
         match oldest {
             Some(slot) => {
                 // Stored, so that it is seen even if the connection is not waiting right now.
-                slot.shed.notify_one();
+                slot.close.notify_one();
                 true
             }
             None => false,
@@ -366,7 +365,7 @@ impl Slot {
             answer.cut();
         }
         // Stored, so that it is seen even if the connection is not waiting right now.
-        self.cut.notify_one();
+        self.close.notify_one();
         true
     }
 }
@@ -469,10 +468,11 @@ mod tests {
         answering.slot.answer_begins(new);
         assert_eq!(held.load(Ordering::Relaxed), 5 * one);
         assert_eq!(connections.make_room(&answering.slot, now), 2);
-        assert!(notified(&oldest.slot.cut) && notified(&older.slot.cut));
+        assert!(oldest.slot.was_cut() && notified(&oldest.slot.close));
+        assert!(older.slot.was_cut() && notified(&older.slot.close));
         assert_eq!(held.load(Ordering::Relaxed), 3 * one, "freed on the spot");
         for kept in [&reading, &recent, &answering] {
-            assert!(!notified(&kept.slot.cut));
+            assert!(!kept.slot.was_cut() && !notified(&kept.slot.close));
         }
         // Within the budget now: nothing more is cut.
         assert_eq!(connections.make_room(&answering.slot, now), 0);
@@ -530,10 +530,10 @@ mod tests {
             .collect();
         assert!(connections.shed_one());
         assert!(
-            !notified(&quiet.slot.shed),
+            !notified(&quiet.slot.close),
             "the quiet client keeps its connection"
         );
-        let shed = greedy.iter().filter(|t| notified(&t.slot.shed)).count();
+        let shed = greedy.iter().filter(|t| notified(&t.slot.close)).count();
         assert_eq!(shed, 1, "one of the greedy address's connections is shed");
     }
 
@@ -553,7 +553,7 @@ mod tests {
         let guard = first.slot.busy();
         assert!(connections.shed_one(), "the second is idle");
         // `notify_one` stores a permit: the second's shed future completes at once.
-        assert!(notified(&second.slot.shed));
+        assert!(notified(&second.slot.close));
         drop(second);
         assert!(!connections.shed_one(), "the only one left is busy");
         drop(guard);

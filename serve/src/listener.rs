@@ -243,8 +243,6 @@ impl Listener {
         let close = loop {
             tokio::select! {
                 result = connection.as_mut() => break Close::Ended(result),
-                // Cut to make room in the answer budget: at once, with what it holds.
-                _ = slot.cut.notified() => break Close::Abort,
                 _ = stopped(&mut stop), if !closing => {
                     if let Some(close) = closable() {
                         break close;
@@ -252,7 +250,14 @@ impl Listener {
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
-                _ = ticket.slot.shed.notified(), if !closing => {
+                _ = slot.close.notified() => {
+                    // Cut to make room in the answer budget: at once, with what it holds.
+                    if slot.was_cut() {
+                        break Close::Abort;
+                    }
+                    if closing {
+                        continue;
+                    }
                     if let Some(close) = closable() {
                         break close;
                     }
@@ -320,9 +325,13 @@ impl Listener {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(WATCH_INTERVAL) => {}
-                _ = slot.cut.notified() => return true,
                 _ = stopped(&mut stop), if !closing => closing = true,
-                _ = slot.shed.notified(), if !closing => closing = true,
+                _ = slot.close.notified() => {
+                    if slot.was_cut() {
+                        return true;
+                    }
+                    closing = true;
+                }
             }
             let now_ms = slot.now_ms();
             match unsent_in_kernel(&socket.stream) {

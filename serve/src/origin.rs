@@ -15,6 +15,7 @@
 //!   or one the app's `"cors"` lets use that method. Reads are left alone: the browser keeps
 //!   their answers from a page that `"cors"` does not allow.
 
+use std::borrow::Cow;
 use std::net::{Ipv6Addr, SocketAddr};
 
 use hyper::header::{HeaderMap, HeaderValue, HOST, ORIGIN};
@@ -124,7 +125,7 @@ pub fn misdirected<B>(request: &hyper::Request<B>, allowed: &AllowedHosts) -> Op
         return None;
     }
     let header = request.headers().get(HOST).map(header_text);
-    let authority = request.uri().authority().map(|a| a.as_str().to_string());
+    let authority = request.uri().authority().map(|a| Cow::Borrowed(a.as_str()));
     let host = [header, authority]
         .into_iter()
         .flatten()
@@ -154,23 +155,19 @@ pub fn foreign_write(method: &Method, headers: &HeaderMap, cors: Option<&Cors>) 
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return None;
     }
-    let own = headers
-        .get(HOST)
-        .map(|host| format!("http://{}", header_text(host)));
+    let host = headers.get(HOST).map(HeaderValue::as_bytes);
     let origin = headers
         .get_all(ORIGIN)
         .iter()
         .map(header_text)
         .find(|origin| {
-            let own = own
-                .as_deref()
-                .is_some_and(|own| own.eq_ignore_ascii_case(origin));
+            let own = host.is_some_and(|host| is_own_origin(origin.as_bytes(), host));
             let allowed = cors.is_some_and(|cors| {
                 cors.allows(origin) && cors.methods.iter().any(|m| m == method.as_str())
             });
             !own && !allowed
         })?;
-    let page = match origin.as_str() {
+    let page = match origin.as_ref() {
         "null" => "a page without an origin of its own (Origin: null: a sandboxed frame, a local \
                    file, a redirect)"
             .to_string(),
@@ -198,8 +195,16 @@ pub fn foreign_write(method: &Method, headers: &HeaderMap, cors: Option<&Cors>) 
     ))
 }
 
-fn header_text(value: &HeaderValue) -> String {
-    String::from_utf8_lossy(value.as_bytes()).into_owned()
+/// Whether `origin` is `http://` and `host`, in any case: the server's own pages.
+fn is_own_origin(origin: &[u8], host: &[u8]) -> bool {
+    const SCHEME: &[u8] = b"http://";
+    origin.len() == SCHEME.len() + host.len()
+        && origin[..SCHEME.len()].eq_ignore_ascii_case(SCHEME)
+        && origin[SCHEME.len()..].eq_ignore_ascii_case(host)
+}
+
+fn header_text(value: &HeaderValue) -> Cow<'_, str> {
+    String::from_utf8_lossy(value.as_bytes())
 }
 
 #[cfg(test)]
