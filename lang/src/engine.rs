@@ -179,6 +179,12 @@ pub(crate) fn build(
     engine.set_max_array_size(limits.array_items_max);
     engine.set_max_map_size(limits.map_items_max);
     engine.on_progress(|operations| {
+        // A value too deep for the depth rule's functions (`recursion`) ends the call with
+        // that error (`App::call_rhai`), whatever Rhai made of it: it stops here, before
+        // anything else runs.
+        if crate::context::was_too_deep() {
+            return Some(Dynamic::UNIT);
+        }
         if operations % CLOCK_CHECK_OPERATIONS == 0 {
             crate::context::note_operations(operations);
             if deadline_passed() {
@@ -192,6 +198,7 @@ pub(crate) fn build(
     crate::respond::register(&mut engine);
     crate::world::register(&mut engine);
     crate::arith::register(&mut engine);
+    crate::recursion::register(&mut engine);
     // Test builds only, and even there only when asked for at run time: `cargo test` builds the
     // pure-serve binary with the feature, and that binary must not offer it when run by hand.
     #[cfg(any(test, feature = "fault-injection"))]
