@@ -664,6 +664,13 @@ impl App {
         );
         let argument = value::request_to_dynamic(request.0, request.1);
         let result = self.run_rhai(&self.engine, handler, argument);
+        // A value too deep for the functions of `recursion` is the call's error: Rhai passes
+        // on some of their errors and not others, and the engine stops such a call with a
+        // termination.
+        let result = match (result, context::take_too_deep()) {
+            (Ok(_), Some(too_deep)) => Ok(Err(too_deep)),
+            (result, _) => result,
+        };
         let mut context = context::take();
         let error = match result {
             Ok(Ok(value)) => {

@@ -3,12 +3,14 @@
 //! Registered Rhai functions get no pointer to the caller's data, so the handler's context lives
 //! in a thread-local for the duration of one call: the thread running a write moves the tables and
 //! write set in and takes them back after the call (a move of a few pointers); a reader thread installs the
-//! snapshot it reads. Only one handler runs on a thread at a time, and registered functions never
-//! call back into the engine, so the `RefCell` is never borrowed twice.
+//! snapshot it reads. Only one handler runs on a thread at a time, and the registered functions that
+//! use the tables never call back into the engine, so the `RefCell` is never borrowed twice.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use rhai::{EvalAltResult, Position};
 
 use crate::tables::{Tables, WriteSet};
 
@@ -30,6 +32,11 @@ thread_local! {
     /// where a call stopped for time, give or take the operations between two looks, for
     /// finding its place again (`diagnose`).
     static OPERATIONS: Cell<u64> = const { Cell::new(0) };
+    /// What the running call gave the functions of `recursion` that nests deeper than the depth
+    /// rule allows, and where: the first such value. Rhai ignores some of their errors, so the
+    /// call stops at its next operation and ends with this as its error, whatever the script
+    /// made of it.
+    static TOO_DEEP: Cell<Option<(&'static str, Position)>> = const { Cell::new(None) };
 }
 
 /// Why a table operation could not run in this context.
@@ -96,6 +103,7 @@ pub(crate) fn install(context: Context, budget: Duration, scan_rows: u64) {
     DEADLINE.with(|d| d.set(Some(budget)));
     SCAN_ROWS_LEFT.with(|r| r.set(scan_rows));
     OPERATIONS.with(|o| o.set(0));
+    TOO_DEEP.with(|t| t.set(None));
 }
 
 pub(crate) fn note_operations(operations: u64) {
@@ -119,7 +127,31 @@ pub(crate) fn take_scan_rows(rows: u64) -> bool {
 
 pub(crate) fn take() -> Context {
     DEADLINE.with(|d| d.set(None));
+    TOO_DEEP.with(|t| t.set(None));
     CONTEXT.with(|c| std::mem::replace(&mut *c.borrow_mut(), Context::Idle))
+}
+
+/// Notes that the running call gave `what` (the subject of `depth::too_deep`'s sentence),
+/// nested deeper than the depth rule allows, to a function at `at`, unless it did before.
+pub(crate) fn note_too_deep(what: &'static str, at: Position) {
+    TOO_DEEP.with(|t| {
+        if t.get().is_none() {
+            t.set(Some((what, at)));
+        }
+    });
+}
+
+/// Whether the running call has given a function a value too deep (checked at every operation).
+pub(crate) fn was_too_deep() -> bool {
+    TOO_DEEP.with(|t| t.get().is_some())
+}
+
+/// The error the running call ends with for the value too deep it gave a function, if it did.
+pub(crate) fn take_too_deep() -> Option<Box<EvalAltResult>> {
+    let (what, at) = TOO_DEEP.with(Cell::take)?;
+    let mut error = crate::api::api_error(crate::depth::too_deep(what));
+    error.set_position(at);
+    Some(error)
 }
 
 /// Whether the running call has spent its time budget (see [`Budget`]).

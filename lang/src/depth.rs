@@ -38,6 +38,16 @@ pub(crate) fn within(value: &Dynamic) -> bool {
     within_at(value, 0)
 }
 
+/// Whether an array holding `items` meets the rule, walked as [`within`] walks it.
+pub(crate) fn items_within(items: &[Dynamic]) -> bool {
+    items.iter().all(|item| within_at(item, 1))
+}
+
+/// Whether a map holding `map`'s entries meets the rule, walked as [`within`] walks it.
+pub(crate) fn entries_within(map: &Map) -> bool {
+    map.values().all(|value| within_at(value, 1))
+}
+
 /// `enclosing`: the arrays and maps around `value`.
 fn within_at(value: &Dynamic, enclosing: usize) -> bool {
     if !value.is_array() && !value.is_map() {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use rhai::{Dynamic, Engine, OptimizationLevel};
 
 use crate::context::deadline_passed;
+use crate::depth::DEPTH_MAX;
 use crate::schema::Schema;
 
 /// What one handler call may consume.
@@ -129,6 +130,11 @@ const STACK_PER_NESTING: usize = if cfg!(debug_assertions) {
 } else {
     2 << 10
 };
+/// Native stack per level of a value that Rhai's functions making it into text or comparing it
+/// walk, a native call a level (`recursion`): 1.9 to 2.0 KB measured, in a release build and in
+/// an optimized one with debug assertions. Counted as two levels of nesting, so about twice the
+/// measure, as nesting is; the depth rule stops those walks at `DEPTH_MAX` levels.
+const STACK_PER_VALUE_LEVEL: usize = 2 * STACK_PER_NESTING;
 /// The handler's own frames, the compiled handlers' and the engine's, above the first level.
 const STACK_BASE: usize = 256 << 10;
 /// The most `stack_bytes` asks for, also for limits that leave expression nesting unlimited
@@ -138,8 +144,9 @@ const STACK_MAX: usize = 256 << 20;
 
 impl Limits {
     /// The native stack a handler call may need within these limits, about twice the most
-    /// measured: 2.4 MiB at the defaults in a release build (13 MiB with debug assertions). The
-    /// nesting of the handler's body, then of each call level.
+    /// measured: 2.9 MiB at the defaults in a release build (16 MiB with debug assertions). The
+    /// nesting of the handler's body, then of each call level, and at the deepest of them, the
+    /// deepest walk of a value through the engine.
     pub fn stack_bytes(&self) -> usize {
         let (body, function) = self.expr_depth_max;
         if body == 0 || function == 0 {
@@ -147,6 +154,7 @@ impl Limits {
         }
         let nesting = body.saturating_add(self.call_levels_max.saturating_mul(function));
         STACK_BASE
+            .saturating_add(DEPTH_MAX * STACK_PER_VALUE_LEVEL)
             .saturating_add(nesting.saturating_mul(STACK_PER_NESTING))
             .min(STACK_MAX)
     }
@@ -179,6 +187,12 @@ pub(crate) fn build(
     engine.set_max_array_size(limits.array_items_max);
     engine.set_max_map_size(limits.map_items_max);
     engine.on_progress(|operations| {
+        // A value too deep for the depth rule's functions (`recursion`) ends the call with
+        // that error (`App::call_rhai`), whatever Rhai made of it: it stops here, before
+        // anything else runs.
+        if crate::context::was_too_deep() {
+            return Some(Dynamic::UNIT);
+        }
         if operations % CLOCK_CHECK_OPERATIONS == 0 {
             crate::context::note_operations(operations);
             if deadline_passed() {
@@ -192,6 +206,7 @@ pub(crate) fn build(
     crate::respond::register(&mut engine);
     crate::world::register(&mut engine);
     crate::arith::register(&mut engine);
+    crate::recursion::register(&mut engine);
     // Test builds only, and even there only when asked for at run time: `cargo test` builds the
     // pure-serve binary with the feature, and that binary must not offer it when run by hand.
     #[cfg(any(test, feature = "fault-injection"))]

@@ -25,6 +25,7 @@ mod engine;
 mod error;
 mod fields;
 mod key;
+mod recursion;
 mod respond;
 mod schema;
 mod shape;

@@ -586,6 +586,57 @@ fn a_handler_on_a_small_stack_stops_at_the_call_depth_limit() {
     }
 }
 
+/// The deepest value the depth rule lets `print`, `to_string`, `==` and their kind walk (a
+/// native call per level), walked at the bottom of a handler that recurses as deep as the
+/// limits allow with each call as deep in an expression as they allow: it runs in place on a
+/// stack just over `Limits::stack_bytes`, which counts both.
+#[test]
+fn the_deepest_walk_at_the_deepest_nesting_fits_the_stack_estimate() {
+    let limits = Limits::default();
+    let just_enough = limits.stack_bytes() + (128 << 10);
+    let script = |calls: usize, nesting: usize| {
+        let call = "deeper(n - 1, v)";
+        format!(
+            "fn dive(req) {{ let v = []; for i in 0..{} {{ v = [v]; }} deeper({calls}, v) }}
+             fn deeper(n, v) {{ if n <= 0 {{ return walk(v); }} {call}{} }}
+             fn walk(v) {{
+                 print(v); debug(v);
+                 let text = `${{v}}` + to_string(v) + to_debug(v);
+                 if v == v && !(v != v) && v in [v] && text.len() > 0 {{ 0 }} else {{ -1 }}
+             }}
+",
+            pure_lang::DEPTH_MAX - 1,
+            " + 1".repeat(nesting)
+        )
+    };
+    let load = |calls, nesting| {
+        let files = vec![("walk.rhai".into(), script(calls, nesting))];
+        App::from_sources(MANIFEST, files, limits.clone())
+    };
+    let nesting = (1..200).take_while(|&n| load(1, n).is_ok()).last();
+    let nesting = nesting.expect("some nesting compiles");
+    // The most calls that stay within the call-depth limit, on a stack that cannot overflow.
+    let run = |app: Arc<App>, bytes: usize| {
+        std::thread::Builder::new()
+            .stack_size(bytes)
+            .spawn(move || {
+                let tables = Arc::new(Tables::new(app.schema().tables.len()));
+                app.run_read("dive", &Request::default(), tables)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    };
+    let deepest = (1..limits.call_levels_max).rev().find_map(|calls| {
+        let app = Arc::new(load(calls, nesting).expect("compiles"));
+        run(app.clone(), 256 << 20).is_ok().then_some((calls, app))
+    });
+    let (calls, app) = deepest.expect("some number of calls runs");
+    let answer = run(app, just_enough).expect("runs in place");
+    // Each call added its nesting's ones to the walk's 0.
+    assert_eq!(answer.body, json!(calls * nesting));
+}
+
 /// Limits a user raised to huge values, or left unlimited (0 for Rhai), ask for the most stack
 /// instead of overflowing the arithmetic (a wrapped estimate let a call run in place).
 #[test]

@@ -429,7 +429,7 @@ impl Runtime {
     /// right here, this one included, for about a millisecond at most (a single write may take
     /// longer, up to the script limits); it never waits for another write, for room in a group,
     /// or for the disk. Handlers then run on the caller's stack, or on a fresh one when less is
-    /// left of it than `pure_lang::Limits::stack_bytes` (2.4 MiB by default, in a release
+    /// left of it than `pure_lang::Limits::stack_bytes` (2.9 MiB by default, in a release
     /// build): about 11 µs more per call on such a thread, so give callers a larger stack. The
     /// reply arrives after the group holding this write is durable (or with the handler's
     /// error, or `Unavailable`).

@@ -127,3 +127,50 @@ fn an_answer_20000_levels_deep_is_a_500_for_its_request_alone() {
     assert_eq!(next.text(), "[1]");
     server.stop();
 }
+
+/// Issue 36, item 4: Rhai makes a value into text, and compares two, with a native call per
+/// level (1.6-1.7 KB of stack each): a read handler that printed or compared a value 6,000
+/// levels deep overflowed its 8 MiB HTTP thread, and the process aborted. Now each way of
+/// calling those functions (among them `${}` and `dedup`, which ignore their errors) answers
+/// within the rule and, past it, fails its own request with a 500 naming the rule; the server
+/// serves the next request.
+#[test]
+fn printing_or_comparing_a_value_6000_levels_deep_is_a_500_for_its_request_alone() {
+    let ways = [
+        "print",
+        "debug",
+        "to_string",
+        "to_debug",
+        "interpolated",
+        "added",
+        "equal",
+        "unequal",
+        "in",
+        "index_of",
+        "dedup",
+        "map_print",
+        "map_equal",
+    ];
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("deep"), data.path()).start();
+    let mut client = server.client();
+    for how in ways {
+        let within = client.get(&format!("/walked/{how}/{DEPTH_MAX}"));
+        assert_eq!(within.status, 200, "{how}: {}", within.text());
+        let deep = client
+            .request("GET", &format!("/walked/{how}/6000"), None)
+            .unwrap_or_else(|e| panic!("{how}: no answer (before the fix, an abort): {e}"));
+        assert_eq!(deep.status, 500, "{how}: {}", deep.text());
+        let body = deep.json();
+        assert_eq!(body["handler"], "walked", "{how}: {body}");
+        // As in the test above, a slow enough machine runs out of time building the value.
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("more than 128 levels deep") || body["limit"] == "wall-clock time",
+            "{how}: {body}"
+        );
+        let next = client.get("/nested/1");
+        assert_eq!(next.status, 200, "{how}: {}", next.text());
+    }
+    server.stop();
+}
