@@ -166,8 +166,9 @@ fn start(options: &Options) -> Result<u8, exit::Failure> {
         .thread_name("pure-http")
         // Handlers run on these threads and Rhai recurses on the native stack: room for the
         // call-depth limit with a wide margin, so that no call needs a fresh stack (pure-lang
-        // switches to one when short).
-        .thread_stack_size(8 << 20)
+        // switches to one when short), and for Rhai's own walks of a value a handler built
+        // deeper than the depth rule (`HANDLER_STACK_BYTES`).
+        .thread_stack_size(pure_runtime::HANDLER_STACK_BYTES)
         .enable_all()
         .build()
         .map_err(exit::Failure::internal)?;
