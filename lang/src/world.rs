@@ -270,7 +270,20 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
     engine.register_fn("now", || now().map_err(fail));
     engine.register_fn("uuid", || uuid().map_err(fail));
     engine.register_fn("random", |lo: i64, hi: i64| random(lo, hi).map_err(fail));
+    // Rhai's own `sleep` blocks the thread, which the time budget does not see (it counts the
+    // thread's CPU time): a handler could hold an HTTP thread, or for a write every other
+    // write, for as long as it asked. Registered here, ahead of Rhai's.
+    engine.register_fn("sleep", |_: i64| -> Result<(), Box<rhai::EvalAltResult>> {
+        Err(fail(NO_SLEEP.to_string()))
+    });
+    engine.register_fn("sleep", |_: f64| -> Result<(), Box<rhai::EvalAltResult>> {
+        Err(fail(NO_SLEEP.to_string()))
+    });
 }
+
+const NO_SLEEP: &str = "sleep() is not available to handlers: a handler holds its thread (and a \
+                        write, every other write) until it returns; answer now, and let the \
+                        client ask again later";
 
 /// `now()`: milliseconds since the epoch, the same for the whole call.
 pub(crate) fn now() -> Result<i64, String> {

@@ -75,6 +75,7 @@ fn bulk_caught(req) {
     try { players.delete_all(req.body.gone); } catch (e) { }
     players.scan((), (), 100).map(|r| r.key)
 }
+fn nap(req) { sleep(req.body.s); 1 }
 "#;
 
 const SCRIPT_B: &str = r#"// helpers
@@ -1044,4 +1045,21 @@ fn declared_byte_bounds_params_and_maps_refuse_requests_before_the_handler() {
         batch(json!({"delete": [""]})),
         Err(r#""delete[0]" must be 1 to 256 bytes, not 0"#.into())
     );
+}
+
+/// A handler cannot sleep: Rhai's `sleep` would hold its thread (and, in a write, every other
+/// write) without the time budget seeing it, since the budget counts CPU time (found by
+/// review: `sleep(2)` answered 200 after 2 s under a 100 ms budget).
+#[test]
+fn a_handler_cannot_sleep() {
+    let h = Harness::new(Limits::default());
+    for seconds in [json!(1), json!(1.5)] {
+        let got = h.read("nap", json!({ "s": seconds }));
+        let error = got.expect_err("sleep is refused");
+        assert_eq!(error.status(), 500, "{error}");
+        assert!(
+            error.to_string().contains("sleep() is not available"),
+            "{error}"
+        );
+    }
 }
