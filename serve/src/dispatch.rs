@@ -587,11 +587,11 @@ impl Dispatch {
         index: usize,
         params: Vec<(String, String)>,
     ) -> Result<Routed, Box<Reply>> {
-        let current = self.deployment.load_full();
-        if Arc::ptr_eq(&current, deployment) {
+        let current = self.deployment.load();
+        if std::ptr::eq(&**current, &**deployment) {
             return Ok((index, params));
         }
-        *deployment = current;
+        *deployment = arc_swap::Guard::into_inner(current);
         let (method, path) = (&parts.method, parts.uri.path());
         let cors = deployment
             .app
@@ -885,7 +885,7 @@ pub fn report_interpreted(app: &App) {
 
 /// What is wrong with a request's head that routing does not decide: a `Host` header missing
 /// from HTTP/1.1 or given twice (RFC 9112, section 3.2: a 400), a target over the limit (414).
-fn check_head<B>(request: &hyper::Request<B>) -> Option<Reply> {
+fn check_head<B: Body>(request: &hyper::Request<B>) -> Option<Reply> {
     let hosts = request.headers().get_all(HOST).iter().count();
     let problem = match (request.version(), hosts) {
         (_, 2..) => Some("a request must not have more than one Host header"),
@@ -898,10 +898,13 @@ fn check_head<B>(request: &hyper::Request<B>) -> Option<Reply> {
     // hyper frames a body by its last transfer coding, `chunked`, and passes the others on as
     // if the body were plain: a gzip-coded body would reach the JSON parser still compressed.
     // RFC 9112, section 6.1: a coding the server does not understand is a 501.
-    let unknown = request
-        .headers()
-        .get_all(TRANSFER_ENCODING)
-        .iter()
+    // A body framed by a transfer coding has no length hyper knows: a request without one
+    // (nearly all of them) skips the lookup.
+    let sized = request.body().size_hint().exact().is_some();
+    let unknown = (!sized)
+        .then(|| request.headers().get_all(TRANSFER_ENCODING))
+        .into_iter()
+        .flatten()
         .flat_map(|value| value.as_bytes().split(|&b| b == b','))
         .map(|coding| String::from_utf8_lossy(coding.trim_ascii()).to_ascii_lowercase())
         .find(|coding| !coding.is_empty() && coding != "chunked");

@@ -37,6 +37,12 @@ const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
 /// How often a connection asked to close while busy looks again whether it is done.
 const CLOSE_GRACE: Duration = Duration::from_millis(20);
+/// What the kernel may keep of a connection's last answer after it is closed: a closed socket's
+/// last kilobytes (and its FIN) are the kernel's to deliver, as every server leaves them, and
+/// waiting for them kept connections that had just been answered 413 open for a watch interval
+/// each (a client that reconnects at once had 256 of them open, its share); megabytes are what
+/// a client that does not read could pin there.
+const DRAIN_BYTES_MIN: u64 = 64 << 10;
 /// At the cap with no connection idle, how often to look for one again.
 const SHED_RETRY: Duration = Duration::from_millis(50);
 
@@ -313,7 +319,9 @@ impl Listener {
     /// client never read queued in the kernel, outside every budget and after its slot was
     /// freed, for as long as the client kept its window shut.)
     async fn drain(&self, socket: &Socket, slot: &Slot) -> bool {
-        let Some(mut unsent) = unsent_in_kernel(&socket.stream).filter(|unsent| *unsent > 0) else {
+        let Some(mut unsent) =
+            unsent_in_kernel(&socket.stream).filter(|unsent| *unsent > DRAIN_BYTES_MIN)
+        else {
             return false;
         };
         let metrics = &self.dispatch.metrics;
@@ -335,7 +343,8 @@ impl Listener {
             }
             let now_ms = slot.now_ms();
             match unsent_in_kernel(&socket.stream) {
-                None | Some(0) => return false,
+                None => return false,
+                Some(now) if now <= DRAIN_BYTES_MIN => return false,
                 now if took_bytes(Some(unsent), now) => {
                     unsent = now.unwrap_or(0);
                     slot.took_bytes(now_ms, true);

@@ -111,10 +111,13 @@ pub fn parse_allowed_host(text: &str) -> Result<String, String> {
 /// The host of a `Host` value without its port: `[::1]:8080` is `[::1]`, `a.example:80` is
 /// `a.example`.
 fn host_name(host: &str) -> &str {
-    match host.strip_prefix('[') {
-        Some(rest) => rest.find(']').map_or(host, |end| &host[..end + 2]),
-        None => host.split_once(':').map_or(host, |(name, _)| name),
-    }
+    // A byte loop: hosts are a few bytes, shorter than `str::find`'s set-up.
+    let bytes = host.as_bytes();
+    let end = match bytes.first() {
+        Some(b'[') => bytes.iter().position(|&b| b == b']').map(|at| at + 1),
+        _ => bytes.iter().position(|&b| b == b':'),
+    };
+    end.map_or(host, |end| &host[..end])
 }
 
 /// The 421 for a request that names a host `allowed` does not hold: the `Host` header, or the
@@ -204,7 +207,11 @@ fn is_own_origin(origin: &[u8], host: &[u8]) -> bool {
 }
 
 fn header_text(value: &HeaderValue) -> Cow<'_, str> {
-    String::from_utf8_lossy(value.as_bytes())
+    // Visible ASCII, nearly always: `to_str` checks that faster than a lossy decoding.
+    match value.to_str() {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(value.as_bytes()),
+    }
 }
 
 #[cfg(test)]
