@@ -3,6 +3,7 @@
 //! manifest may declare.
 
 use std::collections::BTreeMap;
+use std::ops::Bound::Unbounded;
 
 use pure_lang::{App, Limits, Request, Tables, WriteSet};
 use serde_json::{json, Value};
@@ -270,8 +271,8 @@ fn indexes_stay_exact_under_random_writes_throws_and_unique_violations() {
             .set_indexes(app.indexes().to_vec())
             .expect("the rows index");
         for id in 0..app.indexes().len() {
-            let kept: Vec<_> = tables.index_entries(id).iter().collect();
-            let built: Vec<_> = rebuilt.index_entries(id).iter().collect();
+            let kept: Vec<_> = tables.index_range(id, Unbounded, Unbounded).collect();
+            let built: Vec<_> = rebuilt.index_range(id, Unbounded, Unbounded).collect();
             assert_eq!(kept, built);
         }
     }

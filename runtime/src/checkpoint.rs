@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use pure_lang::codec::{put_varint, Reader};
-use pure_lang::{FieldsBuilder, Schema, Tables};
+use pure_lang::{FieldsBuilder, RowSet, Schema, Tables};
 
 use crate::record::{put_key, put_schema, read_key, read_schema, Mapping};
 
@@ -26,9 +26,9 @@ pub fn write_image(out: &mut impl Write, schema: &Schema, tables: &Tables) -> st
     buffer.extend_from_slice(MAGIC);
     put_schema(&mut buffer, schema);
     for table in 0..schema.tables.len() {
-        let map = tables.map(table as u32);
-        put_varint(&mut buffer, map.len() as u64);
-        for (key, fields) in map.iter() {
+        let rows = tables.rows(table as u32);
+        put_varint(&mut buffer, rows.len() as u64);
+        for (key, fields) in rows {
             put_key(&mut buffer, key);
             let used = fields.used();
             put_varint(&mut buffer, used as u64);
@@ -64,7 +64,7 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
     let mut fields = FieldsBuilder::new(0);
     for (index, id) in ids.into_iter().enumerate() {
         let rows = r.count()?;
-        let mut map = imbl::OrdMap::new();
+        let mut read = RowSet::new();
         for _ in 0..rows {
             let key = read_key(&mut r)?;
             let n = r.count()?;
@@ -78,9 +78,9 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
             for slot in 0..n {
                 mapping.place(index, slot, &mut r, &mut fields)?;
             }
-            map.insert(key, fields.build());
+            read.push_sorted(key, fields.build())?;
         }
-        tables.set_map(id, map);
+        tables.set_rows(id, read);
     }
     if !r.is_empty() {
         return Err(format!(

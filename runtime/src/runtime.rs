@@ -167,24 +167,25 @@ fn allocated(n: u64) -> u64 {
 fn estimate_bytes(tables: &Tables) -> u64 {
     (0..tables.table_count() as u32)
         .map(|table| {
-            let map = tables.map(table);
-            let row = |entry: Option<&(pure_lang::Key, pure_lang::Fields)>| {
-                entry.map_or(0, |(key, fields)| {
-                    let key_heap = match key.heap_bytes() {
-                        0 => 0,
-                        bytes => allocated(bytes as u64),
-                    };
-                    // Rows of no fields share one allocation.
-                    let fields = if fields.is_empty() {
-                        0
-                    } else {
-                        allocated(fields.memory_bytes() as u64)
-                    };
-                    fields + key_heap
-                })
+            let mut rows = tables.rows(table);
+            let len = rows.len() as u64;
+            let row = |(key, fields): (&pure_lang::Key, &pure_lang::Fields)| {
+                let key_heap = match key.heap_bytes() {
+                    0 => 0,
+                    bytes => allocated(bytes as u64),
+                };
+                // Rows of no fields share one allocation.
+                let fields = if fields.is_empty() {
+                    0
+                } else {
+                    allocated(fields.memory_bytes() as u64)
+                };
+                fields + key_heap
             };
-            let sample = (row(map.get_min()) + row(map.get_max())) / 2;
-            map.len() as u64 * (ENTRY_BYTES + sample)
+            let first = rows.next().map(row);
+            let last = rows.next_back().map(row).or(first);
+            let sample = (first.unwrap_or(0) + last.unwrap_or(0)) / 2;
+            len * (ENTRY_BYTES + sample)
         })
         .sum()
 }
@@ -652,7 +653,7 @@ fn build_indexes(app: &App, tables: &mut Tables) -> Result<(), OpenError> {
                 .collect::<Vec<_>>()
                 .join(", "),
             if def.unique { ", unique" } else { "" },
-            tables.index_entries(id).len()
+            tables.index_len(id)
         );
     }
     eprintln!(

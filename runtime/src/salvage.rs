@@ -70,7 +70,7 @@ pub fn inspect_with(io: Arc<dyn Io>, data_dir: &Path) -> Result<Inspection, Open
         .tables
         .iter()
         .enumerate()
-        .map(|(id, table)| (table.name.clone(), state.tables.map(id as u32).len() as u64))
+        .map(|(id, table)| (table.name.clone(), state.tables.len(id as u32) as u64))
         .collect();
     Ok(Inspection {
         store,

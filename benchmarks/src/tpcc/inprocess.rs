@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
-use pure_lang::{App, Dynamic, Fields, Key, KeyPart, Request, Tables, WriteSet};
+use pure_lang::{App, Dynamic, Fields, Key, KeyPart, Request, RowSet, Tables, WriteSet};
 use serde_json::Value;
 
 use super::input::Txn;
@@ -17,7 +17,7 @@ use super::Answer;
 pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)> {
     let app = App::load(app_dir).map_err(|e| anyhow!("{e}"))?;
     let schema = app.schema().clone();
-    let mut maps: Vec<imbl::OrdMap<Key, Fields>> = vec![imbl::OrdMap::new(); schema.tables.len()];
+    let mut rows = vec![RowSet::new(); schema.tables.len()];
     let mut put = |table: &str, line: &str| -> Result<()> {
         let id = schema
             .table_id(table)
@@ -33,7 +33,7 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
             .iter()
             .map(|f| pure_lang::to_dynamic(row.get(f).unwrap_or(&Value::Null)))
             .collect();
-        maps[id as usize].insert(Key::from_parts(key), Fields::from_values(&values));
+        rows[id as usize].insert(Key::from_parts(key), Fields::from_values(&values));
         Ok(())
     };
     let mut failed = None;
@@ -46,8 +46,8 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
         return Err(e);
     }
     let mut tables = Tables::new(schema.tables.len());
-    for (id, map) in maps.into_iter().enumerate() {
-        tables.set_map(id as u32, map);
+    for (id, rows) in rows.into_iter().enumerate() {
+        tables.set_rows(id as u32, rows);
     }
     // As the runtime does once the rows are recovered.
     tables
@@ -144,7 +144,7 @@ pub fn db(app: &App, tables: &Tables) -> Result<super::rows::Db> {
             .with_context(|| format!("the app has no table {}", T::TABLE))?;
         let fields = &schema.table(id).fields;
         let mut out = Vec::with_capacity(tables.len(id));
-        for (key, values) in tables.map(id).iter() {
+        for (key, values) in tables.rows(id) {
             let parts: Vec<Value> = key
                 .parts()
                 .iter()

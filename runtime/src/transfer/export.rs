@@ -6,7 +6,6 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use imbl::OrdMap;
 use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables};
 
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
@@ -265,9 +264,8 @@ fn write_table(
     let mut undeclared = vec![0u64; plan.undeclared.len()];
     let mut non_finite = vec![0u64; plan.fields.len()];
     let mut line = Vec::with_capacity(4096);
-    let empty = OrdMap::new();
-    let map = plan.data.map_or(&empty, |id| tables.map(id));
-    for (key, fields) in map.iter() {
+    let rows = plan.data.into_iter().flat_map(|id| tables.rows(id));
+    for (key, fields) in rows {
         line.clear();
         line.extend_from_slice(b"{\"key\":");
         write_key(&mut line, key);

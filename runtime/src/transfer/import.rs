@@ -1,4 +1,4 @@
-//! `import`: every file parsed (in parallel, a file a thread) into its table's map, then the
+//! `import`: every file parsed (in parallel, a file a thread) into its table's rows, then the
 //! tables written as one checkpoint of a new store.
 
 use std::fs::File;
@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use imbl::OrdMap;
-use pure_lang::{App, Fields, Key, Limits, Schema, TableSchema, Tables};
+use pure_lang::{App, Fields, Key, Limits, RowSet, Schema, TableSchema, Tables};
 use pure_store::{Io, Lsn, RealIo, StoreOptions, SyncMode};
 
 use super::line::parse_line;
@@ -381,7 +380,7 @@ fn read_sources(
     let mut errors: Vec<(usize, String)> = Vec::new();
     for (source, result) in order.iter().zip(results) {
         match result {
-            Some(Ok(map)) => tables.set_map(source.table, map),
+            Some(Ok(rows)) => tables.set_rows(source.table, rows),
             Some(Err(error)) if !error.is_empty() => errors.push((source.order, error)),
             _ => {}
         }
@@ -395,7 +394,7 @@ fn read_sources(
     }
 }
 
-/// Parses one file into its table's map. An error names file:line (an empty error: stopped
+/// Parses one file into its table's rows. An error names file:line (an empty error: stopped
 /// because another file failed).
 fn read_file(
     path: &Path,
@@ -403,7 +402,7 @@ fn read_file(
     limits: &Limits,
     progress: &Progress,
     failed: &AtomicBool,
-) -> Result<OrdMap<Key, Fields>, String> {
+) -> Result<RowSet, String> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file_bytes = file.metadata().map_or(0, |m| m.len());
     let mut lines = Lines::new(BufReader::with_capacity(1 << 20, file), LINE_BYTES_MAX);
@@ -412,7 +411,7 @@ fn read_file(
     // by doubling held a line up to the maximum in twice its memory).
     let capacity = usize::try_from(file_bytes).map_or(LINE_BYTES_MAX, |n| n.min(LINE_BYTES_MAX));
     let mut line = Vec::with_capacity(capacity + 1);
-    let mut map = OrdMap::new();
+    let mut read = RowSet::new();
     let mut number = 0u64;
     let (mut rows, mut bytes) = (0u64, 0u64);
     loop {
@@ -432,7 +431,7 @@ fn read_file(
         let (key, fields) = parse_line(&line, table, limits)
             .map_err(|message| format!("{}:{number}:{message}", path.display()))?;
         // One walk of the tree: a duplicate is an error, so what it replaced does not matter.
-        if map
+        if read
             .insert(key.clone(), Fields::from_values(&fields))
             .is_some()
         {
@@ -459,7 +458,7 @@ fn read_file(
         .rows
         .fetch_add(rows % PROGRESS_EVERY, Ordering::Relaxed);
     progress.bytes.fetch_add(bytes, Ordering::Relaxed);
-    Ok(map)
+    Ok(read)
 }
 
 /// The first line before `before` of a file holding `key` (a duplicate was found at `before`).

@@ -210,7 +210,7 @@ fn model_apply(model: &mut Model, change: &Change) {
 fn tables_as_model(tables: &Tables) -> Model {
     let mut model = Model::new();
     for table in 0..tables.table_count() as u32 {
-        for (key, fields) in tables.map(table).iter() {
+        for (key, fields) in tables.rows(table) {
             let row = fields.values().map(|v| from_dynamic(&v)).collect();
             model.insert((table, from_key(key)), trimmed(row));
         }

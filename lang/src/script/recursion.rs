@@ -40,7 +40,7 @@ use rhai::{
     OP_EQUALS,
 };
 
-use crate::depth::{entries_within, items_within, DEPTH_MAX};
+use crate::state::depth::{entries_within, items_within, DEPTH_MAX};
 
 type Fallible<T> = Result<T, Box<EvalAltResult>>;
 
@@ -101,8 +101,10 @@ fn enter(
     if allowed {
         return Ok(running);
     }
-    crate::context::note_too_deep(what, context.call_position());
-    Err(crate::api::api_error(crate::depth::too_deep(what)))
+    crate::script::context::note_too_deep(what, context.call_position());
+    Err(crate::script::api_error::api_error(
+        crate::state::depth::too_deep(what),
+    ))
 }
 
 /// `print(array)`, `debug(array)`: past the rule, an error, which Rhai passes on: none of its
@@ -255,10 +257,11 @@ mod tests {
     use rhai::{FnPtr, Scope};
 
     use super::*;
-    use crate::api::{ApiError, Row};
-    use crate::fields::Fields;
-    use crate::key::Key;
-    use crate::schema::{Schema, TableSchema};
+    use crate::script::api::Row;
+    use crate::script::api_error::ApiError;
+    use crate::state::fields::Fields;
+    use crate::state::key::Key;
+    use crate::state::schema::{Schema, TableSchema};
 
     /// An embedder's type with its own `to_debug` and `==`, which Rhai calls through the engine.
     #[derive(Clone)]
@@ -291,7 +294,7 @@ mod tests {
     /// (`ours`) or not; `print` and `debug` write to `printed`.
     fn engine(ours: bool, printed: &Arc<Mutex<Vec<String>>>) -> Engine {
         let mut engine = Engine::new();
-        crate::api::register(&mut engine, &Arc::new(schema()), &[]);
+        crate::script::api::register(&mut engine, &Arc::new(schema()), &[]);
         engine.register_type_with_name::<Point>("Point");
         engine.register_fn("to_debug", |p: &mut Point| format!("Point({})", p.0));
         engine.register_fn("==", |p: &mut Point, q: Point| p.0 == q.0);
@@ -364,7 +367,7 @@ mod tests {
             assert_eq!(RUNNING.with(Cell::get), 0);
         }
         assert!(
-            crate::context::take_too_deep().is_none(),
+            crate::script::context::take_too_deep().is_none(),
             "{context}: within the rule"
         );
     }
@@ -561,7 +564,7 @@ mod tests {
                 scope.push("a", nested(levels, map));
                 scope.push("b", nested(levels, map));
                 let result = engine.eval_with_scope::<Dynamic>(&mut scope, call);
-                let too_deep = crate::context::take_too_deep();
+                let too_deep = crate::script::context::take_too_deep();
                 let inside = ON_TWO_INSIDE.contains(call) && levels == DEPTH_MAX;
                 if levels == DEPTH_MAX && !inside {
                     assert!(result.is_ok() && too_deep.is_none(), "{call}: {result:?}");
@@ -600,6 +603,6 @@ mod tests {
         assert_eq!(RUNNING.with(|r| r.replace(0)), 1);
         assert_eq!(within.expect("127 levels inside one").as_bool(), Ok(true));
         assert!(past.is_err(), "{past:?}");
-        assert!(crate::context::take_too_deep().is_some());
+        assert!(crate::script::context::take_too_deep().is_some());
     }
 }

@@ -23,7 +23,7 @@ use std::cell::RefCell;
 use rhai::{Dynamic, ImmutableString};
 use triomphe::ThinArc;
 
-use crate::codec::{self, Reader};
+use crate::state::codec::{self, Reader};
 
 /// A thin pointer (8 bytes in a map node, not 16) to the length-prefixed bytes.
 #[derive(Clone)]

@@ -3,14 +3,15 @@
 //! An app's `.rhai` files are compiled as one text (so that functions in one file can call those in
 //! another); [`SourceMap`] turns a line of that text back into a file and its own line.
 
+use std::any::Any;
 use std::fmt;
 
 use rhai::{EvalAltResult, Position};
 use serde_json::{json, Value};
 
-use crate::api::ApiError;
-use crate::engine::TIME_LIMIT;
-use crate::schema::Schema;
+use crate::script::api_error::ApiError;
+use crate::script::limits::TIME_LIMIT;
+use crate::state::schema::Schema;
 
 /// Where each file starts in the compiled text.
 #[derive(Clone, Debug, Default)]
@@ -306,8 +307,8 @@ pub(crate) fn is_refusal(value: &rhai::Dynamic, schema: &Schema) -> bool {
 /// is a value nested deeper than the depth rule allows.
 fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String> {
     // Before its text or JSON is made, both of which walk it.
-    if !crate::depth::within(value) {
-        return Err(crate::depth::too_deep("the thrown value"));
+    if !crate::state::depth::within(value) {
+        return Err(crate::state::depth::too_deep("the thrown value"));
     }
     if let Some(map) = value.read_lock::<rhai::Map>() {
         if let Some(status) = map.get("status") {
@@ -329,7 +330,7 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String
         }
         let status = map.get("status").and_then(|s| s.as_int().ok());
         if let Some(status) = status {
-            let mut body = match crate::value::to_json(value, schema) {
+            let mut body = match crate::script::value::to_json(value, schema) {
                 Ok(Value::Object(object)) => object,
                 _ => serde_json::Map::new(),
             };
@@ -354,4 +355,33 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String
         status: 400,
         body: json!({ "error": text }),
     })
+}
+
+/// The Levenshtein distance between two short names.
+pub(crate) fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The message a panic carried, for an error that names it.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
 }

@@ -3,9 +3,10 @@
 use rhai::{Array, Dynamic, ImmutableString, Map};
 use serde_json::Value;
 
-use crate::api::{ApiError, Row, Table};
-use crate::depth::{too_deep, DEPTH_MAX};
-use crate::schema::Schema;
+use crate::script::api::{Row, Table};
+use crate::script::api_error::ApiError;
+use crate::state::depth::{too_deep, DEPTH_MAX};
+use crate::state::schema::Schema;
 
 /// A JSON value as a script sees it: objects become maps, numbers integers when they fit, else
 /// floats.
@@ -139,13 +140,19 @@ impl RequestFields {
 
 /// A request as the map `#{params, query, body, method, path, headers, peer, id}`, with only
 /// the entries of `fields` (the others cannot be observed by the handler it is for).
-pub fn request_to_dynamic(request: &crate::Request, fields: RequestFields) -> Dynamic {
+pub fn request_to_dynamic(
+    request: &crate::script::request::Request,
+    fields: RequestFields,
+) -> Dynamic {
     build_request(request, fields, || request.body.clone())
 }
 
 /// `request_to_dynamic`, with the body moved out of `request` (left `()`) instead of copied:
 /// [`give_body_back`] returns it from the map.
-pub(crate) fn request_taking_body(request: &mut crate::Request, fields: RequestFields) -> Dynamic {
+pub(crate) fn request_taking_body(
+    request: &mut crate::script::request::Request,
+    fields: RequestFields,
+) -> Dynamic {
     if !fields.has(BODY) {
         return request_to_dynamic(request, fields);
     }
@@ -154,14 +161,14 @@ pub(crate) fn request_taking_body(request: &mut crate::Request, fields: RequestF
 }
 
 /// Puts the body of a map from [`request_taking_body`] back into the request it came from.
-pub(crate) fn give_body_back(request: &mut crate::Request, map: Dynamic) {
+pub(crate) fn give_body_back(request: &mut crate::script::request::Request, map: Dynamic) {
     if let Some(body) = map.try_cast::<Map>().and_then(|mut map| map.remove("body")) {
         request.body = body;
     }
 }
 
 fn build_request(
-    request: &crate::Request,
+    request: &crate::script::request::Request,
     fields: RequestFields,
     body: impl FnOnce() -> Dynamic,
 ) -> Dynamic {
@@ -219,7 +226,7 @@ mod tests {
         let schema = Schema::default();
         let json = to_json(&nested(DEPTH_MAX), &schema).expect("128 levels");
         assert_eq!(
-            crate::depth::json_text_depth(json.to_string().as_bytes()),
+            crate::state::depth::json_text_depth(json.to_string().as_bytes()),
             128
         );
         let refused = to_json(&nested(DEPTH_MAX + 1), &schema).expect_err("129 levels");

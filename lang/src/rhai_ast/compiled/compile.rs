@@ -19,10 +19,10 @@ use rhai::{
 
 use super::ops::{self, BinOp, Method, Property};
 use super::{Code, Frame, Function, Outcome, Program, Stop};
-use crate::api::{IndexRef, Table};
-use crate::error::SourceMap;
-use crate::schema::{Schema, TableId};
-use crate::tables::IndexDef;
+use crate::script::api::{IndexRef, Table};
+use crate::script::error::SourceMap;
+use crate::state::schema::{Schema, TableId};
+use crate::state::tables::IndexDef;
 
 type Compiled<T> = Result<T, Refusal>;
 
@@ -809,9 +809,9 @@ impl Compiler<'_> {
             }
             ("print", 1) | ("warn", 1) | ("error", 1) => {
                 let level = match name {
-                    "print" => crate::world::Level::Info,
-                    "warn" => crate::world::Level::Warn,
-                    _ => crate::world::Level::Error,
+                    "print" => crate::script::world::Level::Info,
+                    "warn" => crate::script::world::Level::Warn,
+                    _ => crate::script::world::Level::Error,
                 };
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| {
@@ -819,9 +819,9 @@ impl Compiler<'_> {
                     // Strings and integers print as themselves; other values as Rhai's
                     // `to_string` decides.
                     if let Ok(s) = x.as_immutable_string_ref() {
-                        crate::world::log(level, &s);
+                        crate::script::world::log(level, &s);
                     } else if let Ok(i) = x.as_int() {
-                        crate::world::log(level, &i.to_string());
+                        crate::script::world::log(level, &i.to_string());
                     } else {
                         return Err(Stop::Fallback);
                     }
@@ -839,16 +839,16 @@ impl Compiler<'_> {
                 Ok(Box::new(move |f| {
                     let a = a(f)?.as_int().map_err(|_| Stop::Fallback)?;
                     let b = b(f)?.as_int().map_err(|_| Stop::Fallback)?;
-                    Ok(crate::arith::checked(op(a, b)))
+                    Ok(crate::script::arith::checked(op(a, b)))
                 }))
             }
             ("now", 0) => Ok(Box::new(|_| {
-                crate::world::now()
+                crate::script::world::now()
                     .map(Dynamic::from_int)
                     .map_err(|_| Stop::Fallback)
             })),
             ("uuid", 0) => Ok(Box::new(|_| {
-                crate::world::uuid()
+                crate::script::world::uuid()
                     .map(|id| Dynamic::from(ImmutableString::from(id)))
                     .map_err(|_| Stop::Fallback)
             })),
@@ -858,7 +858,7 @@ impl Compiler<'_> {
                 Ok(Box::new(move |f| {
                     let lo = lo(f)?.as_int().map_err(|_| Stop::Fallback)?;
                     let hi = hi(f)?.as_int().map_err(|_| Stop::Fallback)?;
-                    crate::world::random(lo, hi)
+                    crate::script::world::random(lo, hi)
                         .map(Dynamic::from_int)
                         .map_err(|_| Stop::Fallback)
                 }))

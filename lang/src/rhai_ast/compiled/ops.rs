@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rhai::{Array, Dynamic, ImmutableString, Map};
 
 use super::{Env, Stop};
-use crate::api::{self, Row, Table};
-use crate::schema::TableId;
+use crate::script::api::{self, Row, Table};
+use crate::state::schema::TableId;
 
 type Result<T> = std::result::Result<T, Stop>;
 
@@ -233,7 +233,7 @@ impl Sizes {
         if !value.is_array() && !value.is_map() {
             return Sizes::default();
         }
-        if enclosing >= crate::DEPTH_MAX {
+        if enclosing >= crate::state::depth::DEPTH_MAX {
             return Sizes::TOO_DEEP;
         }
         if let Ok(array) = value.as_array_ref() {
@@ -292,7 +292,7 @@ impl Sizes {
         })
     }
 
-    fn within(self, limits: &crate::Limits) -> Result<Sizes> {
+    fn within(self, limits: &crate::script::limits::Limits) -> Result<Sizes> {
         if self.arrays > limits.array_items_max
             || self.maps > limits.map_items_max
             || self.text > limits.string_bytes_max
@@ -571,7 +571,7 @@ fn api<T>(result: std::result::Result<T, Box<rhai::EvalAltResult>>) -> Result<T>
     result.map_err(|_| Stop::Fallback)
 }
 
-fn key(parts: &[Dynamic]) -> Result<crate::key::Key> {
+fn key(parts: &[Dynamic]) -> Result<crate::state::key::Key> {
     if parts.is_empty() || parts.len() > 4 {
         return Err(Stop::Fallback);
     }
@@ -886,7 +886,7 @@ pub(crate) fn respond(
         Some(h) => Some(h.read_lock::<Map>().ok_or(Stop::Fallback)?),
         None => None,
     };
-    crate::respond::respond(status, body, headers.as_deref())
+    crate::script::respond::respond(status, body, headers.as_deref())
         .map(Dynamic::from)
         .map_err(|_| Stop::Fallback)
 }

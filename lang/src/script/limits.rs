@@ -1,18 +1,8 @@
-//! The Rhai engine of an app: the sandbox and the limits.
-//!
-//! `Engine::new()` gives scripts no file, network or process access; this module keeps it that way
-//! (no modules: rhai is built with `no_module`, so `import` does not even parse, and the default
-//! resolver, which would read files, does not exist; no `eval`; `print`, `debug`, `warn` and `error` go to the app's log sink, if any) and bounds what one handler call may consume, so that a runaway handler stops with an
-//! error for its own request and the owner goes on.
+//! What one handler call may consume, and the values a call stopped by a budget ends with.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use rhai::{Dynamic, Engine, OptimizationLevel};
-
-use crate::context::deadline_passed;
-use crate::depth::DEPTH_MAX;
-use crate::schema::Schema;
+use crate::state::depth::DEPTH_MAX;
 
 /// What one handler call may consume.
 #[derive(Clone, Debug)]
@@ -161,85 +151,8 @@ impl Limits {
 }
 
 /// Operations between two wall-clock checks (a power of two: the check is a mask).
-const CLOCK_CHECK_OPERATIONS: u64 = 256;
 
-pub(crate) fn build(
-    schema: &Arc<Schema>,
-    indexes: &[crate::tables::IndexDef],
-    limits: &Limits,
-) -> Engine {
-    let mut engine = Engine::new();
-    engine.disable_symbol("eval");
-    // `Simple` does not evaluate registered functions at compile time: `Full` would call the
-    // table API while compiling, with no tables there.
-    engine.set_optimization_level(OptimizationLevel::Simple);
-    // Rhai's string interner is one locked cache shared by every thread; with more distinct
-    // strings than its 256 entries (player names, say) it rescans itself after every few new
-    // ones: 12% of the owner's time in the scoreboard at 64 connections
-    // (docs/research/002-serve-cpu-per-post.md). Strings in handlers are short-lived anyway.
-    engine.set_max_strings_interned(0);
-    engine.set_strict_variables(true);
-
-    engine.set_max_operations(limits.operations_max);
-    engine.set_max_call_levels(limits.call_levels_max);
-    engine.set_max_expr_depths(limits.expr_depth_max.0, limits.expr_depth_max.1);
-    engine.set_max_string_size(limits.string_bytes_max);
-    engine.set_max_array_size(limits.array_items_max);
-    engine.set_max_map_size(limits.map_items_max);
-    engine.on_progress(|operations| {
-        // A value too deep for the depth rule's functions (`recursion`) ends the call with
-        // that error (`App::call_rhai`), whatever Rhai made of it: it stops here, before
-        // anything else runs.
-        if crate::context::was_too_deep() {
-            return Some(Dynamic::UNIT);
-        }
-        if operations % CLOCK_CHECK_OPERATIONS == 0 {
-            crate::context::note_operations(operations);
-            if deadline_passed() {
-                return Some(Dynamic::from(TIME_LIMIT));
-            }
-        }
-        None
-    });
-
-    crate::api::register(&mut engine, schema, indexes);
-    crate::respond::register(&mut engine);
-    crate::world::register(&mut engine);
-    crate::arith::register(&mut engine);
-    crate::recursion::register(&mut engine);
-    // Test builds only, and even there only when asked for at run time: `cargo test` builds the
-    // pure-serve binary with the feature, and that binary must not offer it when run by hand.
-    #[cfg(any(test, feature = "fault-injection"))]
-    if cfg!(test) || std::env::var_os("PURE_FAULT_INJECTION").is_some() {
-        eprintln!(
-            "pure-lang: fault injection is on: scripts can call fault_panic() (a test build)"
-        );
-        engine.register_fn("fault_panic", |message: &str| -> bool {
-            panic!("fault injection: {message}")
-        });
-    }
-    engine
-}
-
-/// An engine like [`build`]'s that notes where a call goes (`diagnose`), for running a call that
-/// a limit stopped again: with no limit of operations or time of its own, since the trace stops
-/// the run where the first run stopped.
-pub(crate) fn build_tracing(
-    schema: &Arc<Schema>,
-    indexes: &[crate::tables::IndexDef],
-    limits: &Limits,
-) -> Engine {
-    let mut engine = build(schema, indexes, limits);
-    engine.set_max_operations(0);
-    // The trace stops the run at its nodes; this stops a loop with none in it.
-    engine.on_progress(|operations| {
-        let stop = crate::diagnose::past_stop(operations)
-            || (operations % CLOCK_CHECK_OPERATIONS == 0 && deadline_passed());
-        stop.then_some(Dynamic::UNIT)
-    });
-    crate::diagnose::register(&mut engine);
-    engine
-}
+pub(crate) const CLOCK_CHECK_OPERATIONS: u64 = 256;
 
 /// The value `on_progress` stops a handler with when its wall-clock budget is spent.
 pub(crate) const TIME_LIMIT: &str = "wall-clock time";

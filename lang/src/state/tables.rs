@@ -18,11 +18,60 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 
-pub use crate::fields::Fields;
+pub use crate::state::fields::Fields;
 use rhai::{Dynamic, ImmutableString};
 
-use crate::key::{key_part, Key, KeyPart, PartRef};
-use crate::schema::TableId;
+use crate::state::key::{key_part, Key, KeyPart, PartRef};
+use crate::state::schema::TableId;
+
+/// The rows of one table built apart from the tables, then given to them whole
+/// ([`Tables::set_rows`]): recovery reads a checkpoint image's rows in key order, import parses
+/// each file on a thread of its own.
+#[derive(Clone, Default)]
+pub struct RowSet {
+    map: OrdMap<Key, Fields>,
+}
+
+impl RowSet {
+    pub fn new() -> RowSet {
+        RowSet::default()
+    }
+
+    /// Adds a row, returning the one it replaced (a duplicate key).
+    pub fn insert(&mut self, key: Key, fields: Fields) -> Option<Fields> {
+        self.map.insert(key, fields)
+    }
+
+    /// Adds a row after every row so far: an error, changing nothing, for a key not greater
+    /// than the last (rows read from a file that is not what it claims to be).
+    pub fn push_sorted(&mut self, key: Key, fields: Fields) -> Result<(), String> {
+        if let Some((last, _)) = self.map.get_max() {
+            if *last >= key {
+                return Err(format!(
+                    "row {key:?} after row {last:?}: rows out of key order"
+                ));
+            }
+        }
+        self.map.insert(key, fields);
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+impl FromIterator<(Key, Fields)> for RowSet {
+    fn from_iter<I: IntoIterator<Item = (Key, Fields)>>(rows: I) -> RowSet {
+        RowSet {
+            map: rows.into_iter().collect(),
+        }
+    }
+}
 
 /// The state of every table, and of the declared indexes on them.
 #[derive(Clone, Default)]
@@ -268,9 +317,25 @@ impl Tables {
         &self.indexes[index].def
     }
 
-    /// The entries of an index: entry key to row key.
-    pub fn index_entries(&self, index: usize) -> &OrdMap<Key, Key> {
-        &self.indexes[index].entries
+    /// The entries of an index with `low <= entry < high`, ascending (`.rev()`: descending):
+    /// entry key and row key.
+    pub fn index_range(
+        &self,
+        index: usize,
+        low: Bound<Key>,
+        high: Bound<Key>,
+    ) -> impl DoubleEndedIterator<Item = (&Key, &Key)> {
+        self.indexes[index].entries.range((low, high))
+    }
+
+    /// The row key an index entry leads to.
+    pub fn index_get(&self, index: usize, entry: &Key) -> Option<&Key> {
+        self.indexes[index].entries.get(entry)
+    }
+
+    /// The entries of an index: one per row whose indexed fields are all set.
+    pub fn index_len(&self, index: usize) -> usize {
+        self.indexes[index].entries.len()
     }
 
     /// Moves the entries of row `key` of `table` from what `old` makes them to what `new` does.
@@ -342,13 +407,22 @@ impl Tables {
         }
     }
 
-    /// Replaces a whole table (recovery from a checkpoint image).
-    pub fn set_map(&mut self, table: TableId, map: OrdMap<Key, Fields>) {
-        self.maps[table as usize] = map;
+    /// Replaces a whole table with rows built apart (a checkpoint image read, an import file
+    /// parsed on a thread of its own). Indexes are built after ([`Tables::set_indexes`]).
+    pub fn set_rows(&mut self, table: TableId, rows: RowSet) {
+        assert!(
+            self.indexes.is_empty(),
+            "a table is replaced before its indexes are built: they would not hold its rows"
+        );
+        self.maps[table as usize] = rows.map;
     }
 
-    pub fn map(&self, table: TableId) -> &OrdMap<Key, Fields> {
-        &self.maps[table as usize]
+    /// Every row of `table` in key order (`.rev()`: descending; `.len()`: how many).
+    pub fn rows(
+        &self,
+        table: TableId,
+    ) -> impl DoubleEndedIterator<Item = (&Key, &Fields)> + ExactSizeIterator {
+        self.maps[table as usize].iter()
     }
 
     pub fn get(&self, table: TableId, key: &Key) -> Option<&Fields> {

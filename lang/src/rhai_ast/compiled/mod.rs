@@ -27,10 +27,10 @@ use std::collections::HashMap;
 
 use rhai::{Dynamic, Engine, Position, AST};
 
-use crate::engine::Limits;
-use crate::error::SourceMap;
-use crate::schema::Schema;
-use crate::tables::IndexDef;
+use crate::script::error::SourceMap;
+use crate::script::limits::Limits;
+use crate::state::schema::Schema;
+use crate::state::tables::IndexDef;
 
 /// Why compiled code stopped before its value.
 pub(crate) enum Stop {
@@ -54,7 +54,7 @@ impl Stop {
     fn leaving(self, at: Position) -> Stop {
         match self {
             Stop::OutOfTime(p) if p.is_none() => Stop::OutOfTime(at),
-            Stop::Fallback if crate::context::deadline_passed() => Stop::OutOfTime(at),
+            Stop::Fallback if crate::script::context::deadline_passed() => Stop::OutOfTime(at),
             stop => stop,
         }
     }
@@ -126,7 +126,7 @@ impl Frame<'_> {
             return Err(Stop::Fallback);
         }
         if before / CLOCK_CHECK_OPERATIONS != self.operations / CLOCK_CHECK_OPERATIONS
-            && crate::context::deadline_passed()
+            && crate::script::context::deadline_passed()
         {
             return Err(Stop::OutOfTime(Position::NONE));
         }

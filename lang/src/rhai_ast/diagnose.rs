@@ -8,7 +8,15 @@
 
 use std::cell::Cell;
 
-use rhai::{ASTNode, Dynamic, EvalAltResult, Expr, Position, Stmt};
+use std::sync::Arc;
+
+use rhai::{ASTNode, Dynamic, Engine, EvalAltResult, Expr, Position, Stmt};
+
+use crate::script::context::deadline_passed;
+use crate::script::engine;
+use crate::script::limits::{Limits, CLOCK_CHECK_OPERATIONS, SCAN_LIMIT};
+use crate::state::schema::Schema;
+use crate::state::tables::IndexDef;
 
 /// What stopped the call, as far as it decides which position names the mistake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,7 +40,7 @@ pub(crate) fn limit_kind(error: &EvalAltResult) -> Option<Kind> {
         EvalAltResult::ErrorTerminated(value, _) => {
             let scan = value
                 .read_lock::<rhai::ImmutableString>()
-                .is_some_and(|s| s.as_str() == crate::engine::SCAN_LIMIT);
+                .is_some_and(|s| s.as_str() == SCAN_LIMIT);
             Some(if scan { Kind::Call } else { Kind::Time })
         }
         EvalAltResult::ErrorTooManyOperations(_)
@@ -119,7 +127,7 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
                 }
                 trace.nodes += 1;
                 trace.stopped = operations >= trace.stop_at
-                    || (trace.nodes % 256 == 0 && crate::context::deadline_passed());
+                    || (trace.nodes % 256 == 0 && crate::script::context::deadline_passed());
                 t.set(Some(trace));
                 trace.stopped
             });
@@ -129,4 +137,20 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
             Ok(rhai::debugger::DebuggerCommand::StepInto)
         },
     );
+}
+
+/// An engine like [`build`]'s that notes where a call goes (`diagnose`), for running a call that
+/// a limit stopped again: with no limit of operations or time of its own, since the trace stops
+/// the run where the first run stopped.
+pub(crate) fn build_tracing(schema: &Arc<Schema>, indexes: &[IndexDef], limits: &Limits) -> Engine {
+    let mut engine = engine::build(schema, indexes, limits);
+    engine.set_max_operations(0);
+    // The trace stops the run at its nodes; this stops a loop with none in it.
+    engine.on_progress(|operations| {
+        let stop = past_stop(operations)
+            || (operations % CLOCK_CHECK_OPERATIONS == 0 && deadline_passed());
+        stop.then_some(Dynamic::UNIT)
+    });
+    register(&mut engine);
+    engine
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rhai::{EvalAltResult, Position};
 
-use crate::tables::{Tables, WriteSet};
+use crate::state::tables::{Tables, WriteSet};
 
 pub(crate) enum Context {
     Idle,
@@ -149,7 +149,7 @@ pub(crate) fn was_too_deep() -> bool {
 /// The error the running call ends with for the value too deep it gave a function, if it did.
 pub(crate) fn take_too_deep() -> Option<Box<EvalAltResult>> {
     let (what, at) = TOO_DEEP.with(Cell::take)?;
-    let mut error = crate::api::api_error(crate::depth::too_deep(what));
+    let mut error = crate::script::api_error::api_error(crate::state::depth::too_deep(what));
     error.set_position(at);
     Some(error)
 }

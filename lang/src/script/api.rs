@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Map, Module, Position};
 
-use crate::context::{with_tables, with_write};
-use crate::depth::{too_deep, DEPTH_MAX};
-use crate::key::{key_from_dynamic, Key};
-use crate::schema::{Schema, TableId};
-use crate::tables::{Fields, IndexDef};
+use crate::script::api_error::{api_error, ApiError};
+use crate::script::context::{with_tables, with_write};
+use crate::state::depth::{too_deep, DEPTH_MAX};
+use crate::state::key::{key_from_dynamic, Key};
+use crate::state::schema::{Schema, TableId};
+use crate::state::tables::{Fields, IndexDef};
 
 /// Most rows one scan may return.
 pub const SCAN_ROWS_MAX: i64 = 10_000;
@@ -100,16 +101,7 @@ impl Row {
     }
 }
 
-/// An error raised by the table API (a bug in the script, not a `throw`): becomes a 500 that
-/// names the position. Scripts can still catch it with `try`/`catch`.
-#[derive(Clone, Debug)]
-pub struct ApiError(pub String);
-
 type Fallible<T> = Result<T, Box<EvalAltResult>>;
-
-pub(crate) fn api_error(message: impl Into<String>) -> Box<EvalAltResult> {
-    EvalAltResult::ErrorRuntime(Dynamic::from(ApiError(message.into())), Position::NONE).into()
-}
 
 pub(crate) fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
     // Integer keys (the common case) are built inline, without allocating.
@@ -250,8 +242,8 @@ const BULK_CHUNK: usize = 1024;
 /// An error once the call has used its time budget: what a long native call checks, as Rhai
 /// checks between operations.
 fn time_left() -> Fallible<()> {
-    if crate::context::deadline_passed() {
-        let limit = Dynamic::from(crate::engine::TIME_LIMIT);
+    if crate::script::context::deadline_passed() {
+        let limit = Dynamic::from(crate::script::limits::TIME_LIMIT);
         return Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into());
     }
     Ok(())
@@ -380,10 +372,10 @@ fn scan_allowed(limit: i64) -> Fallible<()> {
 
 /// Charges the rows a scan returned to the call's budget of scanned rows.
 fn charge_scan_rows(rows: usize) -> Fallible<()> {
-    if crate::context::take_scan_rows(rows as u64) {
+    if crate::script::context::take_scan_rows(rows as u64) {
         return Ok(());
     }
-    let limit = Dynamic::from(crate::engine::SCAN_LIMIT);
+    let limit = Dynamic::from(crate::script::limits::SCAN_LIMIT);
     Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into())
 }
 
@@ -450,7 +442,7 @@ pub(crate) fn index_rows(
         if index.id >= t.index_count() {
             return Err(NOT_BUILT.to_string());
         }
-        let range = t.index_entries(index.id).range((low, high));
+        let range = t.index_range(index.id, low, high);
         let row = |(_, key): (&Key, &Key)| {
             let fields = t
                 .get(index.table, key)
@@ -506,7 +498,7 @@ pub(crate) fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
             ));
         }
         let entry = def.lookup_key(&values)?;
-        Ok(t.index_entries(index.id).get(&entry).map(|key| {
+        Ok(t.index_get(index.id, &entry).map(|key| {
             (
                 key.clone(),
                 t.get(index.table, key)
@@ -586,7 +578,7 @@ fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
 /// `index.count()`: its entries, one per row whose indexed fields are all set.
 pub(crate) fn index_count(index: IndexRef) -> Fallible<i64> {
     with_tables(|t| match index.id < t.index_count() {
-        true => Ok(t.index_entries(index.id).len() as i64),
+        true => Ok(t.index_len(index.id) as i64),
         false => Err(NOT_BUILT.to_string()),
     })
     .and_then(|count| count)

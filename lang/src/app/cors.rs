@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::respond::is_token_byte;
+use crate::script::respond::is_token_byte;
 
 /// What `"cors"` declares. Invariants (checked by [`Cors::parse`]): each origin is
 /// `scheme://host[:port]` in lower case, or `null`; methods are among the manifest's; header

@@ -242,12 +242,14 @@ pub(crate) fn log(level: Level, message: &str) {
 /// `warn(x)` and `error(x)`: the value's text, which is made by walking it, so only for a value
 /// that meets the depth rule (a script error otherwise, at the call).
 fn log_value(level: Level, value: &rhai::Dynamic) -> Result<(), Box<rhai::EvalAltResult>> {
-    if !crate::depth::within(value) {
+    if !crate::state::depth::within(value) {
         let what = match level {
             Level::Warn => "the value given to warn",
             _ => "the value given to error",
         };
-        return Err(crate::api::api_error(crate::depth::too_deep(what)));
+        return Err(crate::script::api_error::api_error(
+            crate::state::depth::too_deep(what),
+        ));
     }
     log(level, &value.to_string());
     Ok(())
@@ -262,7 +264,7 @@ fn in_call<R>(f: impl FnOnce(&mut Call) -> R) -> Result<R, String> {
 
 /// Registers `now()`, `uuid()` and `random(lo, hi)`; their errors are script errors at the call.
 pub(crate) fn register(engine: &mut rhai::Engine) {
-    use crate::api::api_error as fail;
+    use crate::script::api_error::api_error as fail;
     engine.on_print(|text| log(Level::Info, text));
     engine.on_debug(|text, _, _| log(Level::Debug, text));
     engine.register_fn("warn", |x: rhai::Dynamic| log_value(Level::Warn, &x));

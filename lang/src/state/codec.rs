@@ -13,7 +13,7 @@
 
 use rhai::{Array, Dynamic, ImmutableString, Map};
 
-use crate::depth::{too_deep, DEPTH_MAX};
+use crate::state::depth::{too_deep, DEPTH_MAX};
 
 pub const UNIT: u8 = 0;
 pub const FALSE: u8 = 1;

@@ -13,7 +13,7 @@
 use rhai::{Array, Dynamic, Map};
 use serde_json::Value;
 
-use crate::value;
+use crate::script::value;
 
 /// A declared type, with whether it may be absent and what stands in for it then.
 #[derive(Clone, Debug)]
@@ -934,7 +934,7 @@ mod tests {
         let value = value::to_dynamic(&serde_json::from_str(body).expect("json"));
         declared
             .check_body(value)
-            .map(|v| value::to_json(&v, &crate::schema::Schema::default()).expect("to json"))
+            .map(|v| value::to_json(&v, &crate::state::schema::Schema::default()).expect("to json"))
     }
 
     const SCOREBOARD: &str = r#"{"fields": {"player": {"type": "string", "min_len": 1,

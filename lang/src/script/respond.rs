@@ -11,9 +11,9 @@
 use rhai::{Dynamic, EvalAltResult, Map};
 use serde_json::Value;
 
-use crate::api::api_error;
-use crate::schema::Schema;
-use crate::value;
+use crate::script::api_error::api_error;
+use crate::script::value;
+use crate::state::schema::Schema;
 
 /// A handler's answer as the HTTP layer sends it.
 ///

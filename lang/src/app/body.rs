@@ -25,8 +25,8 @@ use std::fmt;
 use rhai::{Array, Dynamic, Identifier, ImmutableString, Map};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::depth::{too_deep, DEPTH_MAX};
-use crate::engine::Limits;
+use crate::script::limits::Limits;
+use crate::state::depth::{too_deep, DEPTH_MAX};
 
 /// Why a request body was refused; nothing ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +124,7 @@ pub(crate) fn parse(
     bytes: &[u8],
     params: &[(String, String)],
     query: &[(String, String)],
-    head: &crate::app::Head,
+    head: &crate::script::request::Head,
     limits: &Limits,
 ) -> Result<Dynamic, BodyError> {
     let mut budget = Budget {
@@ -504,7 +504,7 @@ mod tests {
             parse(br#""12345""#, &params, &[], &Default::default(), &limits()).err(),
             too_large("string_bytes_max", 10)
         );
-        let head = crate::app::Head {
+        let head = crate::script::request::Head {
             headers: vec![("accept".into(), "*/*".into())],
             method: "POST".into(),
             ..Default::default()
@@ -514,7 +514,7 @@ mod tests {
             parse(br#""1234""#, &[], &[], &head, &limits()).err(),
             too_large("string_bytes_max", 10)
         );
-        let head = crate::app::Head {
+        let head = crate::script::request::Head {
             headers: (0..4)
                 .map(|i| (format!("h{i}").into(), "".into()))
                 .collect(),
@@ -631,7 +631,7 @@ mod tests {
             format!("{}{inner}{}", "[".repeat(levels), "]".repeat(levels))
         };
         let deepest = parse_default_limits(&nested(DEPTH_MAX, "1")).expect("128 levels");
-        assert!(crate::depth::within(&deepest));
+        assert!(crate::state::depth::within(&deepest));
         assert!(parse_default_limits(&nested(DEPTH_MAX, "")).is_ok());
         // The outer object, the arrays, the inner object.
         let text = format!(r#"{{"a": 1, "b": {}}}"#, nested(DEPTH_MAX - 2, "{}"));

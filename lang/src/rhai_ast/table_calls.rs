@@ -9,10 +9,10 @@ use std::collections::HashSet;
 
 use rhai::{ASTNode, Expr, Position, Stmt, AST};
 
-use crate::api::TABLE_METHODS;
-use crate::app::edits;
-use crate::schema::Schema;
-use crate::tables::IndexDef;
+use crate::script::api::TABLE_METHODS;
+use crate::script::error::edits;
+use crate::state::schema::Schema;
+use crate::state::tables::IndexDef;
 
 /// Rhai's functions that take a value of any type, so a table too.
 const ANY_VALUE: [&str; 5] = ["type_of", "to_string", "to_debug", "is_shared", "tag"];
@@ -177,7 +177,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::schema::TableSchema;
+    use crate::state::schema::TableSchema;
 
     /// `TABLE_METHODS` says what the engine has: each registered table method with each count of
     /// arguments it takes, and nothing else.
@@ -189,7 +189,8 @@ mod tests {
                 fields: vec!["f".into()],
             }],
         });
-        let engine = crate::engine::build(&schema, &[], &crate::Limits::default());
+        let engine =
+            crate::script::engine::build(&schema, &[], &crate::script::limits::Limits::default());
         let mut registered: HashSet<(String, usize)> = HashSet::new();
         for signature in engine.gen_fn_signatures(false) {
             let Some((name, rest)) = signature.split_once('(') else {

@@ -1,0 +1,240 @@
+//! The manifest, `app.json`: its routes, tables, indexes and keys.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{HandlerKind, Route};
+use crate::app::shape::Declared;
+use crate::script::error::edits;
+use crate::state::schema::{Schema, TableSchema};
+use crate::state::tables::{IndexDef, IndexSource};
+
+const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "PATCH"];
+
+pub(super) fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
+    let Some(routes) = routes.as_object() else {
+        return Err("\"routes\" must be an object of \"METHOD /path\": \"handler\"".into());
+    };
+    routes
+        .iter()
+        .map(|(pattern, entry)| {
+            let (method, path) = pattern
+                .split_once(' ')
+                .ok_or_else(|| format!("route {pattern:?} must be \"METHOD /path\""))?;
+            let method = method.to_ascii_uppercase();
+            if !METHODS.contains(&method.as_str()) || !path.starts_with('/') {
+                return Err(format!("route {pattern:?}: method must be one of {METHODS:?} and the path start with /"));
+            }
+            let shape = "the handler must be a function name, or an object with \"handler\" and \
+                         any of \"body\", \"query\" and \"params\"";
+            let handler: &str = match entry {
+                Value::String(handler) => handler,
+                Value::Object(entry) => {
+                    if let Some(key) = entry.keys().find(|k| !["handler", "body", "query", "params"].contains(&k.as_str())) {
+                        return Err(format!("route {pattern:?}: unknown key {key:?}: {shape}"));
+                    }
+                    entry.get("handler").and_then(Value::as_str).ok_or_else(|| format!("route {pattern:?}: {shape}"))?
+                }
+                _ => return Err(format!("route {pattern:?}: {shape}")),
+            };
+            let declared = Arc::new(Declared::parse(pattern, entry, path)?);
+            let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
+            Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared })
+        })
+        .collect::<Result<Vec<Route>, String>>()
+        .and_then(|routes| {
+            // Two patterns that differ only in their parameters' names match the same requests:
+            // the router would always take one of them.
+            let shape = |route: &Route| {
+                let segments: Vec<&str> = route
+                    .path
+                    .split('/')
+                    .map(|s| if s.starts_with('{') { "{}" } else { s })
+                    .collect();
+                (route.method.clone(), segments.join("/"))
+            };
+            for (i, route) in routes.iter().enumerate() {
+                if let Some(other) = routes[..i].iter().find(|o| shape(o) == shape(route)) {
+                    return Err(format!(
+                        "routes \"{} {}\" and \"{} {}\" match the same requests: one of them \
+                         could never be reached",
+                        other.method, other.path, route.method, route.path
+                    ));
+                }
+            }
+            Ok(routes)
+        })
+}
+
+/// Where in the manifest's text a message about it points: the last of the names it quotes
+/// that the text holds as JSON strings in that order (a route, a table, an index, a key),
+/// leaving out a suggestion ("did you mean ..."), which names what is not there.
+pub(super) fn manifest_position(text: &str, message: &str) -> Option<(usize, usize)> {
+    let about = message.split("did you mean").next().unwrap_or(message);
+    let mut quoted = Vec::new();
+    let mut rest = about;
+    while let Some(start) = rest.find('"') {
+        let Some(length) = rest[start + 1..].find('"') else {
+            break;
+        };
+        quoted.push(&rest[start..start + length + 2]);
+        rest = &rest[start + length + 2..];
+    }
+    // Each name is looked for after the one before it (`index "by_x": field "name"`: the
+    // field within that index), so that a name found elsewhere first is not taken.
+    let mut offset = None;
+    let mut from = 0;
+    for q in quoted {
+        if let Some(at) = text[from..].find(q) {
+            offset = Some(from + at);
+            from += at + q.len();
+        }
+    }
+    let offset = offset?;
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before[before.rfind('\n').map_or(0, |n| n + 1)..]
+        .chars()
+        .count()
+        + 1;
+    Some((line, column))
+}
+
+/// The manifest's own keys: a misspelt one (`"table"`) would otherwise be ignored, and the app
+/// would start without what it declares.
+pub(super) fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
+    const KEYS: [&str; 6] = ["name", "routes", "tables", "indexes", "cors", "limits"];
+    let Some(object) = manifest.as_object() else {
+        return Err("app.json must hold an object".into());
+    };
+    for key in object.keys() {
+        if KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        let near = KEYS
+            .iter()
+            .find(|k| k.starts_with(key.as_str()) || key.starts_with(*k) || edits(k, key) <= 2);
+        return Err(match near {
+            Some(near) => format!("unknown key {key:?}: did you mean {near:?}?"),
+            None => format!("unknown key {key:?}: an app.json holds {KEYS:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// `"indexes": {"by_category": {"table": "items", "fields": ["category"], "unique": false}}`.
+pub(super) fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<IndexDef>, String> {
+    let shape = "\"indexes\" must be an object of \"name\": {\"table\": \"...\", \"fields\": \
+                 [\"field\", \"-field\" (descending) or \"key[i]\", ...], \"unique\": true or false}";
+    if indexes.is_null() {
+        return Ok(Vec::new());
+    }
+    let indexes = indexes.as_object().ok_or(shape)?;
+    indexes
+        .iter()
+        .map(|(name, index)| {
+            let bad = |what: String| format!("index {name:?}: {what}");
+            let index = index.as_object().ok_or_else(|| bad(shape.into()))?;
+            if let Some(key) = index
+                .keys()
+                .find(|k| !["table", "fields", "unique"].contains(&k.as_str()))
+            {
+                return Err(bad(format!("unknown key {key:?}: {shape}")));
+            }
+            if !name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(bad(
+                    "a name must be an identifier (it is a property: items.by_category)".into(),
+                ));
+            }
+            let table_name = index
+                .get("table")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("\"table\" must name a table".into()))?;
+            let table = schema
+                .table_id(table_name)
+                .ok_or_else(|| bad(format!("no table {table_name:?}")))?;
+            let fields: Vec<String> = index
+                .get("fields")
+                .and_then(Value::as_array)
+                .map(|fields| {
+                    fields
+                        .iter()
+                        .filter_map(|f| f.as_str().map(str::to_string))
+                        .collect()
+                })
+                .filter(|fields: &Vec<String>| !fields.is_empty())
+                .ok_or_else(
+                    || bad("\"fields\" must be a list of one or more field names".into()),
+                )?;
+            // "-best": the largest best first.
+            let descending: Vec<bool> = fields.iter().map(|f| f.starts_with('-')).collect();
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|f| f.strip_prefix('-').unwrap_or(f).to_string())
+                .collect();
+            let sources = fields
+                .iter()
+                .map(|field| {
+                    if let Some(part) = field.strip_prefix("key[").and_then(|f| f.strip_suffix(']'))
+                    {
+                        return match part.parse::<usize>() {
+                            Ok(i) if i < crate::state::key::KEY_PARTS_MAX => {
+                                Ok(IndexSource::KeyPart(i))
+                            }
+                            _ => Err(bad(format!(
+                                "{field:?}: a key part is key[0] to key[{}]",
+                                crate::state::key::KEY_PARTS_MAX - 1
+                            ))),
+                        };
+                    }
+                    schema
+                        .field_slot(table, field)
+                        .map(IndexSource::Field)
+                        .ok_or_else(|| bad(format!("table {table_name} has no field {field:?}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let unique = match index.get("unique") {
+                None => false,
+                Some(Value::Bool(unique)) => *unique,
+                Some(_) => return Err(bad("\"unique\" must be true or false".into())),
+            };
+            Ok(IndexDef {
+                name: name.clone(),
+                table,
+                sources,
+                fields,
+                descending,
+                unique,
+            })
+        })
+        .collect()
+}
+
+pub(super) fn parse_tables(tables: &Value) -> Result<Schema, String> {
+    let shape = "\"tables\" must be an object of \"table\": [\"field\", ...]";
+    if tables.is_null() {
+        return Ok(Schema::default());
+    }
+    let tables = tables.as_object().ok_or(shape)?;
+    let tables = tables
+        .iter()
+        .map(|(name, fields)| {
+            let fields = fields.as_array().ok_or(shape)?;
+            let fields = fields
+                .iter()
+                .map(|f| f.as_str().map(str::to_string).ok_or(shape))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(TableSchema {
+                name: name.clone(),
+                fields,
+            })
+        })
+        .collect::<Result<Vec<_>, &str>>()?;
+    Ok(Schema { tables })
+}

@@ -1,0 +1,184 @@
+//! Load-time checks of an app's scripts over Rhai's AST: calls that reach no function, names
+//! that cannot be variables, what of its request a handler can observe, and what a parse error
+//! means.
+
+use std::collections::HashSet;
+
+use rhai::{ASTNode, Engine, Expr, ImmutableString, Position, Stmt, AST};
+
+use crate::script::value::RequestFields;
+use crate::state::schema::Schema;
+
+/// Whether scripts could not use `name` as a variable: a word of the language (`let`, `true`,
+/// a reserved one) or `request`, the name handlers give their parameter, which would hide it.
+pub(crate) fn is_script_word(name: &str) -> bool {
+    if name == "request" {
+        return true;
+    }
+    let parsed = Engine::new_raw().compile_expression(name);
+    !matches!(
+        parsed.as_ref().map(|ast| ast.statements()),
+        Ok([Stmt::Expr(expr)]) if matches!(**expr, Expr::Variable(..))
+    )
+}
+
+/// The entries of the request map that handler `name` can observe. A handler that uses its
+/// parameter only as `request.field...` or `request["field"]...` (a literal name) sees nothing
+/// of the others, so they need not be built for it: the head's headers map, above all, is work
+/// on every call that most handlers never read. Any other use (passing the request on,
+/// `request.keys()`, printing it, a computed index) observes the whole map.
+pub(crate) fn request_fields(ast: &AST, name: &str) -> RequestFields {
+    let mut alone = ast.clone_functions_only();
+    alone.retain_functions(|_, _, n, arity| n == name && arity == 1);
+    let Some(param) = alone.iter_fn_def().next().map(|f| f.params[0].clone()) else {
+        return RequestFields::ALL;
+    };
+    let mut fields = RequestFields::NONE;
+    alone.walk(&mut |path: &[ASTNode]| {
+        // Rhai's walk does not visit the value of `break value`: whatever it holds, assume
+        // the whole request.
+        if let Some(ASTNode::Stmt(Stmt::BreakLoop(Some(_), ..))) = path.last() {
+            fields = RequestFields::ALL;
+            return true;
+        }
+        let Some(ASTNode::Expr(node @ Expr::Variable(variable, ..))) = path.last() else {
+            return true;
+        };
+        if variable.1 != param {
+            return true;
+        }
+        let parent = path.len().checked_sub(2).map(|at| &path[at]);
+        let field = match parent {
+            Some(ASTNode::Expr(Expr::Dot(chain, ..))) if std::ptr::eq(&chain.lhs, *node) => {
+                match &chain.rhs {
+                    Expr::Property(property, _) => Some(property.2.as_str()),
+                    Expr::Dot(inner, ..) | Expr::Index(inner, ..) => match &inner.lhs {
+                        Expr::Property(property, _) => Some(property.2.as_str()),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            Some(ASTNode::Expr(Expr::Index(chain, ..))) if std::ptr::eq(&chain.lhs, *node) => {
+                match &chain.rhs {
+                    Expr::StringConstant(text, _) => Some(text.as_str()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        fields = fields.with(field.map_or(RequestFields::ALL, RequestFields::named));
+        true
+    });
+    fields
+}
+
+/// Rhai's parse error, with what Pure knows of the mistake: a name that is not defined is
+/// often a table's, misspelt, or a top-level constant, which handlers never see (they run
+/// without the top level).
+pub(crate) fn explain_compile_error(
+    error: &rhai::ParseErrorType,
+    text: &str,
+    schema: &Schema,
+) -> String {
+    let rhai::ParseErrorType::VariableUndefined(name) = error else {
+        return error.to_string();
+    };
+    let top_level = Engine::new_raw().compile(text).ok().is_some_and(|ast| {
+        ast.statements()
+            .iter()
+            .any(|stmt| matches!(stmt, Stmt::Var(var, ..) if var.0.as_str() == name))
+    });
+    if top_level {
+        return format!(
+            "{name} is defined at the top level, which handlers never run: define it inside the \
+             function, or make it a function (fn {}() {{ ... }})",
+            name.to_lowercase()
+        );
+    }
+    let tables: Vec<&str> = schema.tables.iter().map(|t| t.name.as_str()).collect();
+    format!(
+        "no variable or table named {name} (the app's tables: {})",
+        if tables.is_empty() {
+            "none".to_string()
+        } else {
+            tables.join(", ")
+        }
+    )
+}
+
+/// Rhai's own functions that are syntax rather than registered functions.
+const KEYWORD_FUNCTIONS: [&str; 10] = [
+    "print",
+    "debug",
+    "type_of",
+    "eval",
+    "Fn",
+    "call",
+    "curry",
+    "is_shared",
+    "is_def_var",
+    "is_def_fn",
+];
+
+/// Every call of a function by name (not a method) must reach one: a script function with that
+/// many parameters, or a built-in one. Rhai would only say so when the call runs.
+/// The names of the functions the engine has (Rhai's and Pure's), to tell a call of a function
+/// nothing defines.
+pub(crate) fn builtin_names(engine: &Engine) -> HashSet<String> {
+    engine
+        .gen_fn_signatures(true)
+        .into_iter()
+        .filter_map(|signature| signature.split('(').next().map(str::to_string))
+        .collect()
+}
+
+pub(crate) fn check_calls(ast: &AST, builtin: &HashSet<String>) -> Result<(), (Position, String)> {
+    let scripts: Vec<(ImmutableString, usize)> = ast
+        .iter_fn_def()
+        .map(|f| (f.name.clone(), f.params.len()))
+        .collect();
+    let mut found = Ok(());
+    ast.walk(&mut |path: &[ASTNode]| {
+        // A call is an expression, or a statement of its own.
+        let (call, position) = match path.last() {
+            Some(ASTNode::Expr(expr @ Expr::FnCall(call, ..))) => (call, expr.position()),
+            Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => (call, *position),
+            _ => return true,
+        };
+        let name = call.name.as_str();
+        if call.is_operator_call()
+            || !name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+            || KEYWORD_FUNCTIONS.contains(&name)
+            || builtin.contains(name)
+            || scripts
+                .iter()
+                .any(|(n, arity)| n == name && *arity == call.args.len())
+        {
+            return true;
+        }
+        let defined: Vec<usize> = scripts
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, arity)| *arity)
+            .collect();
+        let message = match defined.as_slice() {
+            [] => format!("no function {name}(): no script defines it, and it is not built in"),
+            arities => format!(
+                "{name}() is called with {} argument(s), but fn {name} takes {}",
+                call.args.len(),
+                arities
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        };
+        found = Err((position, message));
+        false
+    });
+    found
+}
