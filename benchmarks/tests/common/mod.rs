@@ -19,7 +19,7 @@ pub fn pure_serve_built() -> bool {
     if !built {
         assert!(
             std::env::var_os("PURE_BENCH_ALLOW_NO_SERVE").is_some(),
-            "pure-serve is not built beside {BIN}: run `cargo test --workspace --release` \
+            "pure-serve is not built beside {BIN}: run `cargo test --workspace --profile checked` \
              (or set PURE_BENCH_ALLOW_NO_SERVE=1 to skip these tests)"
         );
         eprintln!("SKIPPED: pure-serve is not built");

@@ -18,6 +18,9 @@ use crate::script::value::{self, RequestFields};
 use crate::script::world;
 use crate::state::tables::{Tables, WriteSet};
 
+/// The largest table whose indexes debug builds check whole after every write call.
+const INDEX_CHECK_ROWS_MAX: usize = 10_000;
+
 impl App {
     pub(super) fn write_with(
         &self,
@@ -26,10 +29,10 @@ impl App {
         tables: &mut Tables,
         writes: &mut WriteSet,
     ) -> Result<Answer, HandlerError> {
-        debug_assert!(
-            writes.is_empty(),
-            "a write set is encoded and cleared before the next call"
-        );
+        // A change left from the call before would be logged twice, or rolled back with this
+        // call's: the runtime encodes a write set and clears it before the next call.
+        assert!(writes.is_empty(), "the write set is empty between calls");
+        let table_count = tables.table_count();
         let context = Context::Write {
             tables: std::mem::take(tables),
             writes: std::mem::take(writes),
@@ -44,9 +47,19 @@ impl App {
                 *writes = w;
             }
         });
+        // The context went into the call by value: whatever ended it, it must have come back.
+        assert_eq!(
+            tables.table_count(),
+            table_count,
+            "the call gave the tables back"
+        );
         if result.is_err() {
             tables.roll_back(writes);
         }
+        debug_assert!(
+            tables.indexes_hold_their_rows(INDEX_CHECK_ROWS_MAX),
+            "after {handler}: an index does not hold one entry per indexed row"
+        );
         result
     }
 

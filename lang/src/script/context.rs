@@ -89,7 +89,16 @@ fn stale_max(budget: Duration) -> Duration {
 
 /// Installs a handler call's context, with its time budget starting now.
 pub(crate) fn install(context: Context, budget: Duration, scan_rows: u64) {
-    CONTEXT.with(|c| *c.borrow_mut() = context);
+    CONTEXT.with(|c| {
+        let mut slot = c.borrow_mut();
+        // One call at a time on a thread: installing over a running call's context would drop
+        // its tables, and with them the caller's state.
+        assert!(
+            matches!(*slot, Context::Idle),
+            "no call is running on this thread"
+        );
+        *slot = context;
+    });
     let now = Instant::now();
     let cpu_at_start = match LAST_CPU.with(Cell::get) {
         Some((at, cpu)) if now.saturating_duration_since(at) <= stale_max(budget) => cpu,
@@ -128,7 +137,13 @@ pub(crate) fn take_scan_rows(rows: u64) -> bool {
 pub(crate) fn take() -> Context {
     DEADLINE.with(|d| d.set(None));
     TOO_DEEP.with(|t| t.set(None));
-    CONTEXT.with(|c| std::mem::replace(&mut *c.borrow_mut(), Context::Idle))
+    let context = CONTEXT.with(|c| std::mem::replace(&mut *c.borrow_mut(), Context::Idle));
+    // Taken once per install: a second take would hand the caller empty tables for its own.
+    assert!(
+        !matches!(context, Context::Idle),
+        "a call's context was installed"
+    );
+    context
 }
 
 /// Notes that the running call gave `what` (the subject of `depth::too_deep`'s sentence),

@@ -166,6 +166,10 @@ pub(crate) fn begin_call(
         ))
     });
     CALL.with(|c| {
+        // One call at a time on a thread. A debug assert: a panic that escaped a call (a bug)
+        // leaves its `Call` behind, which this one may replace (its pointers are never read
+        // again); a plain assert would then refuse every later call on the thread.
+        debug_assert!(c.borrow().is_none(), "the last call on this thread ended");
         *c.borrow_mut() = Some(Call {
             sink: sink.cloned(),
             handler,

@@ -64,6 +64,7 @@ impl Fields {
                 b.set_value(slot, v);
             }
             let row = b.build();
+            debug_assert_eq!(row.len(), values.len(), "a slot per value");
             if b.bytes.capacity() > KEPT_MAX {
                 *b = FieldsBuilder::new(0);
             }
@@ -337,6 +338,7 @@ impl FieldsBuilder {
         wider.bytes[words..words + 8 * n].copy_from_slice(&old[HEAD + n..HEAD + 9 * n]);
         wider.bytes.extend_from_slice(&old[HEAD + 9 * n..]);
         *self = wider;
+        assert!(slot < self.n, "grown to hold the slot");
     }
 
     fn set_fixed(&mut self, slot: usize, tag: u8, word: u64) {
@@ -349,6 +351,12 @@ impl FieldsBuilder {
     fn set_var(&mut self, slot: usize, tag: u8, bytes: &[u8]) {
         self.grow(slot);
         let var_start = HEAD + 9 * self.n;
+        // The offsets count from the end of the slots: a slot array that grew since would
+        // shift every variable byte already written (`grow` rebuilds instead).
+        assert!(
+            self.bytes.len() >= var_start,
+            "the variable bytes follow the slots"
+        );
         let off = u32::try_from(self.bytes.len() - var_start).expect("a row under 4 GiB");
         let len = u32::try_from(bytes.len()).expect("a field under 4 GiB");
         self.bytes.extend_from_slice(bytes);
@@ -366,6 +374,12 @@ impl FieldsBuilder {
         let mut bytes = Vec::new();
         codec::put_value(&mut bytes, v);
         let tag = bytes[0];
+        // A storable value that is not a number, a boolean, unit or a string: `fields`'s
+        // invariant lets only these tags point into the variable bytes.
+        assert!(
+            matches!(tag, codec::ARRAY | codec::MAP),
+            "an array or a map, got tag {tag}"
+        );
         self.set_var(slot, tag, &bytes);
     }
 
@@ -426,6 +440,16 @@ impl FieldsBuilder {
     }
 
     fn allocate(&self) -> Fields {
+        // The layout the readers index without checks (the module's invariant).
+        assert_eq!(
+            usize::from(u16::from_le_bytes([self.bytes[0], self.bytes[1]])),
+            self.n,
+            "the head counts the slots"
+        );
+        assert!(
+            self.bytes.len() >= HEAD + 9 * self.n,
+            "a tag and a word per slot"
+        );
         Fields(ThinArc::from_header_and_slice((), &self.bytes))
     }
 }

@@ -256,7 +256,11 @@ impl WriteSet {
 
     /// How far the write set has come: [`Tables::roll_back_to`] undoes what came after.
     pub fn mark(&self) -> usize {
-        debug_assert_eq!(self.changes.len(), self.undo.len());
+        assert_eq!(
+            self.changes.len(),
+            self.undo.len(),
+            "one undo entry per change"
+        );
         self.undo.len()
     }
 
@@ -301,7 +305,35 @@ impl Tables {
             });
         }
         self.indexes = built;
+        debug_assert!(
+            self.indexes_hold_their_rows(usize::MAX),
+            "built from the rows"
+        );
         Ok(())
+    }
+
+    /// Whether every index holds exactly one entry per row that its fields make one, and
+    /// nothing else ([`Index`]'s invariant). A walk of every indexed table: for debug builds,
+    /// after each call, and only of tables up to `rows_max` rows (a budget: a walk of a large
+    /// table after every call would make long test runs quadratic).
+    pub fn indexes_hold_their_rows(&self, rows_max: usize) -> bool {
+        self.indexes.iter().all(|index| {
+            let rows = &self.maps[index.def.table as usize];
+            if rows.len() > rows_max {
+                return true;
+            }
+            let mut made = 0;
+            let all_there =
+                rows.iter()
+                    .all(|(key, fields)| match index.def.entry_key(key, fields) {
+                        Ok(Some(entry)) => {
+                            made += 1;
+                            index.entries.get(&entry) == Some(key)
+                        }
+                        Ok(None) | Err(_) => true,
+                    });
+            all_there && made == index.entries.len()
+        })
     }
 
     pub fn index_count(&self) -> usize {
@@ -386,11 +418,20 @@ impl Tables {
         }
         for (at, before, after) in moves {
             let entries = &mut self.indexes[at].entries;
+            // One entry per indexed row (`Index`): the old row's entry is there to move, and
+            // the new one is free (a unique index's conflict was refused above; another
+            // index's entry ends with the row's own key; a roll-back restores, newest first,
+            // entries that the change it undoes had removed).
             if let Some(before) = before {
-                entries.remove(&before);
+                let removed = entries.remove(&before);
+                assert!(
+                    removed.as_ref() == Some(key),
+                    "the old row's entry was in the index"
+                );
             }
             if let Some(after) = after {
-                entries.insert(after, key.clone());
+                let replaced = entries.insert(after, key.clone());
+                assert!(replaced.is_none(), "an entry never replaces another row's");
             }
         }
         Ok(())
@@ -490,6 +531,11 @@ impl Tables {
             old,
         });
         writes.changes.push(Change::Put { table, key, fields });
+        assert_eq!(
+            writes.changes.len(),
+            writes.undo.len(),
+            "one undo entry per change"
+        );
         Ok(())
     }
 
@@ -530,6 +576,11 @@ impl Tables {
             mask,
             fields: new.clone(),
         });
+        assert_eq!(
+            writes.changes.len(),
+            writes.undo.len(),
+            "one undo entry per change"
+        );
         Ok(new)
     }
 
@@ -545,18 +596,32 @@ impl Tables {
             old: Some(old),
         });
         writes.changes.push(Change::Delete { table, key });
+        assert_eq!(
+            writes.changes.len(),
+            writes.undo.len(),
+            "one undo entry per change"
+        );
         true
     }
 
     /// Puts back every row the write set changed, newest first: the state is exactly as before.
     pub fn roll_back(&mut self, writes: &mut WriteSet) {
         self.roll_back_to(writes, 0);
+        assert!(
+            writes.changes.is_empty() && writes.undo.is_empty(),
+            "a rolled-back write set holds nothing to log and nothing to undo"
+        );
     }
 
     /// Puts back the rows changed since `mark` ([`WriteSet::mark`]), newest first, and forgets
     /// those changes: one call that fails partway (a bulk put) changes nothing.
     pub fn roll_back_to(&mut self, writes: &mut WriteSet, mark: usize) {
         assert!(mark <= writes.undo.len(), "a mark of this write set");
+        assert_eq!(
+            writes.changes.len(),
+            writes.undo.len(),
+            "one undo entry per change"
+        );
         for undo in writes.undo.drain(mark..).rev() {
             let map = &mut self.maps[undo.table as usize];
             let now = match &undo.old {
@@ -574,12 +639,18 @@ impl Tables {
             .expect("restoring entries cannot fail");
         }
         writes.changes.truncate(mark);
+        assert_eq!(writes.undo.len(), mark, "undone back to the mark");
+        assert_eq!(
+            writes.changes.len(),
+            mark,
+            "the undone changes are not logged"
+        );
     }
 
     /// Applies a change from the log during recovery (no undo, no write set). Indexes are
     /// not kept: recovery runs before [`Tables::set_indexes`] builds them.
     pub fn apply(&mut self, change: Change) {
-        debug_assert!(self.indexes.is_empty(), "indexes are built after recovery");
+        assert!(self.indexes.is_empty(), "indexes are built after recovery");
         match change {
             Change::Put { table, key, fields } => {
                 self.maps[table as usize].insert(key, fields);

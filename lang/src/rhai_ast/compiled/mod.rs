@@ -202,11 +202,23 @@ impl Frame<'_> {
             return Err(stop);
         }
         let (base, depth) = (self.base, self.depth);
+        // The slots a function was compiled with hold its parameters first: fewer would cut
+        // off arguments below.
+        assert!(
+            callee.slots >= args.len(),
+            "a function's slots hold its parameters"
+        );
         self.base = self.stack.len();
         self.depth += 1;
         self.stack.extend(args);
         self.stack.resize(self.base + callee.slots, Dynamic::UNIT);
         let result = (callee.body)(self);
+        // Locals live at fixed places above `base`: a body that popped below it would have
+        // handed its caller's locals to the wrong names.
+        assert!(
+            self.stack.len() >= self.base,
+            "a function never pops its caller's slots"
+        );
         if depth == 0 && callee.keeps_first_parameter && callee.slots > 0 {
             self.argument_back = Some(std::mem::take(&mut self.stack[self.base]));
         }
@@ -272,6 +284,10 @@ impl Program {
             argument_back: None,
         };
         let result = frame.call(function, vec![argument]);
+        assert!(
+            frame.stack.is_empty() && frame.depth == 0 && frame.base == 0,
+            "every call returned its frame, whatever stopped it"
+        );
         (result, frame.argument_back)
     }
 }
