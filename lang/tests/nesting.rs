@@ -138,3 +138,99 @@ fn values_one_level_deeper_fail_the_call_naming_the_rule() {
         }
     }
 }
+
+/// Runs the write handler `handler` of `script` with `body`: its answer or its error's message.
+fn run(script: &str, handler: &str, body: Value) -> Result<Value, String> {
+    let files = vec![("a.rhai".to_string(), script.to_string())];
+    let app = App::from_sources(MANIFEST, files, Limits::default()).expect("loads");
+    let request = Request {
+        body: pure_lang::to_dynamic(&body),
+        ..Request::default()
+    };
+    let mut tables = Tables::new(app.schema().tables.len());
+    let mut writes = WriteSet::default();
+    app.run_write(handler, &request, &mut tables, &mut writes)
+        .map(|answer| answer.body)
+        .map_err(|e| e.to_string())
+}
+
+/// A function pointer's curried arguments hold values where neither the depth rule nor Rhai's
+/// size checks look: `f = Fn("g").curry(take(f))` nested a level per loop turn without a copy,
+/// a million levels in half a second, and Rhai's drop of them overflowed the server's stack.
+/// So `curry` does not compile, in either form.
+#[test]
+fn curry_does_not_compile() {
+    for script in [
+        "fn f(r) { let g = Fn(\"f\").curry(1); 1 }",
+        "fn f(r) { let g = curry(Fn(\"f\"), 1); 1 }",
+    ] {
+        let files = vec![("a.rhai".to_string(), script.to_string())];
+        let error = App::from_sources(MANIFEST, files, Limits::default())
+            .err()
+            .unwrap_or_else(|| panic!("{script}: loaded"));
+        assert!(
+            matches!(error, pure_lang::LoadError::Compile { line: 1, .. }),
+            "{script}: {error}"
+        );
+        assert!(
+            error.to_string().contains("curry is not available"),
+            "{script}: {error}"
+        );
+    }
+}
+
+/// A response's body is not looked into by the depth rule either: `respond(200, take(r))`
+/// nested responses as `curry` nested pointers. `respond` refuses a body that holds a response
+/// (it is no JSON), however deep in arrays and maps, and a body past the depth rule.
+#[test]
+fn a_response_cannot_hold_a_response() {
+    let script = "\
+        fn nest(req) { let r = (); for i in 0..req.body.levels { r = respond(200, take(r)); } 1 }\n\
+        fn in_array(req) { let r = respond(200, 1); respond(200, [#{ a: take(r) }]) }\n\
+        fn deep(req) { let v = 1; for i in 0..req.body.levels { v = [v]; } respond(200, v) }\n";
+    assert_eq!(run(script, "nest", json!({ "levels": 1 })), Ok(json!(1)));
+    for (handler, levels) in [("nest", 2), ("nest", 1_000_000), ("in_array", 0)] {
+        let error = run(script, handler, json!({ "levels": levels })).expect_err(handler);
+        assert!(
+            error.contains("the body holds a response"),
+            "{handler}: {error}"
+        );
+    }
+    assert_eq!(
+        run(script, "deep", json!({ "levels": DEPTH_MAX })).map(|v| v.to_string().len()),
+        Ok(2 * DEPTH_MAX + 1)
+    );
+    let error = run(script, "deep", json!({ "levels": DEPTH_MAX + 1 })).expect_err("too deep");
+    assert!(error.contains("more than 128 levels deep"), "{error}");
+}
+
+/// Rhai's `to_json` recursed natively whatever the depth, and its `parse_json` refused text
+/// 128 levels deep, which the rule allows: both now follow the rule.
+#[test]
+fn to_json_and_parse_json_follow_the_depth_rule() {
+    let script = "\
+        fn nested(levels) { let v = 1; for i in 0..levels { v = #{ a: v }; } v }\n\
+        fn text(req) { nested(req.body.levels).to_json().len() }\n\
+        fn round(req) {\n\
+            let back = parse_json(nested(req.body.levels).to_json());\n\
+            let depth = 0;\n\
+            while type_of(back) == \"map\" { back = back.a; depth += 1; }\n\
+            depth\n\
+        }\n\
+        fn parsed(req) { let t = \"\"; for i in 0..req.body.levels { t = `{\"a\":${t}`; } parse_json(t + \"1\" + \"}\".pad(req.body.levels, \"}\")) }\n";
+    let levels = |n: usize| json!({ "levels": n });
+    assert_eq!(
+        run(script, "round", levels(DEPTH_MAX)),
+        Ok(json!(DEPTH_MAX))
+    );
+    assert_eq!(
+        run(script, "text", levels(2)),
+        Ok(json!(r#"{"a":{"a":1}}"#.len()))
+    );
+    let error = run(script, "text", levels(DEPTH_MAX + 1)).expect_err("too deep");
+    assert!(error.contains("more than 128 levels deep"), "{error}");
+    let error = run(script, "text", levels(1_000)).expect_err("too deep");
+    assert!(error.contains("more than 128 levels deep"), "{error}");
+    let error = run(script, "parsed", levels(DEPTH_MAX + 1)).expect_err("too deep");
+    assert!(error.contains("more than 128 levels deep"), "{error}");
+}

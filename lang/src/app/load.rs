@@ -145,6 +145,12 @@ impl App {
                     syntax::missing_semicolon(&text, e.1),
                     "missing ; at the end of this statement".into(),
                 ),
+                _ if syntax::word_at(&text, e.1) == Some("curry") => located(
+                    e.1,
+                    "curry is not available: a function pointer's curried values are outside \
+                     what the server can bound (pass the values as arguments instead)"
+                        .into(),
+                ),
                 error => located(e.1, explain_compile_error(error, &text, &schema)),
             }
         })?;

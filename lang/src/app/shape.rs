@@ -327,58 +327,235 @@ fn bad(at: &str, message: impl std::fmt::Display) -> String {
     }
 }
 
+/// The type an object declares (`"type"`, or implied by the keys it has), once every key is
+/// checked to be one that type takes.
+fn declared_type<'a>(
+    object: &'a serde_json::Map<String, Value>,
+    at: &str,
+) -> Result<&'a str, String> {
+    let type_name = match object.get("type") {
+        Some(Value::String(name)) => name.as_str(),
+        Some(_) => return Err(bad(at, "\"type\" must be a name")),
+        None if object.contains_key("fields") => "object",
+        None if object.contains_key("items") => "array",
+        None if object.contains_key("keys") || object.contains_key("values") => "object",
+        None => return Err(bad(at, "an object type needs \"type\"")),
+    };
+    let keys: &[&str] = match type_name {
+        "any" | "bool" => &[],
+        "int" | "float" => &["min", "max"],
+        "string" => &["min_len", "max_len", "min_bytes", "max_bytes"],
+        "array" => &["items", "min_items", "max_items"],
+        "object" => &["fields", "extra", "keys", "values"],
+        other => {
+            return Err(bad(
+                at,
+                format!(
+                    "unknown type {other:?}: the types are any, bool, int, float, string, \
+                     array and object"
+                ),
+            ))
+        }
+    };
+    for key in object.keys() {
+        if !["type", "optional", "default"].contains(&key.as_str()) && !keys.contains(&key.as_str())
+        {
+            let takes = if keys.is_empty() {
+                String::new()
+            } else {
+                format!(" (it takes {keys:?})")
+            };
+            return Err(bad(at, format!("{type_name} does not take {key:?}{takes}")));
+        }
+    }
+    Ok(type_name)
+}
+
+/// The bounds of a type declared as an object, read from its keys.
+struct Bounds<'a> {
+    object: &'a serde_json::Map<String, Value>,
+    /// Names the type in errors.
+    at: &'a str,
+}
+
+impl Bounds<'_> {
+    fn int(&self, key: &str) -> Result<Option<i64>, String> {
+        match self.object.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| bad(self.at, format!("{key:?} must be an integer"))),
+        }
+    }
+
+    fn float(&self, key: &str) -> Result<Option<f64>, String> {
+        match self.object.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| bad(self.at, format!("{key:?} must be a number"))),
+        }
+    }
+
+    fn count(&self, key: &str) -> Result<Option<usize>, String> {
+        match self.object.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| bad(self.at, format!("{key:?} must be a count (0 or more)"))),
+        }
+    }
+
+    /// An error when both bounds are set and the minimum is above the maximum.
+    fn ordered<T: PartialOrd>(
+        &self,
+        min: Option<T>,
+        max: Option<T>,
+        what: &str,
+    ) -> Result<(), String> {
+        match min.zip(max) {
+            Some((min, max)) if min > max => Err(bad(
+                self.at,
+                format!("{what}: the minimum is above the maximum"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn int_kind(&self) -> Result<Kind, String> {
+        let (min, max) = (self.int("min")?, self.int("max")?);
+        self.ordered(min, max, "int")?;
+        Ok(Kind::Int { min, max })
+    }
+
+    fn float_kind(&self) -> Result<Kind, String> {
+        let (min, max) = (self.float("min")?, self.float("max")?);
+        self.ordered(min, max, "float")?;
+        Ok(Kind::Float { min, max })
+    }
+
+    fn string_kind(&self) -> Result<Kind, String> {
+        let (min_len, max_len) = (self.count("min_len")?, self.count("max_len")?);
+        let (min_bytes, max_bytes) = (self.count("min_bytes")?, self.count("max_bytes")?);
+        self.ordered(min_len, max_len, "string")?;
+        self.ordered(min_bytes, max_bytes, "min_bytes and max_bytes")?;
+        // A character is 1 to 4 bytes: bounds that no string meets would refuse every
+        // request, which is a mistake to show at load, not in production.
+        if min_len.zip(max_bytes).is_some_and(|(a, b)| a > b)
+            || min_bytes
+                .zip(max_len)
+                .is_some_and(|(a, b)| a > b.saturating_mul(4))
+        {
+            return Err(bad(
+                self.at,
+                "no string fits both the character and the byte bounds (a character is 1 to 4 \
+                 bytes)",
+            ));
+        }
+        Ok(Kind::String {
+            min_len,
+            max_len,
+            min_bytes,
+            max_bytes,
+        })
+    }
+
+    fn array_kind(&self) -> Result<Kind, String> {
+        let items = match self.object.get("items") {
+            Some(items) => Shape::parse(items, &format!("{}[]", self.at))?,
+            None => Shape::any(),
+        };
+        let (min_items, max_items) = (self.count("min_items")?, self.count("max_items")?);
+        self.ordered(min_items, max_items, "array")?;
+        Ok(Kind::Array {
+            items: Box::new(items),
+            min_items,
+            max_items,
+        })
+    }
+
+    fn object_kind(&self) -> Result<Kind, String> {
+        let (object, at) = (self.object, self.at);
+        let map = object.contains_key("keys") || object.contains_key("values");
+        let extra = match object.get("extra") {
+            None => map || !object.contains_key("fields"),
+            Some(Value::Bool(false)) if map => {
+                return Err(bad(
+                    at,
+                    "\"keys\" and \"values\" are for fields not named in \"fields\", which \
+                     \"extra\": false refuses",
+                ))
+            }
+            Some(Value::Bool(extra)) => *extra,
+            Some(_) => return Err(bad(at, "\"extra\" must be true or false")),
+        };
+        let within = |what: &str| {
+            if at.is_empty() {
+                what.to_string()
+            } else {
+                format!("{at} {what}")
+            }
+        };
+        let keys = match object.get("keys") {
+            None => None,
+            Some(keys) => Some(Box::new(key_shape(keys, &within("keys"))?)),
+        };
+        let values = match object.get("values") {
+            None => None,
+            Some(values) => Some(Box::new(Shape::parse(values, &within("values"))?)),
+        };
+        let fields = match object.get("fields") {
+            None => Vec::new(),
+            Some(Value::Object(fields)) => fields
+                .iter()
+                .map(|(name, shape)| {
+                    let inner = if at.is_empty() || at == "body" {
+                        name.clone()
+                    } else {
+                        format!("{at}.{name}")
+                    };
+                    Ok((name.clone(), Shape::parse(shape, &inner)?))
+                })
+                .collect::<Result<_, String>>()?,
+            Some(_) => return Err(bad(at, "\"fields\" must be an object of name: type")),
+        };
+        Ok(Kind::Object {
+            fields,
+            extra,
+            keys,
+            values,
+        })
+    }
+}
+
+/// The type of a map's field names (`"keys"`): a string type, never absent.
+fn key_shape(declared: &Value, at: &str) -> Result<Shape, String> {
+    let shape = Shape::parse(declared, at)?;
+    if !matches!(shape.kind, Kind::String { .. }) {
+        return Err(bad(
+            at,
+            "field names are strings: \"keys\" is a string type",
+        ));
+    }
+    if shape.optional || shape.default.is_some() {
+        return Err(bad(
+            at,
+            "a field name is never absent: it takes no \"optional\" or \"default\"",
+        ));
+    }
+    Ok(shape)
+}
+
 impl Shape {
     /// A type from its declaration: a name (`"int"`, `"string?"` for an optional one), or an
     /// object with `"type"` and the bounds that type takes. `at` names it in errors.
     pub(crate) fn parse(declared: &Value, at: &str) -> Result<Shape, String> {
         if let Some(name) = declared.as_str() {
-            let (name, optional) = match name.strip_suffix('?') {
-                Some(name) => (name, true),
-                None => (name, false),
-            };
-            let kind = match name {
-                "any" => Kind::Any,
-                "bool" => Kind::Bool,
-                "int" => Kind::Int {
-                    min: None,
-                    max: None,
-                },
-                "float" => Kind::Float {
-                    min: None,
-                    max: None,
-                },
-                "string" => Kind::String {
-                    min_len: None,
-                    max_len: None,
-                    min_bytes: None,
-                    max_bytes: None,
-                },
-                "array" => Kind::Array {
-                    items: Box::new(Shape::any()),
-                    min_items: None,
-                    max_items: None,
-                },
-                "object" => Kind::Object {
-                    fields: Vec::new(),
-                    extra: true,
-                    keys: None,
-                    values: None,
-                },
-                _ => {
-                    return Err(bad(
-                        at,
-                        format!(
-                            "unknown type {name:?}: the types are any, bool, int, float, string, \
-                             array and object, with ? after one that may be absent"
-                        ),
-                    ))
-                }
-            };
-            return Ok(Shape {
-                kind,
-                optional,
-                default: None,
-            });
+            return Shape::named(name, at);
         }
         let Some(object) = declared.as_object() else {
             return Err(bad(
@@ -386,202 +563,16 @@ impl Shape {
                 "a type is a name (\"int\") or an object with \"type\" and its bounds",
             ));
         };
-        let type_name = match object.get("type") {
-            Some(Value::String(name)) => name.as_str(),
-            Some(_) => return Err(bad(at, "\"type\" must be a name")),
-            None if object.contains_key("fields") => "object",
-            None if object.contains_key("items") => "array",
-            None if object.contains_key("keys") || object.contains_key("values") => "object",
-            None => return Err(bad(at, "an object type needs \"type\"")),
-        };
-        let keys: &[&str] = match type_name {
-            "any" | "bool" => &[],
-            "int" | "float" => &["min", "max"],
-            "string" => &["min_len", "max_len", "min_bytes", "max_bytes"],
-            "array" => &["items", "min_items", "max_items"],
-            "object" => &["fields", "extra", "keys", "values"],
-            other => {
-                return Err(bad(
-                    at,
-                    format!(
-                        "unknown type {other:?}: the types are any, bool, int, float, string, \
-                         array and object"
-                    ),
-                ))
-            }
-        };
-        for key in object.keys() {
-            if !["type", "optional", "default"].contains(&key.as_str())
-                && !keys.contains(&key.as_str())
-            {
-                let takes = if keys.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (it takes {keys:?})")
-                };
-                return Err(bad(at, format!("{type_name} does not take {key:?}{takes}")));
-            }
-        }
-        let int = |key: &str| -> Result<Option<i64>, String> {
-            match object.get(key) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_i64()
-                    .map(Some)
-                    .ok_or_else(|| bad(at, format!("{key:?} must be an integer"))),
-            }
-        };
-        let count = |key: &str| -> Result<Option<usize>, String> {
-            match object.get(key) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_u64()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .map(Some)
-                    .ok_or_else(|| bad(at, format!("{key:?} must be a count (0 or more)"))),
-            }
-        };
-        let ordered = |inverted: bool, what: &str| {
-            if inverted {
-                Err(bad(at, format!("{what}: the minimum is above the maximum")))
-            } else {
-                Ok(())
-            }
-        };
+        let type_name = declared_type(object, at)?;
+        let bounds = Bounds { object, at };
         let kind = match type_name {
             "any" => Kind::Any,
             "bool" => Kind::Bool,
-            "int" => {
-                let (min, max) = (int("min")?, int("max")?);
-                ordered(min.zip(max).is_some_and(|(a, b)| a > b), "int")?;
-                Kind::Int { min, max }
-            }
-            "float" => {
-                let float = |key: &str| -> Result<Option<f64>, String> {
-                    match object.get(key) {
-                        None => Ok(None),
-                        Some(v) => v
-                            .as_f64()
-                            .map(Some)
-                            .ok_or_else(|| bad(at, format!("{key:?} must be a number"))),
-                    }
-                };
-                let (min, max) = (float("min")?, float("max")?);
-                ordered(min.zip(max).is_some_and(|(a, b)| a > b), "float")?;
-                Kind::Float { min, max }
-            }
-            "string" => {
-                let (min_len, max_len) = (count("min_len")?, count("max_len")?);
-                let (min_bytes, max_bytes) = (count("min_bytes")?, count("max_bytes")?);
-                ordered(min_len.zip(max_len).is_some_and(|(a, b)| a > b), "string")?;
-                ordered(
-                    min_bytes.zip(max_bytes).is_some_and(|(a, b)| a > b),
-                    "min_bytes and max_bytes",
-                )?;
-                // A character is 1 to 4 bytes: bounds that no string meets would refuse every
-                // request, which is a mistake to show at load, not in production.
-                if min_len.zip(max_bytes).is_some_and(|(a, b)| a > b)
-                    || min_bytes
-                        .zip(max_len)
-                        .is_some_and(|(a, b)| a > b.saturating_mul(4))
-                {
-                    return Err(bad(
-                        at,
-                        "no string fits both the character and the byte bounds (a character is \
-                         1 to 4 bytes)",
-                    ));
-                }
-                Kind::String {
-                    min_len,
-                    max_len,
-                    min_bytes,
-                    max_bytes,
-                }
-            }
-            "array" => {
-                let items = match object.get("items") {
-                    Some(items) => Shape::parse(items, &format!("{at}[]"))?,
-                    None => Shape::any(),
-                };
-                let (min_items, max_items) = (count("min_items")?, count("max_items")?);
-                ordered(
-                    min_items.zip(max_items).is_some_and(|(a, b)| a > b),
-                    "array",
-                )?;
-                Kind::Array {
-                    items: Box::new(items),
-                    min_items,
-                    max_items,
-                }
-            }
-            _ => {
-                let map = object.contains_key("keys") || object.contains_key("values");
-                let extra = match object.get("extra") {
-                    None => map || !object.contains_key("fields"),
-                    Some(Value::Bool(false)) if map => {
-                        return Err(bad(
-                            at,
-                            "\"keys\" and \"values\" are for fields not named in \"fields\", \
-                             which \"extra\": false refuses",
-                        ))
-                    }
-                    Some(Value::Bool(extra)) => *extra,
-                    Some(_) => return Err(bad(at, "\"extra\" must be true or false")),
-                };
-                let within = |what: &str| {
-                    if at.is_empty() {
-                        what.to_string()
-                    } else {
-                        format!("{at} {what}")
-                    }
-                };
-                let keys = match object.get("keys") {
-                    None => None,
-                    Some(keys) => {
-                        let at = within("keys");
-                        let shape = Shape::parse(keys, &at)?;
-                        if !matches!(shape.kind, Kind::String { .. }) {
-                            return Err(bad(
-                                &at,
-                                "field names are strings: \"keys\" is a string type",
-                            ));
-                        }
-                        if shape.optional || shape.default.is_some() {
-                            return Err(bad(
-                                &at,
-                                "a field name is never absent: it takes no \"optional\" or \
-                                 \"default\"",
-                            ));
-                        }
-                        Some(Box::new(shape))
-                    }
-                };
-                let values = match object.get("values") {
-                    None => None,
-                    Some(values) => Some(Box::new(Shape::parse(values, &within("values"))?)),
-                };
-                let fields = match object.get("fields") {
-                    None => Vec::new(),
-                    Some(Value::Object(fields)) => fields
-                        .iter()
-                        .map(|(name, shape)| {
-                            let inner = if at.is_empty() || at == "body" {
-                                name.clone()
-                            } else {
-                                format!("{at}.{name}")
-                            };
-                            Ok((name.clone(), Shape::parse(shape, &inner)?))
-                        })
-                        .collect::<Result<_, String>>()?,
-                    Some(_) => return Err(bad(at, "\"fields\" must be an object of name: type")),
-                };
-                Kind::Object {
-                    fields,
-                    extra,
-                    keys,
-                    values,
-                }
-            }
+            "int" => bounds.int_kind()?,
+            "float" => bounds.float_kind()?,
+            "string" => bounds.string_kind()?,
+            "array" => bounds.array_kind()?,
+            _ => bounds.object_kind()?,
         };
         let mut shape = Shape {
             kind,
@@ -604,6 +595,57 @@ impl Shape {
             shape.optional = true;
         }
         Ok(shape)
+    }
+
+    /// A type declared by its name alone: no bounds.
+    fn named(name: &str, at: &str) -> Result<Shape, String> {
+        let (name, optional) = match name.strip_suffix('?') {
+            Some(name) => (name, true),
+            None => (name, false),
+        };
+        let kind = match name {
+            "any" => Kind::Any,
+            "bool" => Kind::Bool,
+            "int" => Kind::Int {
+                min: None,
+                max: None,
+            },
+            "float" => Kind::Float {
+                min: None,
+                max: None,
+            },
+            "string" => Kind::String {
+                min_len: None,
+                max_len: None,
+                min_bytes: None,
+                max_bytes: None,
+            },
+            "array" => Kind::Array {
+                items: Box::new(Shape::any()),
+                min_items: None,
+                max_items: None,
+            },
+            "object" => Kind::Object {
+                fields: Vec::new(),
+                extra: true,
+                keys: None,
+                values: None,
+            },
+            _ => {
+                return Err(bad(
+                    at,
+                    format!(
+                        "unknown type {name:?}: the types are any, bool, int, float, string, \
+                         array and object, with ? after one that may be absent"
+                    ),
+                ))
+            }
+        };
+        Ok(Shape {
+            kind,
+            optional,
+            default: None,
+        })
     }
 
     fn any() -> Shape {

@@ -27,6 +27,10 @@
 //! engine stops the call at its next operation, which comes before any other function call,
 //! and the call ends with that error, which a `catch` does not see.
 //!
+//! `to_json` on a map (Rhai's `format_map_as_json`, which recurses natively) is given the rule's
+//! check before it runs, and `parse_json` reads text as a request body is read: counted against
+//! the rule, then parsed (Rhai's refused text 128 levels deep, which the rule allows).
+//!
 //! Only the outermost of these calls on a thread walks its values: the others run inside it,
 //! on parts of those values (the functions they call through the engine, `to_debug` and `==`
 //! on elements, Rhai's and Pure's, run no script). So the check costs one walk whatever the
@@ -40,7 +44,8 @@ use rhai::{
     OP_EQUALS,
 };
 
-use crate::state::depth::{entries_within, items_within, DEPTH_MAX};
+use crate::script::api_error::api_error;
+use crate::state::depth::{entries_within, items_within, too_deep, DEPTH_MAX};
 
 type Fallible<T> = Result<T, Box<EvalAltResult>>;
 
@@ -48,6 +53,7 @@ type Fallible<T> = Result<T, Box<EvalAltResult>>;
 const MADE_TEXT: &str =
     "a value made into text (by print, debug, to_string, to_debug, `${}` or + on a string)";
 const COMPARED: &str = "a value compared (by ==, !=, in, contains, index_of or dedup)";
+const AS_JSON: &str = "a value made into JSON text (by to_json)";
 
 thread_local! {
     /// How many of these functions are running on this thread, one inside the other.
@@ -69,6 +75,24 @@ pub(crate) fn register(engine: &mut Engine) {
     engine.register_fn("!=", arrays_differ);
     engine.register_fn("==", maps_equal);
     engine.register_fn("!=", maps_differ);
+    engine.register_fn("to_json", map_to_json);
+    engine.register_fn("parse_json", parse_json);
+}
+
+/// `map.to_json()`: Rhai's own text (`format_map_as_json`, which recurses natively, a level
+/// per level of the map) for a map within the rule; past it, an error naming the rule.
+fn map_to_json(map: &mut Map) -> Fallible<String> {
+    if !entries_within(map) {
+        return Err(api_error(too_deep(AS_JSON)));
+    }
+    Ok(rhai::format_map_as_json(map))
+}
+
+/// `parse_json(text)`: the JSON text's value, read as Pure reads a request body (the depth
+/// rule counted before parsing): Rhai's refused text 128 levels deep, which the rule allows.
+fn parse_json(text: &str) -> Fallible<Dynamic> {
+    let value = crate::state::depth::parse_json(text).map_err(api_error)?;
+    Ok(crate::script::value::to_dynamic(&value))
 }
 
 /// One of these functions running: how many are, counting it, until it is dropped.
@@ -102,9 +126,7 @@ fn enter(
         return Ok(running);
     }
     crate::script::context::note_too_deep(what, context.call_position());
-    Err(crate::script::api_error::api_error(
-        crate::state::depth::too_deep(what),
-    ))
+    Err(api_error(too_deep(what)))
 }
 
 /// `print(array)`, `debug(array)`: past the rule, an error, which Rhai passes on: none of its

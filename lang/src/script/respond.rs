@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::script::api_error::api_error;
 use crate::script::value;
+use crate::state::depth::{too_deep, within};
 use crate::state::schema::Schema;
 
 /// A handler's answer as the HTTP layer sends it.
@@ -97,6 +98,20 @@ pub(crate) fn respond(
             "respond: a {status} answer has no body: pass () as the body"
         ));
     }
+    // A response inside a response's body is no JSON, and nested a level per call (without a
+    // copy: `respond(200, take(r))`) it made a value as deep as the call's time allowed, which
+    // neither the depth rule nor Rhai's size checks look into: a million levels overflowed the
+    // server's stack when Rhai dropped them (issue 36). The depth rule first, so that the
+    // second walk is bounded by it.
+    if !within(&body) {
+        return Err(format!("respond: {}", too_deep("the body")));
+    }
+    if holds_response(&body) {
+        return Err(
+            "respond: the body holds a response (what respond returns): a body is JSON values"
+                .into(),
+        );
+    }
     let mut checked: Vec<(String, String)> = Vec::new();
     let mut bytes = 0;
     for (name, value) in headers.into_iter().flatten() {
@@ -157,6 +172,20 @@ pub(crate) fn respond(
         headers: checked,
         body,
     })
+}
+
+/// Whether `value` is or holds (in its arrays and maps) a [`Response`].
+fn holds_response(value: &Dynamic) -> bool {
+    if value.is::<Response>() {
+        return true;
+    }
+    if let Some(items) = value.read_lock::<rhai::Array>() {
+        return items.iter().any(holds_response);
+    }
+    if let Some(map) = value.read_lock::<Map>() {
+        return map.values().any(holds_response);
+    }
+    false
 }
 
 /// Whether an answer with this status is sent without a body (RFC 9110: 204, 205, 304).
