@@ -4,7 +4,7 @@ mod compat;
 mod crash;
 mod durability;
 mod record_model;
-mod review;
+mod state_after_failures;
 mod support;
 mod transcript;
 

@@ -1,8 +1,9 @@
-//! An independent review of the runtime's promises, through the `review` test app: rollback of
-//! own writes (put, update, delete, re-insert, a stale row saved on top, a scan that sees them)
-//! on every kind of failure; random write sets against a model, checked after every burst (read
-//! your writes) and after reopening (recovery through checkpoints and the log, pipelined
-//! groups); and the record encoding against a model map, as a proptest.
+//! The state holds exactly what was acknowledged, whatever fails (through the `review` test
+//! app): rollback of own writes (put, update, delete, re-insert, a stale row saved on top, a
+//! scan that sees them) on every kind of failure; random write sets against a model, checked
+//! after every burst (read your writes) and after reopening (recovery through checkpoints and
+//! the log, pipelined groups); a disk that fills, during checkpoints or for good; a checkpoint
+//! that fails mid-image; a failed sync among pipelined groups; a redeploy renaming fields.
 //!
 //! Replay the random runs with PURE_TEST_SEED; scale them with PURE_TEST_SCALE.
 

@@ -1,5 +1,6 @@
-//! Review tests of `import` / `export`: edge values that must round-trip exactly (export,
-//! import, export: the same bytes, and the same state as the input said).
+//! `import` and `export` round trips: edge values that must come back exactly (export, import,
+//! export: the same bytes, and the same state as the input said), and an import that a unique
+//! index refuses, which writes nothing.
 
 use std::path::{Path, PathBuf};
 
