@@ -5,13 +5,13 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
-use rhai::{Position, Scope};
+use rhai::{Engine, Position, Scope, AST};
 use serde_json::Value;
 
 use super::manifest::{
     check_manifest_keys, manifest_position, parse_indexes, parse_routes, parse_tables,
 };
-use super::{App, Handler};
+use super::{App, Handler, Route};
 use crate::app::cors::Cors;
 use crate::rhai_ast::checks::{
     builtin_names, check_calls, explain_compile_error, is_script_word, request_fields,
@@ -22,7 +22,8 @@ use crate::script::engine;
 use crate::script::error::{LoadError, SourceMap};
 use crate::script::limits::Limits;
 use crate::script::world::World;
-use crate::state::schema::TableId;
+use crate::state::schema::{Schema, TableId};
+use crate::state::tables::IndexDef;
 
 impl App {
     /// Reads `app.json`, compiles every `.rhai` file of `dir`, and checks that every route names
@@ -60,16 +61,63 @@ impl App {
     /// The same from text in memory: the manifest and `(file name, script)` pairs.
     pub fn from_sources(
         manifest: &str,
-        mut files: Vec<(String, String)>,
+        files: Vec<(String, String)>,
         limits: Limits,
     ) -> Result<App, LoadError> {
-        let text = manifest;
-        let bad = |message: String| LoadError::Manifest {
-            path: "app.json".into(),
-            at: manifest_position(text, &message),
-            message,
-        };
-        let manifest: Value = serde_json::from_str(manifest).map_err(|e| LoadError::Manifest {
+        let Manifest {
+            name,
+            limits,
+            routes,
+            cors,
+            schema,
+            indexes,
+        } = Manifest::parse(manifest, limits)?;
+        let scripts = Scripts::join(files);
+        let engine = engine::build(&schema, &indexes, &limits);
+        let ast = scripts.compile(&engine, &schema)?;
+        let located = |(position, message)| scripts.located(position, message);
+        let builtin = builtin_names(&engine);
+        check_calls(&ast, &builtin).map_err(located)?;
+        crate::rhai_ast::table_calls::check(&ast, &schema, &indexes, &builtin).map_err(located)?;
+        let handlers = scripts.handlers(&ast, &routes, manifest)?;
+        let handler_names: Vec<String> = handlers.keys().cloned().collect();
+        let program = Program::compile(&ast, &schema, &indexes, &handler_names, &scripts.sources);
+        Ok(App {
+            name,
+            routes,
+            schema,
+            engine,
+            tracing: OnceLock::new(),
+            ast,
+            sources: scripts.sources,
+            handlers,
+            limits,
+            program,
+            use_compiled: true,
+            fallbacks: AtomicU64::new(0),
+            world: World::live(),
+            log: None,
+            cors,
+            indexes,
+        })
+    }
+}
+
+/// What `app.json` declares, checked.
+struct Manifest {
+    name: String,
+    limits: Limits,
+    routes: Vec<Route>,
+    cors: Option<Cors>,
+    schema: Arc<Schema>,
+    indexes: Vec<IndexDef>,
+}
+
+impl Manifest {
+    /// `text` parsed and checked; `limits` with the manifest's own applied.
+    fn parse(text: &str, limits: Limits) -> Result<Manifest, LoadError> {
+        let bad = |message: String| manifest_error(text, message);
+        let manifest: Value = serde_json::from_str(text).map_err(|e| LoadError::Manifest {
             path: "app.json".into(),
             at: (e.line() > 0).then(|| (e.line(), e.column())),
             message: e.to_string(),
@@ -84,18 +132,45 @@ impl App {
         let cors = Cors::parse(&manifest["cors"], &methods).map_err(bad)?;
         let schema = Arc::new(parse_tables(&manifest["tables"]).map_err(bad)?);
         schema.check().map_err(bad)?;
-        for table in &schema.tables {
-            if is_script_word(&table.name) {
-                return Err(bad(format!(
-                    "a table cannot be named {:?}: scripts could not name it (it is a word of \
-                     the script language, or the name handlers give their request)",
-                    table.name
-                )));
-            }
+        if let Some(table) = schema.tables.iter().find(|t| is_script_word(&t.name)) {
+            return Err(bad(format!(
+                "a table cannot be named {:?}: scripts could not name it (it is a word of the \
+                 script language, or the name handlers give their request)",
+                table.name
+            )));
         }
+        let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
+        Ok(Manifest {
+            name: name.to_string(),
+            limits,
+            routes,
+            cors,
+            schema,
+            indexes,
+        })
+    }
+}
 
-        // One text, so that functions of one file can call those of another; the source map
-        // turns positions back into files.
+/// A mistake in the manifest, placed in its text where the message's names are.
+fn manifest_error(text: &str, message: String) -> LoadError {
+    LoadError::Manifest {
+        path: "app.json".into(),
+        at: manifest_position(text, &message),
+        message,
+    }
+}
+
+/// An app's scripts as one text, so that functions of one file can call those of another; the
+/// source map turns positions back into files.
+struct Scripts {
+    files: Vec<(String, String)>,
+    text: String,
+    sources: SourceMap,
+}
+
+impl Scripts {
+    /// The files in name order, one after the other.
+    fn join(mut files: Vec<(String, String)>) -> Scripts {
         files.sort();
         let mut text = String::new();
         let mut sources = SourceMap::default();
@@ -107,8 +182,27 @@ impl App {
             // The file plus the newline after it spans one line per '\n' in the file, plus one.
             line += script.split('\n').count();
         }
-        let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
-        let engine = engine::build(&schema, &indexes, &limits);
+        Scripts {
+            files,
+            text,
+            sources,
+        }
+    }
+
+    /// A compile error at `position` of the joined text, named by file, line and column.
+    fn located(&self, position: Position, message: String) -> LoadError {
+        let (file, line, column) = self.sources.locate(position);
+        LoadError::Compile {
+            file,
+            line,
+            column,
+            message,
+        }
+    }
+
+    /// Compiled with the tables as constants. Strict variables (`engine::build`): a name that
+    /// is neither a table, a parameter nor a local is an error here, not a 500 on every call.
+    fn compile(&self, engine: &Engine, schema: &Schema) -> Result<AST, LoadError> {
         let mut declared = Scope::new();
         for (id, table) in schema.tables.iter().enumerate() {
             declared.push_constant(
@@ -116,102 +210,81 @@ impl App {
                 crate::script::api::Table { id: id as TableId },
             );
         }
-        // Strict variables (engine::build): a name that is neither a table, a parameter nor a
-        // local is an error here, not a 500 on every call.
-        let located = |position: Position, message: String| {
-            let (file, line, column) = sources.locate(position);
-            LoadError::Compile {
-                file,
-                line,
-                column,
-                message,
+        engine
+            .compile_with_scope(&declared, &self.text)
+            .map_err(|e| self.explain(&e, schema))
+    }
+
+    /// A parse error as the author can act on it.
+    fn explain(&self, e: &rhai::ParseError, schema: &Schema) -> LoadError {
+        // An unbalanced brace confuses the parser from there on (into the next file, too):
+        // what Rhai says is about a later token, often far from the brace.
+        for (file, script) in &self.files {
+            if let Some((line, column, message)) = syntax::unbalanced_brace(file, script) {
+                return LoadError::Compile {
+                    file: file.clone(),
+                    line,
+                    column,
+                    message,
+                };
             }
-        };
-        let ast = engine.compile_with_scope(&declared, &text).map_err(|e| {
-            // An unbalanced brace confuses the parser from there on (into the next file, too):
-            // what Rhai says is about a later token, often far from the brace.
-            for (file, script) in &files {
-                if let Some((line, column, message)) = syntax::unbalanced_brace(file, script) {
-                    return LoadError::Compile {
-                        file: file.clone(),
-                        line,
-                        column,
-                        message,
-                    };
-                }
-            }
-            match &*e.0 {
-                rhai::ParseErrorType::MissingToken(token, _) if token == ";" => located(
-                    syntax::missing_semicolon(&text, e.1),
-                    "missing ; at the end of this statement".into(),
-                ),
-                _ if syntax::word_at(&text, e.1) == Some("curry") => located(
-                    e.1,
-                    "curry is not available: a function pointer's curried values are outside \
-                     what the server can bound (pass the values as arguments instead)"
-                        .into(),
-                ),
-                error => located(e.1, explain_compile_error(error, &text, &schema)),
-            }
-        })?;
-        let builtin = builtin_names(&engine);
-        check_calls(&ast, &builtin).map_err(|(position, message)| located(position, message))?;
-        crate::rhai_ast::table_calls::check(&ast, &schema, &indexes, &builtin)
-            .map_err(|(position, message)| located(position, message))?;
+        }
+        match &*e.0 {
+            rhai::ParseErrorType::MissingToken(token, _) if token == ";" => self.located(
+                syntax::missing_semicolon(&self.text, e.1),
+                "missing ; at the end of this statement".into(),
+            ),
+            _ if syntax::word_at(&self.text, e.1) == Some("curry") => self.located(
+                e.1,
+                "curry is not available: a function pointer's curried values are outside what \
+                 the server can bound (pass the values as arguments instead)"
+                    .into(),
+            ),
+            error => self.located(e.1, explain_compile_error(error, &self.text, schema)),
+        }
+    }
+
+    /// The functions callable as handlers (one parameter), each route's among them.
+    fn handlers(
+        &self,
+        ast: &AST,
+        routes: &[Route],
+        manifest: &str,
+    ) -> Result<HashMap<String, Handler>, LoadError> {
         let handlers: HashMap<String, Handler> = ast
             .iter_functions()
             .filter(|f| f.params.len() == 1)
             .map(|f| {
                 let handler = Handler {
-                    definition: definition_position(&text, f.name),
-                    fields: request_fields(&ast, f.name),
+                    definition: definition_position(&self.text, f.name),
+                    fields: request_fields(ast, f.name),
                 };
                 (f.name.to_string(), handler)
             })
             .collect();
-        for route in &routes {
-            if handlers.contains_key(&route.handler) {
-                continue;
-            }
-            let handler = &route.handler;
-            let route = format!("{} {}", route.method, route.path);
-            let defined = ast.iter_functions().find(|f| f.name == handler.as_str());
-            return Err(match defined {
-                // Where the function is: that is what to change, more often than the route.
-                Some(function) => located(
-                    definition_position(&text, handler),
-                    format!(
-                        "fn {handler} is defined with {} parameters, but route {route:?} calls \
-                         it as a handler, which takes one (request)",
-                        function.params.len()
-                    ),
+        let Some(route) = routes.iter().find(|r| !handlers.contains_key(&r.handler)) else {
+            return Ok(handlers);
+        };
+        let handler = &route.handler;
+        let route = format!("{} {}", route.method, route.path);
+        let defined = ast.iter_functions().find(|f| f.name == handler.as_str());
+        Err(match defined {
+            // Where the function is: that is what to change, more often than the route.
+            Some(function) => self.located(
+                definition_position(&self.text, handler),
+                format!(
+                    "fn {handler} is defined with {} parameters, but route {route:?} calls it \
+                     as a handler, which takes one (request)",
+                    function.params.len()
                 ),
-                None => bad(format!(
+            ),
+            None => manifest_error(
+                manifest,
+                format!(
                     "route {route:?} names handler {handler:?}, but no script defines fn \
                      {handler}(request)"
-                )),
-            });
-        }
-        let name = name.to_string();
-        let handler_names: Vec<String> = handlers.keys().cloned().collect();
-        let program = Program::compile(&ast, &schema, &indexes, &handler_names, &sources);
-        Ok(App {
-            name,
-            routes,
-            schema,
-            engine,
-            tracing: OnceLock::new(),
-            ast,
-            sources,
-            handlers,
-            limits,
-            program,
-            use_compiled: true,
-            fallbacks: AtomicU64::new(0),
-            world: World::live(),
-            log: None,
-            cors,
-            indexes,
+                ),
+            ),
         })
     }
 }

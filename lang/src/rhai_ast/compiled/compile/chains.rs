@@ -1,0 +1,220 @@
+//! Chains: property, index and method steps on a value, and the table and row API they reach.
+
+use rhai::{ASTFlags, Dynamic, Expr};
+
+use super::*;
+use crate::rhai_ast::compiled::ops::{self, Method};
+use crate::rhai_ast::compiled::Code;
+use crate::script::api::Table;
+
+impl Compiler<'_> {
+    /// `root.a[i].m(x)...`: its arguments are evaluated first, in order, then the chain is walked
+    /// from the root (in place when the root is a local), as Rhai does.
+    pub(super) fn chain(&mut self, expr: &Expr) -> Compiled<Code> {
+        let mut steps = Vec::new();
+        let mut args = Vec::new();
+        let root = match expr {
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                self.dot_steps(&chain.rhs, &mut steps, &mut args)?;
+                &chain.lhs
+            }
+            Expr::Index(chain, flags, _) if !flags.contains(ASTFlags::NEGATED) => {
+                self.index_steps(&chain.rhs, *flags, &mut steps, &mut args)?;
+                &chain.lhs
+            }
+            Expr::Index(..) => return refuse(expr.position(), "the optional index ?["),
+            _ => return refuse(expr.position(), "the optional chain ?."),
+        };
+        let root = match root {
+            Expr::Variable(variable, ..) => match self.local(&variable.1) {
+                Some((slot, constant)) => Root::Local { slot, constant },
+                None => match (self.schema.table_id(&variable.1), steps.as_slice()) {
+                    (Some(id), [Step::Method(..), ..]) => Root::Table(Table { id }),
+                    (Some(id), [Step::Property(p), Step::Method(..), ..]) => {
+                        match self.index_of(id, &p.name) {
+                            Some(index) => {
+                                steps.remove(0);
+                                Root::Index(index)
+                            }
+                            None => Root::Value(self.expr(root)?),
+                        }
+                    }
+                    _ => Root::Value(self.expr(root)?),
+                },
+            },
+            other => Root::Value(self.expr(other)?),
+        };
+        // `find` is an index's alone: on anything else it would fall back on every call.
+        let first_is_index = matches!(root, Root::Index(_));
+        for (at, step) in steps.iter().enumerate() {
+            if let Step::Method(Method::Find | Method::FindRev, _) = step {
+                if !(first_is_index && at == 0) {
+                    return refuse(
+                        expr.position(),
+                        "the method find() on something other than an index",
+                    );
+                }
+            }
+        }
+        // Of the methods the compiled path calls, only `push` changes what a value holds as the
+        // size limits count it (`save` changes a row, which counts as nothing).
+        let grows = steps
+            .iter()
+            .any(|s| matches!(s, Step::Method(Method::Push, _)));
+        // `save` changes a row in place; no row is in the first parameter unless assigned there.
+        let changes = steps
+            .iter()
+            .any(|s| matches!(s, Step::Method(Method::Push | Method::Save, _)));
+        self.changes_first_parameter |= changes && matches!(root, Root::Local { slot: 0, .. });
+        // `local.push(x)`: the local's sizes after are its sizes before and x's, and the check
+        // of the local is the check of the array pushed into.
+        let pushes_on_root = matches!(steps.as_slice(), [Step::Method(Method::Push, 1)]);
+        // `local.len()`: Rhai checks the receiver against the size limits, which walks it; a
+        // loop that asks an array it grows for its length would walk it at every turn.
+        let len_on_root = matches!(steps.as_slice(), [Step::Method(Method::Len, 0)]);
+        Ok(Box::new(move |f| {
+            let mut values = Vec::with_capacity(args.len());
+            for arg in &args {
+                values.push(arg(f)?);
+            }
+            let env = f.env;
+            if let Root::Table(_) | Root::Index(_) = &root {
+                let Some((Step::Method(method, count), rest)) = steps.split_first() else {
+                    unreachable!("a table or index root starts with a method");
+                };
+                let later = values.split_off(*count);
+                let mut result = match &root {
+                    Root::Table(table) => ops::table_method(*method, *table, values, env)?,
+                    Root::Index(index) => ops::index_method(*method, *index, values, env)?,
+                    _ => unreachable!("a table or an index"),
+                };
+                return if rest.is_empty() {
+                    Ok(result)
+                } else {
+                    walk(&mut result, rest, &mut later.into_iter(), false, env)
+                };
+            }
+            let mut values = values.into_iter();
+            match &root {
+                Root::Local { slot, .. }
+                    if len_on_root && {
+                        let local = f.local_ref(*slot);
+                        local.is_array() || local.is_map()
+                    } =>
+                {
+                    // Known sizes were kept only after a check of them passed, and `len`
+                    // changes nothing: the check is the comparison, not a walk.
+                    let (target, known) = f.local_sized(*slot);
+                    let sizes = ops::fits_known(target, known, env)?;
+                    let length = match (target.as_array_ref(), target.as_map_ref()) {
+                        (Ok(array), _) => array.len(),
+                        (_, Ok(map)) => map.len(),
+                        _ => unreachable!("an array or a map, as the guard says"),
+                    };
+                    f.keep_sizes(*slot, sizes);
+                    Ok(Dynamic::from_int(length as i64))
+                }
+                Root::Local { slot, constant } if !grows => walk(
+                    f.local_same_sizes(*slot),
+                    &steps,
+                    &mut values,
+                    *constant,
+                    env,
+                ),
+                Root::Local { slot, constant } if pushes_on_root => {
+                    let (target, before) = f.local_sized(*slot);
+                    let item = values.next().expect("one argument");
+                    let known = before.map(|before| before.pushed(ops::Sizes::of(&item)));
+                    ops::push(target, item, *constant)?;
+                    let sizes = ops::fits_known(target, known, env)?;
+                    f.keep_sizes(*slot, sizes);
+                    Ok(Dynamic::UNIT)
+                }
+                Root::Local { slot, constant } => {
+                    let value = walk(f.local(*slot), &steps, &mut values, *constant, env)?;
+                    // A push inside the local grew the local as a whole.
+                    ops::fits(f.local(*slot), env)?;
+                    Ok(value)
+                }
+                Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
+                Root::Table(_) | Root::Index(_) => unreachable!("called above"),
+            }
+        }))
+    }
+
+    pub(super) fn dot_steps(
+        &mut self,
+        node: &Expr,
+        steps: &mut Vec<Step>,
+        args: &mut Vec<Code>,
+    ) -> Compiled<()> {
+        match node {
+            Expr::Property(property, _) => {
+                self.nodes += 1;
+                steps.push(Step::Property(self.property(&property.2)));
+            }
+            Expr::MethodCall(call, at) => {
+                self.nodes += 1;
+                let name = call.name.as_str();
+                if self.script_names.contains(name) {
+                    return refuse(
+                        *at,
+                        format!("the method {name}(), which a script function redefines"),
+                    );
+                }
+                let Some(method) = Method::from_name(name) else {
+                    return refuse(*at, format!("the method {name}()"));
+                };
+                if !method.takes(call.args.len()) {
+                    return refuse(
+                        *at,
+                        format!("the method {name}() with this number of arguments"),
+                    );
+                }
+                args.extend(self.exprs(&call.args)?);
+                steps.push(Step::Method(method, call.args.len()));
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                self.dot_steps(&chain.lhs, steps, args)?;
+                self.dot_steps(&chain.rhs, steps, args)?;
+            }
+            Expr::Index(chain, flags, _) if !flags.contains(ASTFlags::NEGATED) => {
+                self.dot_steps(&chain.lhs, steps, args)?;
+                self.index_steps(&chain.rhs, *flags, steps, args)?;
+            }
+            Expr::Dot(..) => return refuse(node.position(), "the optional chain ?."),
+            Expr::Index(..) => return refuse(node.position(), "the optional index ?["),
+            _ => return refuse(node.position(), "this kind of chain"),
+        }
+        Ok(())
+    }
+
+    pub(super) fn index_steps(
+        &mut self,
+        node: &Expr,
+        flags: ASTFlags,
+        steps: &mut Vec<Step>,
+        args: &mut Vec<Code>,
+    ) -> Compiled<()> {
+        if flags.contains(ASTFlags::BREAK) {
+            args.push(self.expr(node)?);
+            steps.push(Step::Index);
+            return Ok(());
+        }
+        match node {
+            Expr::Index(chain, flags, _) if !flags.contains(ASTFlags::NEGATED) => {
+                args.push(self.expr(&chain.lhs)?);
+                steps.push(Step::Index);
+                self.index_steps(&chain.rhs, *flags, steps, args)
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                args.push(self.expr(&chain.lhs)?);
+                steps.push(Step::Index);
+                self.dot_steps(&chain.rhs, steps, args)
+            }
+            Expr::Dot(..) => refuse(node.position(), "the optional chain ?."),
+            Expr::Index(..) => refuse(node.position(), "the optional index ?["),
+            _ => refuse(node.position(), "this kind of index chain"),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Expressions: literals, operators, and calls of script functions and of Rhai's and Pure's
+//! functions.
+
+use rhai::{Dynamic, Expr, FnCallExpr, ImmutableString, Map, Position};
+
+use super::*;
+use crate::rhai_ast::compiled::ops::{self, BinOp};
+use crate::rhai_ast::compiled::{Code, Stop};
+use crate::script::api::Table;
+
+impl Compiler<'_> {
+    pub(super) fn exprs(&mut self, exprs: &[Expr]) -> Compiled<Vec<Code>> {
+        exprs.iter().map(|e| self.expr(e)).collect()
+    }
+
+    pub(super) fn expr(&mut self, expr: &Expr) -> Compiled<Code> {
+        self.nodes += 1;
+        Ok(match expr {
+            Expr::DynamicConstant(value, _) => {
+                let value = (**value).clone();
+                Box::new(move |_| Ok(value.clone()))
+            }
+            Expr::BoolConstant(value, _) => {
+                let value = *value;
+                Box::new(move |_| Ok(Dynamic::from_bool(value)))
+            }
+            Expr::IntegerConstant(value, _) => {
+                let value = *value;
+                Box::new(move |_| Ok(Dynamic::from_int(value)))
+            }
+            Expr::FloatConstant(value, _) => {
+                let value = **value;
+                Box::new(move |_| Ok(Dynamic::from_float(value)))
+            }
+            Expr::CharConstant(value, _) => {
+                let value = *value;
+                Box::new(move |_| Ok(Dynamic::from_char(value)))
+            }
+            Expr::StringConstant(value, _) => {
+                let value = value.clone();
+                Box::new(move |_| Ok(value.clone().into()))
+            }
+            Expr::Unit(_) => unit(),
+            Expr::InterpolatedString(parts, _) => {
+                let parts = self.exprs(parts)?;
+                Box::new(move |f| {
+                    let mut text = String::new();
+                    for part in &parts {
+                        ops::append_text(&mut text, &part(f)?)?;
+                    }
+                    if text.len() > f.env.limits.string_bytes_max {
+                        return Err(Stop::Fallback);
+                    }
+                    Ok(ImmutableString::from(text).into())
+                })
+            }
+            Expr::Array(items, _) => {
+                let items = self.exprs(items)?;
+                Box::new(move |f| {
+                    let mut array = Vec::with_capacity(items.len());
+                    for item in &items {
+                        array.push(item(f)?);
+                    }
+                    let array = Dynamic::from_array(array);
+                    ops::fits(&array, f.env)?;
+                    Ok(array)
+                })
+            }
+            Expr::Map(map, _) => {
+                let (entries, template) = &**map;
+                let template: Map = template.clone();
+                let keys: Vec<ImmutableString> =
+                    entries.iter().map(|(k, _)| k.name.clone()).collect();
+                let values = entries
+                    .iter()
+                    .map(|(_, v)| self.expr(v))
+                    .collect::<Compiled<Vec<Code>>>()?;
+                Box::new(move |f| {
+                    let mut evaluated = Vec::with_capacity(values.len());
+                    for value in &values {
+                        evaluated.push(value(f)?);
+                    }
+                    let map = ops::fill_map(template.clone(), &keys, evaluated);
+                    ops::fits(&map, f.env)?;
+                    Ok(map)
+                })
+            }
+            Expr::Variable(variable, ..) => {
+                let name = &variable.1;
+                if let Some((slot, _)) = self.local(name) {
+                    Box::new(move |f| Ok(f.local_ref(slot).clone()))
+                } else if let Some(id) = self.schema.table_id(name) {
+                    let table = Dynamic::from(Table { id });
+                    Box::new(move |_| Ok(table.clone()))
+                } else {
+                    return refuse(expr.position(), format!("the variable {name}"));
+                }
+            }
+            Expr::Stmt(block) => self.block(block.statements())?,
+            Expr::FnCall(call, at) => self.call(call, *at)?,
+            Expr::And(operands, _) | Expr::Or(operands, _) => {
+                let all = matches!(expr, Expr::And(..));
+                let operands = self.exprs(operands)?;
+                Box::new(move |f| {
+                    for operand in &operands {
+                        if ops::truth(&operand(f)?)? != all {
+                            return Ok(Dynamic::from_bool(!all));
+                        }
+                    }
+                    Ok(Dynamic::from_bool(all))
+                })
+            }
+            Expr::Coalesce(operands, _) => {
+                let mut operands = self.exprs(operands)?;
+                let Some(last) = operands.pop() else {
+                    return refuse(expr.position(), "an empty ??");
+                };
+                Box::new(move |f| {
+                    for operand in &operands {
+                        let value = operand(f)?;
+                        if !value.is_unit() {
+                            return Ok(value);
+                        }
+                    }
+                    last(f)
+                })
+            }
+            Expr::Dot(..) | Expr::Index(..) => self.chain(expr)?,
+            Expr::ThisPtr(at) => return refuse(*at, "this"),
+            Expr::Property(..) | Expr::MethodCall(..) => {
+                return refuse(expr.position(), "a property or method outside a chain")
+            }
+            _ => return refuse(expr.position(), "this kind of expression"),
+        })
+    }
+
+    pub(super) fn call(&mut self, call: &FnCallExpr, at: Position) -> Compiled<Code> {
+        if call.capture_parent_scope {
+            return refuse(at, format!("the call {}!()", call.name));
+        }
+        let name = call.name.as_str();
+        let mut args = self.exprs(&call.args)?;
+        if call.op_token.is_some() {
+            match (name, args.len()) {
+                (_, 2) => {
+                    let Some(op) = BinOp::from_name(name) else {
+                        return refuse(at, format!("the operator {name}"));
+                    };
+                    let y = args.pop().expect("two operands");
+                    let x = args.pop().expect("two operands");
+                    return Ok(Box::new(move |f| {
+                        let (x, y) = (x(f)?, y(f)?);
+                        ops::binary(op, x, y, f.env)
+                    }));
+                }
+                ("-", 1) => {
+                    let x = args.pop().expect("one operand");
+                    return Ok(Box::new(move |f| ops::negate(x(f)?)));
+                }
+                ("!", 1) => {
+                    let x = args.pop().expect("one operand");
+                    return Ok(Box::new(move |f| ops::not(x(f)?)));
+                }
+                _ => return refuse(at, format!("the operator {name}")),
+            }
+        }
+        if let Some(&function) = self.index.get(&(call.name.clone(), args.len())) {
+            self.callees.push(function);
+            return Ok(Box::new(move |f| {
+                let mut values = Vec::with_capacity(args.len());
+                for arg in &args {
+                    values.push(arg(f)?);
+                }
+                f.call(function, values)
+            }));
+        }
+        if self.script_names.contains(name) {
+            return refuse(at, format!("{name}() with a different number of arguments"));
+        }
+        match (name, args.len()) {
+            ("type_of", 1) => {
+                let x = args.pop().expect("one argument");
+                Ok(Box::new(move |f| Ok(ops::type_of(&x(f)?, f.env))))
+            }
+            ("parse_int", 1) => {
+                let x = args.pop().expect("one argument");
+                Ok(Box::new(move |f| ops::parse_int(&x(f)?)))
+            }
+            ("print", 1) | ("warn", 1) | ("error", 1) => {
+                let level = match name {
+                    "print" => crate::script::world::Level::Info,
+                    "warn" => crate::script::world::Level::Warn,
+                    _ => crate::script::world::Level::Error,
+                };
+                let x = args.pop().expect("one argument");
+                Ok(Box::new(move |f| {
+                    let x = x(f)?;
+                    // Strings and integers print as themselves; other values as Rhai's
+                    // `to_string` decides.
+                    if let Ok(s) = x.as_immutable_string_ref() {
+                        crate::script::world::log(level, &s);
+                    } else if let Ok(i) = x.as_int() {
+                        crate::script::world::log(level, &i.to_string());
+                    } else {
+                        return Err(Stop::Fallback);
+                    }
+                    Ok(Dynamic::UNIT)
+                }))
+            }
+            ("checked_add", 2) | ("checked_sub", 2) | ("checked_mul", 2) => {
+                let op: fn(i64, i64) -> Option<i64> = match name {
+                    "checked_add" => i64::checked_add,
+                    "checked_sub" => i64::checked_sub,
+                    _ => i64::checked_mul,
+                };
+                let b = args.pop().expect("two arguments");
+                let a = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let a = a(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    let b = b(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    Ok(crate::script::arith::checked(op(a, b)))
+                }))
+            }
+            ("now", 0) => Ok(Box::new(|_| {
+                crate::script::world::now()
+                    .map(Dynamic::from_int)
+                    .map_err(|_| Stop::Fallback)
+            })),
+            ("uuid", 0) => Ok(Box::new(|_| {
+                crate::script::world::uuid()
+                    .map(|id| Dynamic::from(ImmutableString::from(id)))
+                    .map_err(|_| Stop::Fallback)
+            })),
+            ("random", 2) => {
+                let hi = args.pop().expect("two arguments");
+                let lo = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let lo = lo(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    let hi = hi(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    crate::script::world::random(lo, hi)
+                        .map(Dynamic::from_int)
+                        .map_err(|_| Stop::Fallback)
+                }))
+            }
+            ("respond", 2) => {
+                let body = args.pop().expect("two arguments");
+                let status = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let status = status(f)?;
+                    ops::respond(&status, body(f)?, None)
+                }))
+            }
+            ("respond", 3) => {
+                let headers = args.pop().expect("three arguments");
+                let body = args.pop().expect("three arguments");
+                let status = args.pop().expect("three arguments");
+                Ok(Box::new(move |f| {
+                    let status = status(f)?;
+                    let body = body(f)?;
+                    ops::respond(&status, body, Some(&headers(f)?))
+                }))
+            }
+            _ => refuse(at, format!("the function {name}()")),
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! From Rhai's AST to closures.
+//!
+//! Covered: `let`/`const`, assignment and the arithmetic op-assignments to a local, to a property
+//! or to an index of a local; `if`, `while`, `loop`, `do`, `for` over a range, an array or a
+//! string's `chars()`, `break`, `continue`, `return`, `throw`; literals (numbers, strings,
+//! characters, interpolated strings, arrays, maps); property, index and method chains; the
+//! operators `+ - * / % == != < <= > >= & | ^ ! && || ??`; calls of script functions, `type_of`
+//! and `parse_int`; the table and row API, `push`, `len`, `contains` (of a string or a map) and
+//! `sub_string(start, len)`. Anything else (`switch`, `try`, closures, other built-in functions,
+//! a name that a script function redefines) leaves the whole handler, and every handler that
+//! calls it, to Rhai.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rhai::{Dynamic, ImmutableString, Position, Stmt, AST};
+
+mod chains;
+mod expressions;
+mod statements;
+
+use super::ops::{self, Method, Property};
+use super::{Code, Function, Outcome, Program, Stop};
+use crate::script::api::{IndexRef, Table};
+use crate::script::error::SourceMap;
+use crate::state::schema::{Schema, TableId};
+use crate::state::tables::IndexDef;
+
+type Compiled<T> = Result<T, Refusal>;
+
+/// A construct the compiler does not cover, and where it is: what the user reads to learn why a
+/// handler runs in Rhai.
+#[derive(Clone)]
+struct Refusal {
+    at: Position,
+    what: String,
+}
+
+fn refuse<T>(at: Position, what: impl Into<String>) -> Compiled<T> {
+    Err(Refusal {
+        at,
+        what: what.into(),
+    })
+}
+
+/// Operations charged per expression node (see `Compiler::stmt`): one above the most Rhai was
+/// measured to charge, as a margin.
+const CHARGE_PER_NODE: u64 = 4;
+
+pub(crate) fn compile_program(
+    ast: &AST,
+    schema: &Schema,
+    indexes: &[IndexDef],
+    handlers: &[String],
+    sources: &SourceMap,
+) -> Program {
+    let definitions: Vec<_> = ast.iter_fn_def().collect();
+    let index: HashMap<(ImmutableString, usize), usize> = definitions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| ((f.name.clone(), f.params.len()), i))
+        .collect();
+    let script_names: HashSet<ImmutableString> =
+        definitions.iter().map(|f| f.name.clone()).collect();
+
+    // Rhai does not export the type of a function's body, but its walk visits a function's
+    // statements in order as paths of length one: walking an AST that holds only that function
+    // gives exactly its statements.
+    let mut compilers = Vec::new();
+    let mut bodies: Vec<Compiled<Vec<Code>>> = Vec::new();
+    for definition in &definitions {
+        let mut compiler = Compiler {
+            schema,
+            indexes,
+            index: &index,
+            script_names: &script_names,
+            scope: definition
+                .params
+                .iter()
+                .map(|p| Local::new(p.clone()))
+                .collect(),
+            slots: definition.params.len(),
+            callees: Vec::new(),
+            nodes: 0,
+            changes_first_parameter: false,
+        };
+        let (name, arity) = (definition.name.clone(), definition.params.len());
+        // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
+        // functions are cloned whole; `retain_functions` filters.)
+        let mut alone = ast.clone_functions_only();
+        alone.retain_functions(move |_, _, n, a| n == name && a == arity);
+        if alone.iter_fn_def().count() != 1 {
+            bodies.push(refuse(
+                Position::NONE,
+                format!("a second fn {}() with the same parameters", definition.name),
+            ));
+            compilers.push(compiler);
+            continue;
+        }
+        let mut body = Ok(Vec::new());
+        alone.walk(&mut |path: &[rhai::ASTNode]| {
+            if let ([rhai::ASTNode::Stmt(stmt)], Ok(codes)) = (path, &mut body) {
+                match compiler.stmt(stmt) {
+                    Ok(code) => codes.push(code),
+                    Err(refusal) => body = Err(refusal),
+                }
+            }
+            true
+        });
+        compilers.push(compiler);
+        bodies.push(body);
+    }
+
+    let mut functions = Vec::new();
+    // The construct a function cannot be compiled for, and which function it calls holds it
+    // (none: its own body).
+    let mut failures: Vec<Option<(Refusal, Option<usize>)>> = Vec::new();
+    let mut callees = Vec::new();
+    for (compiler, body) in compilers.into_iter().zip(bodies) {
+        match body {
+            Ok(codes) => {
+                functions.push(Some(Function {
+                    slots: compiler.slots,
+                    body: sequence(codes),
+                    keeps_first_parameter: !compiler.changes_first_parameter,
+                }));
+                failures.push(None);
+            }
+            Err(refusal) => {
+                functions.push(None);
+                failures.push(Some((refusal, None)));
+            }
+        }
+        callees.push(compiler.callees);
+    }
+    // A function is usable when it and everything it calls compiled.
+    loop {
+        let mut changed = false;
+        for i in 0..functions.len() {
+            if failures[i].is_some() {
+                continue;
+            }
+            if let Some(&bad) = callees[i].iter().find(|&&c| failures[c].is_some()) {
+                let root = failures[bad].as_ref().map(|(root, _)| root.clone());
+                failures[i] = root.map(|root| (root, Some(bad)));
+                functions[i] = None;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+
+    let mut compiled = HashMap::new();
+    let mut interpreted = HashMap::new();
+    for handler in handlers {
+        let Some(&i) = index.get(&(ImmutableString::from(handler.as_str()), 1)) else {
+            continue;
+        };
+        match &failures[i] {
+            None => {
+                compiled.insert(handler.clone(), i);
+            }
+            Some((refusal, via)) => {
+                let (file, line, column) = sources.locate(refusal.at);
+                let mut reason = format!("{} is not compiled", refusal.what);
+                if line > 0 {
+                    reason = format!("{file}:{line}:{column}: {reason}");
+                }
+                if let Some(via) = via {
+                    reason += &format!(" (in {}(), which it calls)", definitions[*via].name);
+                }
+                interpreted.insert(handler.clone(), reason);
+            }
+        }
+    }
+    Program {
+        functions,
+        handlers: compiled,
+        interpreted,
+    }
+}
+
+struct Local {
+    name: ImmutableString,
+    constant: bool,
+}
+
+impl Local {
+    fn new(name: ImmutableString) -> Local {
+        Local {
+            name,
+            constant: false,
+        }
+    }
+}
+
+struct Compiler<'a> {
+    schema: &'a Schema,
+    indexes: &'a [IndexDef],
+    index: &'a HashMap<(ImmutableString, usize), usize>,
+    script_names: &'a HashSet<ImmutableString>,
+    /// Locals in declaration order: a local's slot is its position here.
+    scope: Vec<Local>,
+    /// Slots the function needs (the most locals alive at once).
+    slots: usize,
+    callees: Vec<usize>,
+    /// Expression nodes compiled so far, for charging operations (see `stmt`).
+    nodes: u64,
+    /// Some code may change the value in slot 0, the first parameter, in place: an assignment
+    /// to it or into it, or a `push` or `save` on it. (A `let` never reuses slot 0, and every
+    /// other use of a local reads it or copies it.)
+    changes_first_parameter: bool,
+}
+
+/// The start of a chain: a local (borrowed in place), a table whose method the chain calls first
+/// (called directly: a table as a `Dynamic` is a boxed custom type, two allocations a clone), a
+/// declared index of a table whose method the chain calls first (`items.by_category.find(..)`),
+/// or any other value.
+enum Root {
+    Local { slot: usize, constant: bool },
+    Table(Table),
+    Index(IndexRef),
+    Value(Code),
+}
+
+enum Step {
+    Property(Property),
+    Index,
+    Method(Method, usize),
+}
+
+/// Statements in order; the value of the last is the value of all.
+fn sequence(mut codes: Vec<Code>) -> Code {
+    match codes.len() {
+        0 => unit(),
+        1 => codes.pop().expect("one statement"),
+        _ => {
+            let last = codes.pop().expect("statements");
+            Box::new(move |f| {
+                for code in &codes {
+                    let _ = code(f)?;
+                }
+                last(f)
+            })
+        }
+    }
+}
+
+fn unit() -> Code {
+    Box::new(|_| Ok(Dynamic::UNIT))
+}
+
+impl Compiler<'_> {
+    fn local(&self, name: &str) -> Option<(usize, bool)> {
+        self.scope
+            .iter()
+            .rposition(|l| l.name == name)
+            .map(|slot| (slot, self.scope[slot].constant))
+    }
+
+    fn declare(&mut self, name: ImmutableString, constant: bool) -> usize {
+        self.scope.push(Local { name, constant });
+        self.slots = self.slots.max(self.scope.len());
+        self.scope.len() - 1
+    }
+
+    /// The declared index `name` of `table`, if there is one.
+    fn index_of(&self, table: TableId, name: &str) -> Option<IndexRef> {
+        self.indexes
+            .iter()
+            .position(|def| def.table == table && def.name == name)
+            .map(|id| IndexRef { id, table })
+    }
+
+    fn property(&self, name: &ImmutableString) -> Property {
+        let slots: Arc<[Option<usize>]> = (0..self.schema.tables.len())
+            .map(|t| self.schema.field_slot(t as TableId, name))
+            .collect();
+        Property {
+            name: name.clone(),
+            slots,
+        }
+    }
+
+    fn block(&mut self, statements: &[Stmt]) -> Compiled<Code> {
+        let mark = self.scope.len();
+        let codes = statements
+            .iter()
+            .map(|s| self.stmt(s))
+            .collect::<Compiled<Vec<Code>>>()?;
+        self.scope.truncate(mark);
+        Ok(sequence(codes))
+    }
+
+    /// A statement, charged at least as Rhai would charge it. Rhai counts an operation for every
+    /// statement, every expression it evaluates and every step of calls and chains, up to three
+    /// per expression node (measured on about 120 kinds of statement; an index chain ending in a
+    /// row's field is the tightest). The compiled code charges each statement
+    /// `CHARGE_PER_NODE` per expression node in it (nested blocks included, whether they run or
+    /// not) plus two. Counting more than Rhai only sends a handler near the limit to Rhai early;
+    /// counting less would let a handler run on that Rhai stops.
+    fn stmt(&mut self, stmt: &Stmt) -> Compiled<Code> {
+        let before = self.nodes;
+        let code = self.stmt_body(stmt)?;
+        let weight = CHARGE_PER_NODE * (self.nodes - before) + 2;
+        let at = stmt.position();
+        Ok(Box::new(move |f| {
+            f.tick(weight).map_err(|stop| stop.leaving(at))?;
+            code(f).map_err(|stop| stop.leaving(at))
+        }))
+    }
+}
+
+/// Applies `steps` to `target`. `is_copy`: the target is a value Rhai would write back (a row's
+/// field, a constant), so a method that changes it goes to Rhai.
+fn walk(
+    target: &mut Dynamic,
+    steps: &[Step],
+    args: &mut std::vec::IntoIter<Dynamic>,
+    is_copy: bool,
+    env: &super::Env,
+) -> Outcome {
+    let Some((step, rest)) = steps.split_first() else {
+        return Ok(target.clone());
+    };
+    match step {
+        Step::Property(property) => {
+            if rest.is_empty() {
+                return ops::get_property(target, property, env);
+            }
+            if let Ok(mut map) = target.as_map_mut() {
+                return match map.get_mut(property.name.as_str()) {
+                    Some(value) => walk(value, rest, args, is_copy, env),
+                    None => walk(&mut Dynamic::from(()), rest, args, true, env),
+                };
+            }
+            walk(
+                &mut ops::get_property(target, property, env)?,
+                rest,
+                args,
+                true,
+                env,
+            )
+        }
+        Step::Index => {
+            let index = args.next().expect("an index value per index step");
+            if rest.is_empty() {
+                return ops::get_index(target, &index, env);
+            }
+            if let Ok(mut array) = target.as_array_mut() {
+                let at = index.as_int().map_err(|_| Stop::Fallback)?;
+                let at = if at < 0 { array.len() as i64 + at } else { at };
+                return match usize::try_from(at).ok().and_then(|at| array.get_mut(at)) {
+                    Some(value) => walk(value, rest, args, is_copy, env),
+                    None => Err(Stop::Fallback),
+                };
+            }
+            if let Ok(mut map) = target.as_map_mut() {
+                let name = index
+                    .as_immutable_string_ref()
+                    .map_err(|_| Stop::Fallback)?;
+                return match map.get_mut(name.as_str()) {
+                    Some(value) => walk(value, rest, args, is_copy, env),
+                    None => walk(&mut Dynamic::from(()), rest, args, true, env),
+                };
+            }
+            walk(
+                &mut ops::get_index(target, &index, env)?,
+                rest,
+                args,
+                true,
+                env,
+            )
+        }
+        Step::Method(method, count) => {
+            let values: Vec<Dynamic> = args.by_ref().take(*count).collect();
+            let mut result = ops::call_method(*method, target, values, is_copy, env)?;
+            if rest.is_empty() {
+                Ok(result)
+            } else {
+                walk(&mut result, rest, args, false, env)
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! Statements: the kinds of statement, `for` loops and assignments.
+
+use rhai::{ASTFlags, BinaryExpr, Dynamic, Expr, Stmt};
+
+use super::*;
+use crate::rhai_ast::compiled::ops::{self, BinOp};
+use crate::rhai_ast::compiled::{Code, Frame, Stop};
+
+impl Compiler<'_> {
+    pub(super) fn stmt_body(&mut self, stmt: &Stmt) -> Compiled<Code> {
+        Ok(match stmt {
+            Stmt::Noop(_) => unit(),
+            Stmt::Expr(expr) => {
+                let code = self.expr(expr)?;
+                Box::new(move |f| code(f))
+            }
+            Stmt::FnCall(call, at) => {
+                let code = self.call(call, *at)?;
+                Box::new(move |f| code(f))
+            }
+            Stmt::Block(block) => self.block(block.statements())?,
+            Stmt::Var(var, flags, _) => {
+                let (ident, value, _) = &**var;
+                let value = self.expr(value)?;
+                let slot = self.declare(ident.name.clone(), flags.contains(ASTFlags::CONSTANT));
+                Box::new(move |f| {
+                    let value = value(f)?;
+                    *f.local(slot) = value;
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Stmt::Assignment(assignment) => {
+                let (op, BinaryExpr { lhs, rhs }) = &**assignment;
+                let op = match op.get_op_assignment_info() {
+                    None => None,
+                    Some((.., syntax)) => {
+                        Some(BinOp::from_name(syntax).ok_or_else(|| Refusal {
+                            at: stmt.position(),
+                            what: format!("the operator {syntax}="),
+                        })?)
+                    }
+                };
+                self.assignment(op, lhs, rhs)?
+            }
+            Stmt::If(flow, _) => {
+                let condition = self.expr(&flow.expr)?;
+                let body = self.block(flow.body.statements())?;
+                let branch = self.block(flow.branch.statements())?;
+                Box::new(move |f| {
+                    if ops::truth(&condition(f)?)? {
+                        body(f)
+                    } else {
+                        branch(f)
+                    }
+                })
+            }
+            Stmt::While(flow, _) => {
+                let before = self.nodes;
+                let condition = match &flow.expr {
+                    Expr::Unit(_) => None,
+                    expr => Some(self.expr(expr)?),
+                };
+                let turn = CHARGE_PER_NODE * (self.nodes - before) + 2;
+                let body = self.block(flow.body.statements())?;
+                Box::new(move |f| {
+                    loop {
+                        f.tick(turn)?;
+                        if let Some(condition) = &condition {
+                            if !ops::truth(&condition(f)?)? {
+                                break;
+                            }
+                        }
+                        match body(f) {
+                            Ok(_) | Err(Stop::Continue) => {}
+                            Err(Stop::Break) => break,
+                            Err(stop) => return Err(stop),
+                        }
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Stmt::Do(flow, flags, _) => {
+                let until = flags.contains(ASTFlags::NEGATED);
+                let body = self.block(flow.body.statements())?;
+                let before = self.nodes;
+                let condition = self.expr(&flow.expr)?;
+                let turn = CHARGE_PER_NODE * (self.nodes - before) + 2;
+                Box::new(move |f| {
+                    loop {
+                        f.tick(turn)?;
+                        match body(f) {
+                            Ok(_) => {}
+                            // As in Rhai: `continue` runs the body again without the condition.
+                            Err(Stop::Continue) => continue,
+                            Err(Stop::Break) => break,
+                            Err(stop) => return Err(stop),
+                        }
+                        if ops::truth(&condition(f)?)? == until {
+                            break;
+                        }
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Stmt::For(for_loop, _) => {
+                let (variable, counter, flow) = &**for_loop;
+                self.for_loop(variable, counter.as_ref(), flow)?
+            }
+            Stmt::BreakLoop(None, flags, _) => {
+                if flags.contains(ASTFlags::BREAK) {
+                    Box::new(|_| Err(Stop::Break))
+                } else {
+                    Box::new(|_| Err(Stop::Continue))
+                }
+            }
+            Stmt::Return(value, flags, _) => {
+                let value = match value {
+                    Some(value) => self.expr(value)?,
+                    None => unit(),
+                };
+                if flags.contains(ASTFlags::BREAK) {
+                    Box::new(move |f| Err(Stop::Throw(value(f)?)))
+                } else {
+                    Box::new(move |f| Err(Stop::Return(value(f)?)))
+                }
+            }
+            Stmt::BreakLoop(Some(_), ..) => return refuse(stmt.position(), "break with a value"),
+            Stmt::Switch(..) => return refuse(stmt.position(), "switch"),
+            Stmt::TryCatch(..) => return refuse(stmt.position(), "try/catch"),
+            _ => return refuse(stmt.position(), "this kind of statement"),
+        })
+    }
+
+    pub(super) fn for_loop(
+        &mut self,
+        variable: &rhai::Ident,
+        counter: Option<&rhai::Ident>,
+        flow: &rhai::FlowControl,
+    ) -> Compiled<Code> {
+        // `for i in a..b`: the range is never built. `for c in text.chars()`: only as a loop's
+        // source, where Rhai's character stream and the characters themselves are the same.
+        let mut range = None;
+        let mut chars = None;
+        let mut iterable = None;
+        match &flow.expr {
+            Expr::FnCall(call, _)
+                if call.op_token.is_some()
+                    && call.args.len() == 2
+                    && (call.name == ".." || call.name == "..=") =>
+            {
+                self.nodes += 1;
+                range = Some((
+                    self.expr(&call.args[0])?,
+                    self.expr(&call.args[1])?,
+                    call.name == "..=",
+                ));
+            }
+            Expr::Dot(chain, flags, _)
+                if flags.is_empty()
+                    && matches!(&chain.rhs, Expr::MethodCall(call, _)
+                        if call.name == "chars" && call.args.is_empty())
+                    && !self.script_names.contains("chars") =>
+            {
+                self.nodes += 2;
+                chars = Some(self.expr(&chain.lhs)?);
+            }
+            expr => iterable = Some(self.expr(expr)?),
+        }
+        let mark = self.scope.len();
+        let slot = self.declare(variable.name.clone(), false);
+        let counter = counter.map(|c| self.declare(c.name.clone(), false));
+        let body = self.block(flow.body.statements())?;
+        self.scope.truncate(mark);
+
+        // One turn of the loop; Ok(false) ends it.
+        let turn = move |f: &mut Frame, n: usize, value: Dynamic| -> Result<bool, Stop> {
+            f.tick(2)?;
+            *f.local(slot) = value;
+            if let Some(counter) = counter {
+                *f.local(counter) = Dynamic::from_int(n as i64);
+            }
+            match body(f) {
+                Ok(_) | Err(Stop::Continue) => Ok(true),
+                Err(Stop::Break) => Ok(false),
+                Err(stop) => Err(stop),
+            }
+        };
+        if let Some(text) = chars {
+            return Ok(Box::new(move |f| {
+                let text = text(f)?;
+                let text = text.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                for (n, c) in text.chars().enumerate() {
+                    if !turn(f, n, Dynamic::from_char(c))? {
+                        break;
+                    }
+                }
+                Ok(Dynamic::UNIT)
+            }));
+        }
+        Ok(match (range, iterable) {
+            (Some((low, high, inclusive)), _) => Box::new(move |f| {
+                let low = low(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                let high = high(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                let end = if inclusive {
+                    high as i128 + 1
+                } else {
+                    high as i128
+                };
+                let mut i = low as i128;
+                let mut n = 0;
+                while i < end {
+                    if !turn(f, n, Dynamic::from_int(i as i64))? {
+                        break;
+                    }
+                    i += 1;
+                    n += 1;
+                }
+                Ok(Dynamic::UNIT)
+            }),
+            (None, Some(iterable)) => Box::new(move |f| {
+                let value = iterable(f)?;
+                if value.is_array() {
+                    let items = value.into_array().map_err(|_| Stop::Fallback)?;
+                    for (n, item) in items.into_iter().enumerate() {
+                        if !turn(f, n, item)? {
+                            break;
+                        }
+                    }
+                    return Ok(Dynamic::UNIT);
+                }
+                // A range folded into a constant by Rhai's optimizer.
+                let range = if let Some(r) = value.read_lock::<std::ops::Range<i64>>() {
+                    r.start as i128..r.end as i128
+                } else if let Some(r) = value.read_lock::<std::ops::RangeInclusive<i64>>() {
+                    *r.start() as i128..*r.end() as i128 + 1
+                } else {
+                    return Err(Stop::Fallback);
+                };
+                for (n, i) in range.enumerate() {
+                    if !turn(f, n, Dynamic::from_int(i as i64))? {
+                        break;
+                    }
+                }
+                Ok(Dynamic::UNIT)
+            }),
+            (None, None) => unreachable!("a loop has a range or an iterable"),
+        })
+    }
+
+    pub(super) fn assignment(
+        &mut self,
+        op: Option<BinOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+    ) -> Compiled<Code> {
+        let value = self.expr(rhs)?;
+        let target_local = |compiler: &mut Self, expr: &Expr| -> Compiled<usize> {
+            match expr {
+                Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
+                    Some((slot, false)) => {
+                        compiler.changes_first_parameter |= slot == 0;
+                        Ok(slot)
+                    }
+                    _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
+                },
+                _ => refuse(expr.position(), "an assignment to an expression"),
+            }
+        };
+        Ok(match lhs {
+            Expr::Variable(..) => {
+                let slot = target_local(self, lhs)?;
+                match op {
+                    None => Box::new(move |f| {
+                        let value = value(f)?;
+                        *f.local(slot) = value;
+                        Ok(Dynamic::UNIT)
+                    }),
+                    Some(op) => Box::new(move |f| {
+                        let value = value(f)?;
+                        let env = f.env;
+                        let current = std::mem::take(f.local(slot));
+                        *f.local(slot) = ops::binary(op, current, value, env)?;
+                        Ok(Dynamic::UNIT)
+                    }),
+                }
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                let Expr::Property(property, _) = &chain.rhs else {
+                    return refuse(lhs.position(), "an assignment through a longer chain");
+                };
+                let slot = target_local(self, &chain.lhs)?;
+                let property = self.property(&property.2);
+                Box::new(move |f| {
+                    let value = value(f)?;
+                    let env = f.env;
+                    let (target, mut sizes) = f.local_sized(slot);
+                    let value = match op {
+                        None => value,
+                        Some(op) => {
+                            ops::binary(op, ops::get_property(target, &property, env)?, value, env)?
+                        }
+                    };
+                    ops::set_property(target, &property, value, &mut sizes, env)?;
+                    if let Some(sizes) = sizes {
+                        f.keep_sizes(slot, sizes);
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Expr::Index(chain, flags, _) if *flags == ASTFlags::BREAK => {
+                let slot = target_local(self, &chain.lhs)?;
+                let index = self.expr(&chain.rhs)?;
+                Box::new(move |f| {
+                    let value = value(f)?;
+                    let index = index(f)?;
+                    let env = f.env;
+                    let (target, mut sizes) = f.local_sized(slot);
+                    let value = match op {
+                        None => value,
+                        Some(op) => {
+                            ops::binary(op, ops::get_index(target, &index, env)?, value, env)?
+                        }
+                    };
+                    ops::set_index(target, &index, value, &mut sizes, env)?;
+                    if let Some(sizes) = sizes {
+                        f.keep_sizes(slot, sizes);
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            _ => return refuse(lhs.position(), "an assignment to this kind of target"),
+        })
+    }
+}
