@@ -21,6 +21,10 @@
 //! the owner first had to be woken and scheduled, and it ran the writes queued meanwhile first:
 //! at 64 connections the syncer stood idle about 0.8 ms per group, four times its commit.
 //! Research note 007.)
+//!
+//! It owns the lock between the owner and the syncer, and the group it guards. It must not know
+//! how a write is run (`owner`) nor how a group is made durable (`syncer`): only when one may
+//! take or add.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -28,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use pure_lang::Tables;
 
-use crate::owner::Group;
+use crate::group::Group;
 
 /// Most writes in one group: bounds the time a group's first request waits for its answer.
 const GROUP_WRITES_MAX: usize = 1024;

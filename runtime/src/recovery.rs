@@ -1,5 +1,7 @@
 //! Rebuilding the state at open: the checkpoint image, then every record after it, in order.
 //! No script runs: the log holds effects, so a redeployed app starts on the same state.
+//!
+//! It must not know the threads that run afterwards; it hands back a state and an LSN.
 
 use std::time::Instant;
 
@@ -7,8 +9,8 @@ use pure_lang::{App, Schema, Tables};
 use pure_store::{CheckpointImage, Lsn, Record, Recovered};
 
 use crate::checkpoint::read_image;
+use crate::error::OpenError;
 use crate::record::{apply_record, Mapping};
-use crate::runtime::OpenError;
 
 pub(crate) struct State {
     pub tables: Tables,

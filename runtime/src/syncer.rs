@@ -18,6 +18,9 @@
 //! and its writes and those built on top of it are answered 503. A refused write is never
 //! applied later. New writes are refused at the door until a checkpoint frees the log, which
 //! the syncer keeps trying, so writes resume by themselves once space returns.
+//!
+//! It must not know how writes are run: it sees groups of records and answers, made by the
+//! owner through `Building`.
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
@@ -28,9 +31,11 @@ use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
 
 use crate::building::{Building, Take};
 use crate::checkpoint::write_image;
+use crate::group::Group;
 use crate::inbox::Inbox;
-use crate::owner::Group;
-use crate::runtime::{CommitGate, Shared, Snapshot};
+use crate::options::CommitGate;
+use crate::shared::Shared;
+use crate::snapshot::Snapshot;
 
 type CheckpointResult = Result<(CheckpointDone, Instant), String>;
 

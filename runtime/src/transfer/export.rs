@@ -10,7 +10,8 @@ use imbl::OrdMap;
 use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables};
 
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
-use crate::runtime::OpenError;
+use crate::error::OpenError;
+use crate::recovery::State;
 use crate::salvage::inspect;
 
 /// What an export wrote.
@@ -155,7 +156,7 @@ fn plan(app: &Schema, data: &Schema) -> Vec<Plan> {
         .collect()
 }
 
-fn undeclared_tables(app: &Schema, state: &crate::recovery::State) -> Vec<String> {
+fn undeclared_tables(app: &Schema, state: &State) -> Vec<String> {
     state
         .schema
         .tables
