@@ -3,6 +3,7 @@
 mod compat;
 mod crash;
 mod durability;
+mod layers;
 mod record_model;
 mod review;
 mod support;
