@@ -137,6 +137,10 @@ impl Inbox {
             if state.syncer_gone || state.closed {
                 return Wait::Stop;
             }
+            assert!(
+                !state.owner_waits,
+                "only the owner thread waits on the inbox"
+            );
             state.owner_waits = true;
             state = self
                 .wake

@@ -173,9 +173,14 @@ impl Owner {
     /// Runs one write into the group; whether the group still has room after it.
     fn run_job(&self, mut job: Job, scratch: &mut Scratch) -> bool {
         let started = Instant::now();
-        self.shared
+        let depth = self
+            .shared
             .queue_depth
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            depth > 0,
+            "a job was counted in the queue before it was pushed"
+        );
         let mut state = self.building.lock();
         if !state.schema_logged {
             record::encode_schema(&mut state.group.bytes, &self.schema);
@@ -242,6 +247,25 @@ impl Owner {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(HandlerError::Unavailable { reason });
         }
+        // Lang records a write's changes into an empty write set; the record is made from them
+        // and they are cleared (or lang rolled them back) before the next write.
+        assert!(writes.is_empty(), "the write set is empty between writes");
+        let result = self.run_handler(job, state, writes, record);
+        assert!(
+            writes.is_empty(),
+            "a write's changes are encoded or rolled back, then cleared"
+        );
+        result
+    }
+
+    /// Runs the handler and adds its record to the group.
+    fn run_handler(
+        &self,
+        job: &mut Job,
+        state: &mut State,
+        writes: &mut WriteSet,
+        record: &mut Vec<u8>,
+    ) -> Result<Answer, HandlerError> {
         // The request is not needed after its call: its body is lent, not copied.
         let result = job.app.run_write_taking_body(
             &job.handler,

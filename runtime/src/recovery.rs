@@ -120,6 +120,10 @@ pub(crate) fn rebuild(
     let mut failure = None;
     let started = Instant::now();
     for record in records {
+        assert!(
+            record.lsn > lsn,
+            "the store hands over records in LSN order, after the image"
+        );
         tables.ensure_tables(schema.tables.len());
         // A record that fails leaves nothing of it behind (`apply_record`).
         match apply_record(&record.bytes, &mapping, &mut tables) {

@@ -80,6 +80,13 @@ impl Runtime {
         build_indexes(&app, &mut state.tables)?;
         let recovery = state.report;
         let store = recovered.store;
+        // What the syncer relies on: the first snapshot's LSN is the store's durable LSN, and
+        // the next group's records follow it.
+        assert_eq!(
+            state.lsn,
+            store.durable_lsn(),
+            "recovery rebuilds the state up to the last record the store recovered"
+        );
         if options.sync == SyncMode::None {
             eprintln!(
                 "pure-runtime: WARNING: sync none: writes are not durable against power loss"

@@ -89,13 +89,18 @@ impl Shared {
     /// that after answering its group: when no read holds it any more, dropping it frees every
     /// node the group's writes copied, which neither the readers waiting for this lock nor the
     /// group's answers should wait for.
+    ///
+    /// The published LSN never falls: readers see the durable state only move forward (a group
+    /// that wrote no record publishes the LSN it found).
     #[must_use = "drop the replaced snapshot once the group is answered"]
     pub fn publish(&self, snapshot: Snapshot) -> Arc<Snapshot> {
         let snapshot = Arc::new(snapshot);
-        std::mem::replace(
-            &mut *self.published.lock().expect("publishing never panics"),
-            snapshot,
-        )
+        let mut published = self.published.lock().expect("publishing never panics");
+        assert!(
+            snapshot.lsn >= published.lsn,
+            "a published LSN never falls: groups are published in the order they were committed"
+        );
+        std::mem::replace(&mut *published, snapshot)
     }
 
     pub fn poison(&self, reason: String) {

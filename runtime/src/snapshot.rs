@@ -9,6 +9,9 @@ use std::time::Instant;
 use pure_lang::Tables;
 
 /// A published state: durable, immutable, shared by every reader.
+///
+/// Invariant: `tables` hold exactly the records up to `lsn` (every one of them, none after),
+/// and all of them are durable. The syncer asserts it where it publishes one.
 pub(crate) struct Snapshot {
     pub tables: Arc<Tables>,
     pub lsn: u64,
