@@ -11,6 +11,8 @@
 //! mimalloc is built with `no_thp` (the workspace's Cargo.toml): it does not ask the kernel for
 //! transparent huge pages, which cost more in fresh zeroed memory than they give back while the
 //! state grows (research note 019). `pure-serve` also turns them off for its process.
+//!
+//! It must not know the runtime: it is a process's allocator, installed by the binaries.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;

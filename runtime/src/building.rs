@@ -21,6 +21,10 @@
 //! the owner first had to be woken and scheduled, and it ran the writes queued meanwhile first:
 //! at 64 connections the syncer stood idle about 0.8 ms per group, four times its commit.
 //! Research note 007.)
+//!
+//! It owns the lock between the owner and the syncer, and the group it guards. It must not know
+//! how a write is run (`owner`) nor how a group is made durable (`syncer`): only when one may
+//! take or add.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -28,11 +32,15 @@ use std::time::{Duration, Instant};
 
 use pure_lang::Tables;
 
-use crate::owner::Group;
+use crate::group::Group;
 
 /// Most writes in one group: bounds the time a group's first request waits for its answer.
 const GROUP_WRITES_MAX: usize = 1024;
 
+/// Invariants:
+/// - The group holds at most `GROUP_WRITES_MAX` writes: one runs only when the group has room.
+/// - Only the syncer waits on `ready`, and only the owner thread on `room`: one waiter each,
+///   so one `notify_one` wakes the only one there is.
 pub(crate) struct Building {
     state: Mutex<State>,
     /// The syncer waits here for a group to take.
@@ -131,6 +139,7 @@ impl Building {
             if self.has_room(&state) {
                 return true;
             }
+            assert!(!state.owner_waits, "only the owner thread waits for room");
             state.owner_waits = true;
             state = self
                 .room
@@ -144,6 +153,14 @@ impl Building {
     pub(crate) fn added(&self, mut state: MutexGuard<'_, State>) {
         // Cleared by the waker, not the woken: the writes added while the syncer waits for a
         // core then cost no further system call.
+        assert!(
+            state.group.replies.len() <= GROUP_WRITES_MAX,
+            "a write runs only when the group has room for it"
+        );
+        assert!(
+            state.group.ends.len() <= state.group.replies.len() + 1,
+            "a write adds at most one record, and a run's schema one more"
+        );
         let wake = std::mem::replace(&mut state.syncer_waits, false);
         drop(state);
         self.added_total.fetch_add(1, Ordering::Release);
@@ -197,6 +214,7 @@ impl Building {
                 Some(at) => Some(at - Instant::now()),
                 None => None,
             };
+            assert!(!state.syncer_waits, "only the syncer waits for a group");
             state.syncer_waits = true;
             state = match left {
                 Some(left) => match self.ready.wait_timeout(state, left) {

@@ -1,11 +1,13 @@
 //! The owner's inbox: the queue of writes from every caller, bounded. Pushing never blocks: a
 //! full queue refuses at once. Whoever holds the owner's role pops (`owner.rs`); the owner
 //! thread sleeps here until a caller cannot run the queue itself and wakes it.
+//!
+//! It must not know what runs a job, nor groups: jobs go in, jobs come out, in order.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::owner::Job;
+use crate::job::Job;
 
 pub(crate) struct Inbox {
     state: Mutex<State>,
@@ -135,6 +137,10 @@ impl Inbox {
             if state.syncer_gone || state.closed {
                 return Wait::Stop;
             }
+            assert!(
+                !state.owner_waits,
+                "only the owner thread waits on the inbox"
+            );
             state.owner_waits = true;
             state = self
                 .wake

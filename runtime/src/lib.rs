@@ -19,18 +19,27 @@
 mod allocator;
 mod building;
 mod checkpoint;
+mod error;
+mod group;
 mod inbox;
+mod job;
 mod metrics;
+mod options;
 mod owner;
 pub mod record;
 mod recovery;
 mod runtime;
 mod salvage;
+mod shared;
+mod snapshot;
 mod syncer;
 mod transfer;
 
 pub use allocator::Allocator;
+pub use error::{OpenError, ReloadError};
+pub use job::WriteReply;
 pub use metrics::{Health, Metrics};
+pub use options::{CommitGate, RuntimeOptions};
 pub use pure_lang::ImmutableString;
 pub use pure_lang::{
     has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,
@@ -38,9 +47,7 @@ pub use pure_lang::{
 };
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
 pub use recovery::{Recovery, Undecodable};
-pub use runtime::{
-    CommitGate, OpenError, ReloadError, Runtime, RuntimeOptions, WriteReply, HANDLER_STACK_BYTES,
-};
+pub use runtime::{Runtime, HANDLER_STACK_BYTES};
 pub use salvage::{inspect, inspect_with, salvage, salvage_with, Inspection, Salvaged};
 pub use transfer::{
     export, import, Exported, ImportOptions, Imported, Progress, TableRows, TransferError,

@@ -1,4 +1,6 @@
 //! The figures the runtime exposes for the server's metrics and health endpoints.
+//!
+//! It must not know where the figures come from: the owner and the syncer report into it.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -24,50 +24,22 @@
 //!
 //! Answers are never sent from here: they travel with the group and leave after its commit.
 //! A handler that panics poisons the runtime: its group and every later write are refused.
+//!
+//! It must not know the store, the syncer or the snapshot readers see: a group leaves through
+//! `Building`, and what becomes of it is the syncer's.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use pure_lang::{panic_message, Answer, App, HandlerError, Request, Schema, Tables, WriteSet};
-use tokio::sync::oneshot;
+use pure_lang::{panic_message, Answer, HandlerError, Schema, WriteSet};
 
 use crate::building::{Building, State};
 use crate::inbox::{Inbox, Wait};
+use crate::job::Job;
+use crate::options::CommitGate;
 use crate::record;
-use crate::runtime::Shared;
-
-pub(crate) type Reply = oneshot::Sender<Result<Answer, HandlerError>>;
-
-/// A queued write call.
-pub(crate) struct Job {
-    /// The version of the app the request was checked against; it runs on that version even
-    /// if a reload replaced it meanwhile (the schema, which the tables depend on, is the same).
-    pub app: Arc<App>,
-    pub handler: String,
-    pub request: Request,
-    pub reply: Reply,
-}
-
-/// A group of writes on its way to the syncer.
-#[derive(Default)]
-pub(crate) struct Group {
-    /// The group's records back to back; `ends[i]` is where record `i` ends.
-    pub bytes: Vec<u8>,
-    pub ends: Vec<usize>,
-    pub replies: Vec<(Reply, Result<Answer, HandlerError>)>,
-    /// The state after the group, to publish once it is durable.
-    pub snapshot: Arc<Tables>,
-}
-
-impl Group {
-    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(s, e)| &self.bytes[s..e])
-    }
-}
+use crate::shared::Shared;
 
 /// The longest a caller of `Runtime::write` runs queued writes (its own and others') before it
 /// leaves the rest to the owner thread: under a steady stream of writes the queue never
@@ -88,7 +60,7 @@ pub(crate) struct Owner {
     /// The owner's role: its holder, and only its holder, pops and runs writes.
     pub scratch: Mutex<Scratch>,
     /// Test hook (`RuntimeOptions::run_gate`).
-    pub run_gate: Option<crate::runtime::CommitGate>,
+    pub run_gate: Option<CommitGate>,
 }
 
 /// What running writes reuses from one write to the next.
@@ -201,14 +173,18 @@ impl Owner {
     /// Runs one write into the group; whether the group still has room after it.
     fn run_job(&self, mut job: Job, scratch: &mut Scratch) -> bool {
         let started = Instant::now();
-        self.shared
+        let depth = self
+            .shared
             .queue_depth
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            depth > 0,
+            "a job was counted in the queue before it was pushed"
+        );
         let mut state = self.building.lock();
         if !state.schema_logged {
             record::encode_schema(&mut state.group.bytes, &self.schema);
-            let end = state.group.bytes.len();
-            state.group.ends.push(end);
+            state.group.end_record();
             state.schema_logged = true;
         }
         let Scratch { writes, record, .. } = scratch;
@@ -271,6 +247,25 @@ impl Owner {
         if let Some(reason) = self.shared.poison_reason() {
             return Err(HandlerError::Unavailable { reason });
         }
+        // Lang records a write's changes into an empty write set; the record is made from them
+        // and they are cleared (or lang rolled them back) before the next write.
+        assert!(writes.is_empty(), "the write set is empty between writes");
+        let result = self.run_handler(job, state, writes, record);
+        assert!(
+            writes.is_empty(),
+            "a write's changes are encoded or rolled back, then cleared"
+        );
+        result
+    }
+
+    /// Runs the handler and adds its record to the group.
+    fn run_handler(
+        &self,
+        job: &mut Job,
+        state: &mut State,
+        writes: &mut WriteSet,
+        record: &mut Vec<u8>,
+    ) -> Result<Answer, HandlerError> {
         // The request is not needed after its call: its body is lent, not copied.
         let result = job.app.run_write_taking_body(
             &job.handler,
@@ -309,8 +304,7 @@ impl Owner {
                 });
             }
             state.group.bytes.extend_from_slice(record);
-            let end = state.group.bytes.len();
-            state.group.ends.push(end);
+            state.group.end_record();
         }
         writes.clear();
         result

@@ -17,6 +17,8 @@
 //!
 //! Names appear once per run (a schema record before its first write), never per change: a
 //! one-field integer update of an integer-keyed row costs about 5 bytes plus the key.
+//!
+//! It must not know where records go (the store) nor who writes or applies them.
 
 use pure_lang::codec::{put_int, put_str, put_varint, Reader, INT, STR};
 use pure_lang::{Change, FieldsBuilder, Key, KeyPart, PartBytes, Schema, TableSchema, Tables};

@@ -1,5 +1,7 @@
 //! Rebuilding the state at open: the checkpoint image, then every record after it, in order.
 //! No script runs: the log holds effects, so a redeployed app starts on the same state.
+//!
+//! It must not know the threads that run afterwards; it hands back a state and an LSN.
 
 use std::time::Instant;
 
@@ -7,8 +9,8 @@ use pure_lang::{App, Schema, Tables};
 use pure_store::{CheckpointImage, Lsn, Record, Recovered};
 
 use crate::checkpoint::read_image;
+use crate::error::OpenError;
 use crate::record::{apply_record, Mapping};
-use crate::runtime::OpenError;
 
 pub(crate) struct State {
     pub tables: Tables,
@@ -118,6 +120,10 @@ pub(crate) fn rebuild(
     let mut failure = None;
     let started = Instant::now();
     for record in records {
+        assert!(
+            record.lsn > lsn,
+            "the store hands over records in LSN order, after the image"
+        );
         tables.ensure_tables(schema.tables.len());
         // A record that fails leaves nothing of it behind (`apply_record`).
         match apply_record(&record.bytes, &mapping, &mut tables) {

@@ -1,279 +1,28 @@
 //! The handle to a running app: open (recover, start the threads), write, read, shutdown.
+//!
+//! It owns the threads and wires the write path together (inbox → owner → building → syncer →
+//! publish); no module of that path knows this one.
 
-use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use pure_lang::{Answer, App, HandlerError, Request, Schema, Tables};
 use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
 use tokio::sync::oneshot;
 
 use crate::building::Building;
+use crate::error::{OpenError, ReloadError};
 use crate::inbox::{Inbox, Refused};
-use crate::metrics::{Health, Metrics, MetricsCell};
-use crate::owner::{Job, Owner};
+use crate::job::{Job, WriteReply};
+use crate::metrics::{Health, Metrics};
+use crate::options::RuntimeOptions;
+use crate::owner::Owner;
 use crate::recovery::{recover, Recovery};
+use crate::shared::Shared;
+use crate::snapshot::Snapshot;
 use crate::syncer::Syncer;
-
-#[derive(Clone, Debug)]
-pub struct RuntimeOptions {
-    pub sync: SyncMode,
-    /// Size of the preallocated log (used when the log is created).
-    pub log_capacity_bytes: u64,
-    /// A checkpoint starts when the log since the last one exceeds this.
-    pub checkpoint_interval_bytes: u64,
-    /// Bound of the write queue: a full queue answers `Unavailable` at once (backpressure).
-    pub queue_capacity: usize,
-    /// The longest a write waits for room in a full log (for checkpoints to free it) before it
-    /// is refused with `Unavailable` and undone, never to be applied.
-    pub write_timeout: Duration,
-    /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync).
-    pub commit_gate: Option<CommitGate>,
-    /// Test hook: called by whoever runs a write, after its handler, under the group's lock
-    /// (e.g. to make running writes panic).
-    pub run_gate: Option<CommitGate>,
-}
-
-impl Default for RuntimeOptions {
-    fn default() -> Self {
-        RuntimeOptions {
-            sync: SyncMode::Always,
-            log_capacity_bytes: 256 << 20,
-            checkpoint_interval_bytes: 64 << 20,
-            queue_capacity: 4096,
-            write_timeout: Duration::from_secs(5),
-            commit_gate: None,
-            run_gate: None,
-        }
-    }
-}
-
-/// A function the runtime calls at a fixed point (tests hold syncs, or inject panics, with it).
-#[derive(Clone)]
-pub struct CommitGate(pub Arc<dyn Fn() + Send + Sync>);
-
-impl fmt::Debug for CommitGate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CommitGate")
-    }
-}
-
-#[derive(Debug)]
-pub enum OpenError {
-    /// The store could not open or recover (I/O error, or damaged acknowledged data).
-    Store(pure_store::Error),
-    /// A record in the log does not decode: the data is damaged or written by another program.
-    Record { lsn: u64, reason: String },
-    /// The checkpoint image does not decode.
-    Image { lsn: u64, reason: String },
-    /// A thread could not be started.
-    Thread(std::io::Error),
-    /// A salvage that would change the directory it saves from.
-    Salvage(String),
-    /// A declared index cannot be built from the rows (a duplicate in a unique index, a value
-    /// it cannot order).
-    Index(String),
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Store(e) => write!(f, "cannot open the data directory: {e}"),
-            OpenError::Record { lsn, reason } => write!(
-                f,
-                "the log record at LSN {lsn} is damaged ({reason}); restore the data directory from a backup"
-            ),
-            OpenError::Image { lsn, reason } => write!(
-                f,
-                "the checkpoint at LSN {lsn} is damaged ({reason}); restore the data directory from a backup"
-            ),
-            OpenError::Thread(e) => write!(f, "cannot start the owner threads: {e}"),
-            OpenError::Salvage(reason) => write!(f, "cannot salvage: {reason}"),
-            OpenError::Index(reason) => write!(
-                f,
-                "cannot build the app's indexes from the rows: {reason}; change the rows or \
-                 the index declaration in app.json"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for OpenError {}
-
-/// Why a new version of the app cannot replace the running one without a restart: it changes
-/// what the state in memory is built on (tables, their fields, indexes). A restart can take it:
-/// recovery maps the rows by name into the new declaration and builds the new indexes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReloadError {
-    /// What changed, e.g. `table players gains or loses fields (best, posts -> best)`.
-    pub change: String,
-}
-
-impl fmt::Display for ReloadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the new version changes the tables: {}; a reload cannot change tables, fields or \
-             indexes: restart pure-serve to take it (the data is kept)",
-            self.change
-        )
-    }
-}
-
-impl std::error::Error for ReloadError {}
-
-pub type WriteReply = oneshot::Receiver<Result<Answer, HandlerError>>;
-
-/// A published state: durable, immutable, shared by every reader.
-pub(crate) struct Snapshot {
-    pub tables: Arc<Tables>,
-    pub lsn: u64,
-    pub made_at: Instant,
-    pub state_bytes: u64,
-}
-
-impl Snapshot {
-    pub fn new(tables: Arc<Tables>, lsn: u64) -> Snapshot {
-        let state_bytes = estimate_bytes(&tables);
-        Snapshot {
-            tables,
-            lsn,
-            made_at: Instant::now(),
-            state_bytes,
-        }
-    }
-}
-
-/// Bytes of one row in the maps: its 32-byte entry (a 24-byte key and an 8-byte row pointer) in
-/// nodes that are about half full once grown by ordered inserts, with the branches above them.
-const ENTRY_BYTES: u64 = 68;
-
-/// What the allocator takes for `n` bytes: its size classes are multiples of 8 up to 64, then
-/// four per power of two.
-fn allocated(n: u64) -> u64 {
-    if n <= 64 {
-        return n.div_ceil(8) * 8;
-    }
-    let step = (1u64 << (63 - (n - 1).leading_zeros())) / 4;
-    n.div_ceil(step) * step
-}
-
-/// An estimate of the state's resident bytes: each table's rows are measured at its first and
-/// last row (exact for tables of rows alike), as the allocator holds them, plus the maps.
-fn estimate_bytes(tables: &Tables) -> u64 {
-    (0..tables.table_count() as u32)
-        .map(|table| {
-            let mut rows = tables.rows(table);
-            let len = rows.len() as u64;
-            let row = |(key, fields): (&pure_lang::Key, &pure_lang::Fields)| {
-                let key_heap = match key.heap_bytes() {
-                    0 => 0,
-                    bytes => allocated(bytes as u64),
-                };
-                // Rows of no fields share one allocation.
-                let fields = if fields.is_empty() {
-                    0
-                } else {
-                    allocated(fields.memory_bytes() as u64)
-                };
-                fields + key_heap
-            };
-            let first = rows.next().map(row);
-            let last = rows.next_back().map(row).or(first);
-            let sample = (first.unwrap_or(0) + last.unwrap_or(0)) / 2;
-            len * (ENTRY_BYTES + sample)
-        })
-        .sum()
-}
-
-/// What the owner, the syncer and callers share.
-pub(crate) struct Shared {
-    /// The app's current version; a reload replaces it (`Runtime::reload`).
-    app: ArcSwap<App>,
-    /// Fallbacks counted by versions a reload replaced, so that the metric only grows.
-    retired_fallbacks: AtomicU64,
-    /// The published snapshot. A `Mutex<Arc<..>>`: readers hold the lock only to clone the `Arc`.
-    published: Mutex<Arc<Snapshot>>,
-    /// Set once, on the first failed write or sync; never cleared (reopen to recover).
-    poison: RwLock<Option<String>>,
-    poisoned: AtomicBool,
-    /// Set while a full log waits for a checkpoint that cannot be written (a full disk): new
-    /// writes are refused until it is cleared.
-    log_full: RwLock<Option<String>>,
-    log_is_full: AtomicBool,
-    /// Set when shutting down: a syncer waiting for log space gives up.
-    stopping: AtomicBool,
-    pub queue_depth: AtomicU64,
-    pub metrics: MetricsCell,
-}
-
-impl Shared {
-    pub fn published(&self) -> Arc<Snapshot> {
-        self.published
-            .lock()
-            .expect("publishing never panics")
-            .clone()
-    }
-
-    /// Makes `snapshot` the one reads see, and returns the one it replaces. The caller drops
-    /// that after answering its group: when no read holds it any more, dropping it frees every
-    /// node the group's writes copied, which neither the readers waiting for this lock nor the
-    /// group's answers should wait for.
-    #[must_use = "drop the replaced snapshot once the group is answered"]
-    pub fn publish(&self, snapshot: Snapshot) -> Arc<Snapshot> {
-        let snapshot = Arc::new(snapshot);
-        std::mem::replace(
-            &mut *self.published.lock().expect("publishing never panics"),
-            snapshot,
-        )
-    }
-
-    pub fn poison(&self, reason: String) {
-        let mut poison = self.poison.write().expect("poisoning never panics");
-        if poison.is_none() {
-            eprintln!("pure-runtime: {reason}");
-            *poison = Some(reason);
-            self.poisoned.store(true, Ordering::Release);
-        }
-    }
-
-    pub fn set_log_full(&self, reason: Option<String>) {
-        let mut log_full = self.log_full.write().expect("setting it never panics");
-        if log_full.is_none() {
-            if let Some(reason) = &reason {
-                eprintln!("pure-runtime: {reason}");
-            }
-        }
-        self.log_is_full.store(reason.is_some(), Ordering::Release);
-        *log_full = reason;
-    }
-
-    /// `Some(reason)` while writes are refused for want of log space.
-    pub fn log_full_reason(&self) -> Option<String> {
-        if !self.log_is_full.load(Ordering::Acquire) {
-            return None;
-        }
-        self.log_full
-            .read()
-            .expect("setting it never panics")
-            .clone()
-    }
-
-    pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
-    }
-
-    pub fn poison_reason(&self) -> Option<String> {
-        if !self.poisoned.load(Ordering::Acquire) {
-            return None;
-        }
-        self.poison.read().expect("poisoning never panics").clone()
-    }
-}
 
 struct Inner {
     shared: Arc<Shared>,
@@ -331,6 +80,13 @@ impl Runtime {
         build_indexes(&app, &mut state.tables)?;
         let recovery = state.report;
         let store = recovered.store;
+        // What the syncer relies on: the first snapshot's LSN is the store's durable LSN, and
+        // the next group's records follow it.
+        assert_eq!(
+            state.lsn,
+            store.durable_lsn(),
+            "recovery rebuilds the state up to the last record the store recovered"
+        );
         if options.sync == SyncMode::None {
             eprintln!(
                 "pure-runtime: WARNING: sync none: writes are not durable against power loss"
@@ -338,21 +94,8 @@ impl Runtime {
         }
         // A frame holds at most half the log; groups stay under a quarter (see `Owner`).
         let group_bytes_max = (store.log_capacity_bytes() / 8).min(4 << 20) as usize;
-        let shared = Arc::new(Shared {
-            app: ArcSwap::from_pointee(app),
-            retired_fallbacks: AtomicU64::new(0),
-            published: Mutex::new(Arc::new(Snapshot::new(
-                Arc::new(state.tables.clone()),
-                state.lsn.0,
-            ))),
-            poison: RwLock::new(None),
-            poisoned: AtomicBool::new(false),
-            log_full: RwLock::new(None),
-            log_is_full: AtomicBool::new(false),
-            stopping: AtomicBool::new(false),
-            queue_depth: AtomicU64::new(0),
-            metrics: MetricsCell::new(),
-        });
+        let snapshot = Snapshot::new(Arc::new(state.tables.clone()), state.lsn.0);
+        let shared = Arc::new(Shared::new(app, snapshot));
         shared.metrics.recovered(state.lsn.0);
         shared
             .metrics
@@ -404,7 +147,7 @@ impl Runtime {
 
     /// The app's current version.
     pub fn app(&self) -> Arc<App> {
-        self.inner.shared.app.load_full()
+        self.inner.shared.app()
     }
 
     /// Replaces the app with a new version of it, for every write and read that starts after
@@ -414,17 +157,14 @@ impl Runtime {
     /// version now current, to give `write_on` and `read_on`.
     pub fn reload(&self, app: App) -> Result<Arc<App>, ReloadError> {
         let shared = &self.inner.shared;
-        let old = shared.app.load_full();
+        let old = shared.app();
         if let Some(change) =
             schema_change(old.schema(), app.schema()).or_else(|| index_change(&old, &app))
         {
             return Err(ReloadError { change });
         }
         let app = Arc::new(app);
-        let replaced = shared.app.swap(app.clone());
-        shared
-            .retired_fallbacks
-            .fetch_add(replaced.fallbacks(), Ordering::Relaxed);
+        shared.replace_app(app.clone());
         Ok(app)
     }
 
@@ -455,7 +195,7 @@ impl Runtime {
     ) -> Result<WriteReply, HandlerError> {
         let shared = &self.inner.shared;
         debug_assert!(
-            app.schema() == shared.app.load().schema(),
+            app.schema() == shared.app_now().schema(),
             "a write on a version of the app with other tables than the state's"
         );
         if let Some(reason) = shared.poison_reason().or_else(|| shared.log_full_reason()) {
@@ -493,7 +233,7 @@ impl Runtime {
     /// Runs a read handler on the calling thread against the latest published (durable)
     /// snapshot.
     pub fn read(&self, handler: &str, request: Request) -> Result<Answer, HandlerError> {
-        self.read_on(&self.inner.shared.app.load(), handler, request)
+        self.read_on(&self.inner.shared.app_now(), handler, request)
     }
 
     /// `read` on the given version of the app (see `write_on`).
@@ -526,8 +266,7 @@ impl Runtime {
             queue_depth: shared.queue_depth.load(Ordering::Relaxed),
             snapshot_age_seconds: snapshot.made_at.elapsed().as_secs_f64(),
             state_bytes: snapshot.state_bytes,
-            handler_fallbacks_total: self.app().fallbacks()
-                + shared.retired_fallbacks.load(Ordering::Relaxed),
+            handler_fallbacks_total: shared.fallbacks_total(),
             ..shared.metrics.snapshot()
         }
     }
@@ -536,7 +275,7 @@ impl Runtime {
     /// refused (503) at once rather than at `write_timeout`, so that a stop does not wait for
     /// it. Writes go on otherwise.
     pub fn begin_shutdown(&self) {
-        self.inner.shared.stopping.store(true, Ordering::Release);
+        self.inner.shared.stop();
     }
 
     /// Stops taking writes, runs and syncs what is queued, answers it, stops the threads.
@@ -553,7 +292,7 @@ impl Runtime {
 
 impl Inner {
     fn shutdown(&self) {
-        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.stop();
         // The owner drains the queue, hands over its last group and stops; its exit ends the
         // syncer after that group.
         self.inbox.close();

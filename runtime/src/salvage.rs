@@ -8,6 +8,8 @@
 //! the decoded prefix into a new directory as one checkpoint with the LSN it had, then
 //! inspects the new directory to confirm that it opens cleanly with exactly that prefix. No
 //! app is needed: images and records carry their own table and field names.
+//!
+//! It must not know a running runtime: it works on a directory nobody has open.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,8 +18,9 @@ use pure_lang::Schema;
 use pure_store::{Examination, Io, Lsn, RealIo, StoreOptions, SyncMode};
 
 use crate::checkpoint::write_image;
+use crate::error::OpenError;
+use crate::options::RuntimeOptions;
 use crate::recovery::{rebuild, State, Undecodable};
-use crate::runtime::OpenError;
 
 /// A data directory examined, and its valid prefix decoded.
 pub struct Inspection {
@@ -128,7 +131,7 @@ pub fn salvage_with(io: Arc<dyn Io>, from: &Path, into: &Path) -> Result<Salvage
         log_capacity_bytes: inspected
             .store
             .log_capacity_bytes()
-            .unwrap_or_else(|| crate::RuntimeOptions::default().log_capacity_bytes),
+            .unwrap_or_else(|| RuntimeOptions::default().log_capacity_bytes),
     };
     let State { tables, schema, .. } = &inspected.state;
     pure_store::seed(io.clone(), into, options, saved, |writer| {

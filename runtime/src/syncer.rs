@@ -8,6 +8,10 @@
 //! 4. when the log since the last checkpoint has grown past the interval, start a checkpoint of
 //!    that snapshot on a background thread; install finished ones between groups.
 //!
+//! Between groups, the published snapshot's LSN is the store's durable LSN: a group's records
+//! take the LSNs after it, and its snapshot is published with the last of them (asserted in
+//! `make_durable` and `commit_group`).
+//!
 //! A failed commit poisons the store: the group and every later write are answered
 //! `Unavailable`, the published snapshot stays the last durable one.
 //!
@@ -18,19 +22,25 @@
 //! and its writes and those built on top of it are answered 503. A refused write is never
 //! applied later. New writes are refused at the door until a checkpoint frees the log, which
 //! the syncer keeps trying, so writes resume by themselves once space returns.
+//!
+//! It must not know how writes are run: it sees groups of records and answers, made by the
+//! owner through `Building`.
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pure_lang::{HandlerError, Schema, Tables};
+use pure_lang::{Answer, HandlerError, Schema, Tables};
 use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
 
 use crate::building::{Building, Take};
 use crate::checkpoint::write_image;
+use crate::group::Group;
 use crate::inbox::Inbox;
-use crate::owner::Group;
-use crate::runtime::{CommitGate, Shared, Snapshot};
+use crate::job::Reply;
+use crate::options::CommitGate;
+use crate::shared::Shared;
+use crate::snapshot::Snapshot;
 
 type CheckpointResult = Result<(CheckpointDone, Instant), String>;
 
@@ -81,8 +91,12 @@ pub(crate) struct LogFull {
 
 /// What became of a group.
 enum Outcome {
-    /// On stable storage; the sync's duration when there was one.
-    Durable(Option<Duration>),
+    /// On stable storage up to `last_lsn`, the LSN of its last record (the LSN it found if it
+    /// had none); the sync's duration when there was one.
+    Durable {
+        sync: Option<Duration>,
+        last_lsn: Lsn,
+    },
     /// Not made durable, and undone: the reason for its 503s.
     Refused(String),
     /// A storage failure: the store is poisoned.
@@ -111,6 +125,10 @@ impl Syncer {
             };
             let group = taken.group;
             let count = group.replies.len() as u64;
+            assert!(
+                count > 0,
+                "Building::take hands over a group once it holds a write"
+            );
             let back_to_back = answered_at.elapsed() < AWAKE_AFTER_LONE_WRITE;
             awake = if count == 1 && back_to_back {
                 AWAKE_AFTER_LONE_WRITE
@@ -148,14 +166,16 @@ impl Syncer {
     fn commit_group(&mut self, group: Group) {
         let records = group.ends.len() as u64;
         match self.make_durable(&group) {
-            Outcome::Durable(sync) => {
-                let lsn = self.store.durable_lsn();
-                let replaced = self.shared.publish(Snapshot::new(group.snapshot, lsn.0));
-                self.shared.metrics.committed(records, sync, lsn.0);
-                for (reply, result) in group.replies {
-                    // A caller that stopped waiting dropped its receiver: nothing to do.
-                    let _ = reply.send(result);
-                }
+            Outcome::Durable { sync, last_lsn } => {
+                let snapshot = Snapshot::new(group.snapshot, last_lsn.0);
+                let replaced = self.shared.publish(snapshot);
+                assert_eq!(
+                    replaced.lsn + records,
+                    last_lsn.0,
+                    "the snapshot published holds the group's records on top of the one it replaces"
+                );
+                self.shared.metrics.committed(records, sync, last_lsn.0);
+                self.answer(group.replies, last_lsn);
                 drop(replaced);
             }
             Outcome::Refused(reason) => {
@@ -174,6 +194,18 @@ impl Syncer {
                 self.shared.poison(reason.clone());
                 self.refuse(group, &reason);
             }
+        }
+    }
+
+    /// Sends the answers of a group made durable up to `last_lsn`.
+    fn answer(&self, replies: Vec<(Reply, Result<Answer, HandlerError>)>, last_lsn: Lsn) {
+        assert!(
+            self.store.durable_lsn() >= last_lsn,
+            "a group is answered only after its sync"
+        );
+        for (reply, result) in replies {
+            // A caller that stopped waiting dropped its receiver: nothing to do.
+            let _ = reply.send(result);
         }
     }
 
@@ -206,30 +238,50 @@ impl Syncer {
         if let Some(reason) = self.shared.poison_reason() {
             return Outcome::Failed(reason);
         }
+        let mut last_lsn = self.store.durable_lsn();
         if group.ends.is_empty() {
-            return Outcome::Durable(None);
+            return Outcome::Durable {
+                sync: None,
+                last_lsn,
+            };
         }
         for record in group.records() {
-            if let Err(e) = self.store.append(record) {
-                return Outcome::Failed(format!("cannot log a write: {e}"));
+            match self.store.append(record) {
+                Ok(lsn) => {
+                    assert_eq!(
+                        lsn.0,
+                        last_lsn.0 + 1,
+                        "a group's records take the LSNs right after the durable ones, in order"
+                    );
+                    last_lsn = lsn;
+                }
+                Err(e) => return Outcome::Failed(format!("cannot log a write: {e}")),
             }
         }
         if let Some(gate) = &self.commit_gate {
             (gate.0)();
         }
-        match self.commit() {
+        match self.commit(last_lsn) {
             Some(outcome) => outcome,
-            None => self.commit_when_log_has_room(),
+            None => self.commit_when_log_has_room(last_lsn),
         }
     }
 
-    /// One commit of the pending records: `None` when the log is full.
-    fn commit(&mut self) -> Option<Outcome> {
+    /// One commit of the pending records, the last of them `last_lsn`: `None` when the log is
+    /// full.
+    fn commit(&mut self, last_lsn: Lsn) -> Option<Outcome> {
         let started = Instant::now();
         match self.store.commit() {
-            Ok(_) => {
+            Ok(durable) => {
+                assert_eq!(
+                    durable, last_lsn,
+                    "a commit makes the group durable up to its last record, and no further"
+                );
                 self.log_has_room();
-                Some(Outcome::Durable(Some(started.elapsed())))
+                Some(Outcome::Durable {
+                    sync: Some(started.elapsed()),
+                    last_lsn,
+                })
             }
             Err(StoreError::LogFull { .. }) => None,
             Err(e) => Some(Outcome::Failed(format!(
@@ -241,7 +293,7 @@ impl Syncer {
     /// Commits the pending group of a full log once checkpoints have freed room, or refuses it
     /// once the log has been full for `write_timeout` (see the module doc). A stop refuses it
     /// at once.
-    fn commit_when_log_has_room(&mut self) -> Outcome {
+    fn commit_when_log_has_room(&mut self, last_lsn: Lsn) -> Outcome {
         let since = *self.log_full.since.get_or_insert_with(Instant::now);
         let deadline = since + self.write_timeout;
         loop {
@@ -265,7 +317,7 @@ impl Syncer {
             }
             // In slices, so that a stop that begins meanwhile is seen within one.
             self.free_log_space(deadline.min(Instant::now() + STOP_CHECK_INTERVAL));
-            if let Some(outcome) = self.commit() {
+            if let Some(outcome) = self.commit(last_lsn) {
                 return outcome;
             }
         }

@@ -229,6 +229,12 @@ fn read_varint(bytes: &[u8]) -> Result<(u64, usize), FrameError> {
 /// returns its CRC. `header.crc` and `header.frame_len` are computed here.
 pub fn seal(frame: &mut [u8], header: &FrameHeader) -> u32 {
     let frame_len = u32::try_from(frame.len()).expect("the store caps frames below 4 GiB");
+    // What `decode` refuses as damage must never be written: no header without room, no
+    // frame without records, no LSN 0 (it means "no record").
+    assert!(
+        frame.len() >= HEADER_BYTES && header.record_count >= 1 && header.first_lsn >= 1,
+        "a sealed frame holds its header and at least one record, from LSN 1 on"
+    );
     let h = &mut frame[..HEADER_BYTES];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..6].copy_from_slice(&VERSION.to_le_bytes());

@@ -268,6 +268,17 @@ fn build(
 ) -> Store {
     let session = io.session_salt();
     let last_lsn = replay.end.next_lsn - 1;
+    // `replay_log` refused a log that ends before the checkpoint, and `expected_at` a frame
+    // past one lap from the replay's start: the store starts within its invariants.
+    assert!(
+        covered <= last_lsn,
+        "the recovered log reaches the checkpoint's LSN"
+    );
+    assert!(
+        start.position <= replay.end.position
+            && replay.end.position - start.position <= header.capacity,
+        "the recovered frames lie within one lap after the replay's start"
+    );
     let mut pending = Vec::with_capacity(64 << 10);
     pending.resize(HEADER_BYTES, 0);
     Store {

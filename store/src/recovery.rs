@@ -93,6 +93,11 @@ pub fn replay(ring: &RingReader<'_>, start: ChainState, covered_lsn: u64) -> io:
             }
         };
         let frame = bytes.frame();
+        // `decode` refused a frame without records, so the LSNs rise with every frame.
+        assert!(
+            frame.header.record_count >= 1,
+            "an accepted frame holds a record"
+        );
         marks.push(FrameMark {
             first_lsn: state.next_lsn,
             position,

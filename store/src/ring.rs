@@ -87,12 +87,20 @@ pub fn file_offset(position: u64, capacity: u64) -> u64 {
 /// Where a frame of `frame_len` bytes goes when the stream ends at `end`: at `end` if it fits
 /// in the rest of the lap, else at the start of the next lap.
 pub fn place(end: u64, frame_len: u64, capacity: u64) -> u64 {
+    // A frame is at most half the ring (`Store::frame_bytes_max`): it fits a whole lap.
+    assert!(frame_len <= capacity, "a frame fits in one lap of the ring");
     let lap_rest = capacity - end % capacity;
-    if frame_len <= lap_rest {
+    let position = if frame_len <= lap_rest {
         end
     } else {
         end + lap_rest
-    }
+    };
+    // What the reader relies on: it looks for a frame only here or at the next lap start.
+    assert!(
+        position % capacity + frame_len <= capacity,
+        "a frame never straddles the end of the ring"
+    );
+    position
 }
 
 /// Creates the log at `path`: written whole under a temporary name, synced, renamed, and the

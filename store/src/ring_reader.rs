@@ -91,7 +91,10 @@ impl<'a> RingReader<'a> {
     /// Fills `bytes` from ring `offset`; the range must lie inside the ring.
     pub fn read(&self, offset: u64, bytes: &mut [u8]) -> io::Result<()> {
         let end = offset + bytes.len() as u64;
-        debug_assert!(end <= self.capacity);
+        debug_assert!(
+            end <= self.capacity,
+            "callers split reads at the end of the ring"
+        );
         if bytes.len() > self.chunk {
             return self.file.read_at(bytes, HEADER_AREA_BYTES + offset);
         }

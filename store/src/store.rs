@@ -16,6 +16,18 @@ use crate::{Lsn, SyncMode};
 
 /// The durable record log of one directory. Owned by one thread (the syncer); not `Sync`
 /// by design of its `&mut self` API.
+///
+/// Invariants (asserted where `append`, `commit` and `install_checkpoint` could break them):
+/// - LSNs only rise: each commit of records raises `committed_lsn` by exactly the records it
+///   writes, and once it returns every one of them is durable (`durable_lsn() ==
+///   committed_lsn`): under `Always` synced, under `None` written.
+/// - `checkpoint_lsn <= committed_lsn` and `synced_lsn <= committed_lsn`.
+/// - `tail <= end` and `end - tail <= capacity`: no frame overwrites log space that the
+///   installed checkpoint still needs.
+/// - `pending` is a frame header's room followed by `pending_count` records, and never grows
+///   past `frame_bytes_max`, so a commit always writes one frame that fits the ring.
+/// - `marks` rise in position and in first LSN, all at or after `tail`.
+/// - `poison`, once set, is never cleared.
 pub struct Store {
     pub(crate) io: Arc<dyn Io>,
     /// The directory's exclusive lock, released when the store is dropped.
@@ -91,6 +103,11 @@ impl Store {
         frame::write_varint(&mut self.pending, record.len() as u64);
         self.pending.extend_from_slice(record);
         self.pending_count += 1;
+        // The half of the pair that `commit` checks before it writes: the frame fits.
+        assert!(
+            self.pending.len() as u64 <= max,
+            "append keeps the pending frame within the largest frame"
+        );
         Ok(Lsn(self.committed_lsn + u64::from(self.pending_count)))
     }
 
@@ -103,6 +120,11 @@ impl Store {
             return Ok(self.durable_lsn());
         }
         let frame_len = self.pending.len() as u64;
+        assert!(
+            frame_len <= self.frame_bytes_max(),
+            "append never lets the pending frame grow past the largest frame"
+        );
+        let durable_before = self.durable_lsn();
         let position = ring::place(self.end, frame_len, self.capacity);
         let new_end = position + frame_len;
         if new_end - self.tail > self.capacity {
@@ -133,6 +155,12 @@ impl Store {
                 return Err(self.poison("fdatasync", e));
             }
         }
+        assert!(
+            self.marks
+                .back()
+                .is_none_or(|m| m.position < position && m.first_lsn < first_lsn),
+            "frames are marked in the order of the stream and of their LSNs"
+        );
         self.marks.push_back(FrameMark {
             first_lsn,
             position,
@@ -146,7 +174,25 @@ impl Store {
         }
         self.pending.truncate(HEADER_BYTES);
         self.pending_count = 0;
+        self.assert_committed(durable_before);
         Ok(self.durable_lsn())
+    }
+
+    /// What a commit that wrote records promises once it returns (see the type's invariants).
+    fn assert_committed(&self, durable_before: Lsn) {
+        assert!(
+            self.durable_lsn() > durable_before,
+            "a commit of records makes a higher LSN durable"
+        );
+        assert_eq!(
+            self.durable_lsn().0,
+            self.committed_lsn,
+            "a commit returns only when every record it wrote is durable"
+        );
+        assert!(
+            self.end - self.tail <= self.capacity,
+            "a frame never overwrites log space the installed checkpoint needs"
+        );
     }
 
     /// Drops the records appended since the last commit, unwritten: the next record appended
@@ -261,6 +307,11 @@ impl Store {
     /// Called after `CheckpointWriter::finish` returned: the checkpoint is durable and in place,
     /// so log space before it may be reused and older checkpoint files removed.
     pub fn install_checkpoint(&mut self, done: CheckpointDone) -> Result<(), Error> {
+        // `checkpoint_writer` asserted the covered LSN; this holds it for the writer's result.
+        assert!(
+            done.lsn.0 <= self.committed_lsn && done.replay_position <= self.end,
+            "a checkpoint of this store covers committed records and replays from its log"
+        );
         if done.lsn.0 <= self.checkpoint_lsn && self.tail >= done.replay_position {
             return Ok(());
         }
@@ -269,6 +320,10 @@ impl Store {
         while self.marks.front().is_some_and(|m| m.position < self.tail) {
             self.marks.pop_front();
         }
+        assert!(
+            self.tail <= self.end,
+            "the log space freed ends where the log does, never past it"
+        );
         self.remove_older_checkpoints(done.lsn);
         Ok(())
     }

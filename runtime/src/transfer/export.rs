@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables};
 
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
-use crate::runtime::OpenError;
+use crate::error::OpenError;
+use crate::recovery::State;
 use crate::salvage::inspect;
 
 /// What an export wrote.
@@ -154,7 +155,7 @@ fn plan(app: &Schema, data: &Schema) -> Vec<Plan> {
         .collect()
 }
 
-fn undeclared_tables(app: &Schema, state: &crate::recovery::State) -> Vec<String> {
+fn undeclared_tables(app: &Schema, state: &State) -> Vec<String> {
     state
         .schema
         .tables

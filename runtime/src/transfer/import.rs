@@ -13,6 +13,7 @@ use pure_store::{Io, Lsn, RealIo, StoreOptions, SyncMode};
 use super::line::parse_line;
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
 use crate::checkpoint::write_image;
+use crate::options::RuntimeOptions;
 use crate::salvage::inspect;
 
 /// The LSN an imported state is written as: a checkpoint needs one above 0, and a store seeded
@@ -30,7 +31,7 @@ pub struct ImportOptions {
 impl Default for ImportOptions {
     fn default() -> Self {
         ImportOptions {
-            log_capacity_bytes: crate::RuntimeOptions::default().log_capacity_bytes,
+            log_capacity_bytes: RuntimeOptions::default().log_capacity_bytes,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }

@@ -14,6 +14,8 @@
 //! directory's lock) and writes each table the app declares, in key order, every declared field
 //! in declared order. What export writes, import reads back to the same state, and exporting
 //! that again gives the same bytes.
+//!
+//! It must not know a running runtime: it works on a directory nobody has open.
 
 mod export;
 mod import;

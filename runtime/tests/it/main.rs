@@ -3,6 +3,7 @@
 mod compat;
 mod crash;
 mod durability;
+mod layers;
 mod record_model;
 mod state_after_failures;
 mod support;

@@ -1,0 +1,52 @@
+//! How a runtime is opened (`RuntimeOptions`), and the test hooks it takes (`CommitGate`).
+//!
+//! Plain data: it knows nothing of the runtime's threads, only what they are given.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pure_store::SyncMode;
+
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    pub sync: SyncMode,
+    /// Size of the preallocated log (used when the log is created).
+    pub log_capacity_bytes: u64,
+    /// A checkpoint starts when the log since the last one exceeds this.
+    pub checkpoint_interval_bytes: u64,
+    /// Bound of the write queue: a full queue answers `Unavailable` at once (backpressure).
+    pub queue_capacity: usize,
+    /// The longest a write waits for room in a full log (for checkpoints to free it) before it
+    /// is refused with `Unavailable` and undone, never to be applied.
+    pub write_timeout: Duration,
+    /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync).
+    pub commit_gate: Option<CommitGate>,
+    /// Test hook: called by whoever runs a write, after its handler, under the group's lock
+    /// (e.g. to make running writes panic).
+    pub run_gate: Option<CommitGate>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            sync: SyncMode::Always,
+            log_capacity_bytes: 256 << 20,
+            checkpoint_interval_bytes: 64 << 20,
+            queue_capacity: 4096,
+            write_timeout: Duration::from_secs(5),
+            commit_gate: None,
+            run_gate: None,
+        }
+    }
+}
+
+/// A function the runtime calls at a fixed point (tests hold syncs, or inject panics, with it).
+#[derive(Clone)]
+pub struct CommitGate(pub Arc<dyn Fn() + Send + Sync>);
+
+impl fmt::Debug for CommitGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CommitGate")
+    }
+}
