@@ -213,6 +213,13 @@ pub(crate) fn with_write<R>(
 mod budget_tests {
     use super::*;
 
+    /// A read's context on no tables: `install` and `take` hold one call's context at a time.
+    fn idle_read() -> Context {
+        Context::Read {
+            tables: Arc::new(Tables::default()),
+        }
+    }
+
     /// The CPU time the installed call's budget counts from.
     fn start_of_call() -> Duration {
         DEADLINE.with(Cell::get).expect("installed").cpu_at_start
@@ -228,10 +235,10 @@ mod budget_tests {
         assert_eq!(stale_max(budget), Duration::from_millis(1));
         let shared = (0..100).any(|_| {
             let before = Instant::now();
-            install(Context::Idle, budget, 0);
+            install(idle_read(), budget, 0);
             let first = start_of_call();
             let _ = take();
-            install(Context::Idle, budget, 0);
+            install(idle_read(), budget, 0);
             let second = start_of_call();
             let _ = take();
             if before.elapsed() > stale_max(budget) {
@@ -250,11 +257,11 @@ mod budget_tests {
         );
 
         let budget = Duration::from_micros(3200);
-        install(Context::Idle, budget, 0);
+        install(idle_read(), budget, 0);
         let first = start_of_call();
         let _ = take();
         std::thread::sleep(stale_max(budget) * 2);
-        install(Context::Idle, budget, 0);
+        install(idle_read(), budget, 0);
         assert_ne!(start_of_call(), first, "an old reading is taken again");
         let _ = take();
     }
@@ -266,7 +273,7 @@ mod budget_tests {
     #[test]
     fn time_spent_waiting_for_a_core_is_not_spent_budget() {
         let budget = Duration::from_millis(20);
-        install(Context::Idle, budget, 0);
+        install(idle_read(), budget, 0);
         DEADLINE.with(|d| {
             let mut b = d.get().expect("installed");
             b.deadline = Instant::now() - Duration::from_secs(1);
