@@ -613,3 +613,115 @@ mod tests {
         assert!(connections.shed_one(), "idle again");
     }
 }
+
+/// Review 2: faults found in the stall and pace logic, each shown failing.
+#[cfg(test)]
+mod review2 {
+    use hyper::body::Bytes;
+
+    use super::*;
+    use crate::answer::CHUNK;
+
+    const STALL_MS: u64 = 250;
+
+    fn connections(budget: u64, stall_ms: u64) -> Arc<Connections> {
+        let answers = AnswerBudget {
+            held: Arc::default(),
+            bytes: budget,
+            stalled_after: Duration::from_millis(stall_ms),
+        };
+        Connections::new(16, 16, answers)
+    }
+
+    fn held_answer(connections: &Connections) -> Arc<HeldAnswer> {
+        let chunks = [vec![0; CHUNK], vec![0]].map(Bytes::from).into();
+        HeldAnswer::new(chunks, (CHUNK + 1) as u64, connections.answers.held.clone())
+    }
+
+    /// A client that reads steadily, but whose TCP window opens every `gap_ms` (on loopback
+    /// 64 KB at a time: 200 ms apart at 320 KB/s), from time 0 to `until_ms`, where it is
+    /// between two openings (the last at `until_ms - since_last_ms`).
+    fn steady_reader(ticket: &Ticket, gap_ms: u64, until_ms: u64, since_last_ms: u64) {
+        let slot = &ticket.slot;
+        slot.answer_begins(held_answer(&ticket.connections));
+        slot.set_unflushed(true);
+        slot.waits(0);
+        let mut t = gap_ms;
+        while t <= until_ms - since_last_ms {
+            slot.took_bytes(t, true);
+            t += gap_ms;
+        }
+    }
+
+    /// The promise (`--answer-budget`'s help, the module doc): "a client that keeps reading is
+    /// never cut". A client whose window opens every 200 ms (a steady 320 KB/s reader on
+    /// loopback) never shows a pace, since only a wait past the stall time (250 ms) counts
+    /// as one; but once the budget is 2.5 times full the stall time it is held to is 100 ms,
+    /// and it is cut between two openings, while it reads. (Raising --answer-stall-ms, as the
+    /// help advises for clients that pause, widens the hole: at 1,000 ms, a reader whose
+    /// window opens every 400 ms, 160 KB/s, is cut the same way.)
+    #[test]
+    fn a_steady_reader_whose_window_opens_every_200_ms_is_cut_under_pressure() {
+        for (stall_ms, gap_ms, since_last_ms) in [(STALL_MS, 200, 150), (1000, 400, 300)] {
+            let one = (CHUNK + 1) as u64;
+            let connections = connections(one, stall_ms);
+            let reader = connections
+                .admit(IpAddr::from([127, 0, 0, 1]))
+                .expect("room");
+            let answering = connections
+                .admit(IpAddr::from([127, 0, 0, 1]))
+                .expect("room");
+            // It has read for 10 s, and its window last opened `since_last_ms` ago.
+            steady_reader(&reader, gap_ms, 10_000, since_last_ms);
+            // Pages held for others (clients that read, or not stalled yet): 4 in all.
+            let _others: Vec<_> = (0..2).map(|_| held_answer(&connections)).collect();
+            answering.slot.answer_begins(held_answer(&connections));
+            connections.make_room(&answering.slot, 10_000);
+            assert!(
+                !reader.slot.was_cut(),
+                "stall {stall_ms} ms: a client reading steadily (its window opening every \
+                 {gap_ms} ms for 10 s) was cut"
+            );
+        }
+    }
+
+    /// A pace is earned once and kept for the connection: a client that kept its window shut
+    /// for 2 s on one answer, then read it, and now asks for the next and never reads it, is
+    /// not cut for 8 s however far over the budget the server is (with the default stall time
+    /// of 250 ms, scaled down to 100 ms under pressure). Earned once per connection for 15 s,
+    /// it outlasts the send timeout (60 s), so a client that never reads on a keep-alive
+    /// connection after its first answer holds its answers against the budget until the send
+    /// timeout.
+    #[test]
+    fn a_pace_earned_on_one_answer_shields_a_later_answer_never_read() {
+        let one = (CHUNK + 1) as u64;
+        let connections = connections(one, STALL_MS);
+        let gamer = connections
+            .admit(IpAddr::from([127, 0, 0, 9]))
+            .expect("room");
+        let answering = connections
+            .admit(IpAddr::from([127, 0, 0, 1]))
+            .expect("room");
+        let slot = &gamer.slot;
+        // First answer: the window shut for 2 s, then read in one go.
+        slot.set_unflushed(true);
+        slot.waits(0);
+        slot.took_bytes(2_000, false);
+        slot.set_unflushed(false);
+        // Second answer (keep-alive), never read: stalled from 3,000 ms on.
+        slot.answer_begins(held_answer(&connections));
+        slot.set_unflushed(true);
+        slot.waits(3_000);
+        // 20 pages over a budget of one.
+        let _others: Vec<_> = (0..20).map(|_| held_answer(&connections)).collect();
+        answering.slot.answer_begins(held_answer(&connections));
+        // 3 s after it stopped reading: 12 times the stall time, 30 times the scaled one.
+        connections.make_room(&answering.slot, 6_000);
+        assert!(
+            slot.was_cut(),
+            "a client that has taken nothing for 3 s, 20 pages over the budget, is not cut: \
+             its pace from an earlier answer gives it {} ms",
+            slot.stall_bound_ms(0.05)
+        );
+    }
+}
