@@ -236,3 +236,32 @@ fn rhai_s_to_json_and_parse_json_follow_the_depth_rule() {
         past.text()
     );
 }
+
+/// A connection shed at the cap is closed at once when nothing is in it (`Close::Clean`): but
+/// an answer that hyper has handed whole to the kernel (a 2 MB page, never read) is then
+/// drained (`Listener::drain`), which cuts a stalled client only when it was asked to close
+/// (`closing`), and does not know that it was: the shed's notification was taken by the
+/// connection's loop. So the drain waits for the send timeout (60 s by default), and the new
+/// client at the cap waits as long, instead of the stall time.
+#[test]
+fn a_new_client_at_the_cap_does_not_wait_the_send_timeout_for_a_shed_connection() {
+    let (_data, server) = kv_server(&[("--max-connections", "1")]);
+    let address = server.address;
+    // The filling connection closes when its client drops it.
+    std::thread::sleep(Duration::from_millis(500));
+    // A keep-alive client asks for a 2 MB page (which fits in the kernel's buffers) and never
+    // reads it: hyper is done with it, and the connection is idle.
+    let _holder = ask_and_hold(address, "/kv?limit=6");
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let mut client = Client::connect(address);
+    let answer = client.request("GET", "/kv/small", None).expect("answered");
+    let waited = started.elapsed();
+    assert_eq!(answer.status, 200);
+    server.stop();
+    assert!(
+        waited < Duration::from_secs(5),
+        "a new client at the cap waited {waited:?} for a shed connection whose client does not \
+         read (the stall time is 250 ms)"
+    );
+}
