@@ -250,10 +250,10 @@ impl Listener {
             tokio::select! {
                 result = connection.as_mut() => break Close::Ended(result),
                 _ = stopped(&mut stop), if !closing => {
+                    closing = true;
                     if let Some(close) = closable() {
                         break close;
                     }
-                    closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = slot.close.notified() => {
@@ -264,10 +264,10 @@ impl Listener {
                     if closing {
                         continue;
                     }
+                    closing = true;
                     if let Some(close) = closable() {
                         break close;
                     }
-                    closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = tokio::time::sleep(CLOSE_GRACE), if closing => {
@@ -303,7 +303,8 @@ impl Listener {
                     timed_out
                 }
             };
-        let abort = abort || self.drain(&socket, slot).await;
+        // Asked to close (`closing`), the drain is too: the notice was taken here.
+        let abort = abort || self.drain(&socket, slot, closing).await;
         if abort {
             // A reset, not a close: a close would leave the unread answer queued in the
             // kernel's send buffer (up to megabytes a connection) until a client that does not
@@ -314,11 +315,11 @@ impl Listener {
 
     /// Once hyper is done with a connection, what the kernel still holds of its last answers
     /// is waited for as any answer is: while the client takes it, and not past the send
-    /// timeout, nor past the stall time at the cap or a stop. True when the client stopped
-    /// taking it: the connection is to be reset. (A plain close left a 2 MB answer that a
-    /// client never read queued in the kernel, outside every budget and after its slot was
-    /// freed, for as long as the client kept its window shut.)
-    async fn drain(&self, socket: &Socket, slot: &Slot) -> bool {
+    /// timeout, nor past the stall time at the cap or a stop (`closing`: already asked to
+    /// close). True when the client stopped taking it: the connection is to be reset. (A plain
+    /// close left a 2 MB answer that a client never read queued in the kernel, outside every
+    /// budget and after its slot was freed, for as long as the client kept its window shut.)
+    async fn drain(&self, socket: &Socket, slot: &Slot, closing: bool) -> bool {
         let Some(mut unsent) =
             unsent_in_kernel(&socket.stream).filter(|unsent| *unsent > DRAIN_BYTES_MIN)
         else {
@@ -329,7 +330,7 @@ impl Listener {
         slot.set_unflushed(true);
         slot.waits(slot.now_ms());
         let mut stop = self.stop.clone();
-        let mut closing = false;
+        let mut closing = closing;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(WATCH_INTERVAL) => {}
