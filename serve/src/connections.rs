@@ -89,18 +89,28 @@ pub struct Slot {
     /// When the wait under way began, or the client last took bytes during it (ms since
     /// `epoch`).
     progress_ms: AtomicU64,
-    /// The longest the client has made a write wait before taking bytes, on this connection:
-    /// its pace. A client that reads slowly opens its TCP window in bursts (on loopback, 64 KB
-    /// at a time: every 3 s for one reading 20 KB/s), and looks stalled in between.
+    /// The longest the client has made a write wait before taking bytes, on its current
+    /// answer: its pace (`took_bytes` says which waits count). A client that reads slowly opens
+    /// its TCP window in bursts (on loopback, 64 KB at a time: every 3 s for one reading
+    /// 20 KB/s), and looks stalled in between. Kept for one answer only: a pace shown on an
+    /// earlier answer says nothing of whether the client reads this one.
     longest_gap_ms: AtomicU64,
+    /// How many times the client took bytes of its current answer while a write waited.
+    openings: AtomicU64,
     /// `AnswerBudget::stalled_after`.
     stalled_after_ms: u64,
 }
 
 /// A client that has shown its pace counts as stalled only after this many times the longest
-/// it made a write wait before; one that took nothing since its first wait, after the stall
-/// time alone.
+/// it made a write wait before (a pace shorter than the stall time: no more than the stall
+/// time); one that has shown none, after the stall time alone.
 const PACE_MARGIN: u64 = 4;
+
+/// Openings of a client's window on an answer that may be the last of a client that does not
+/// read: its receive buffer fills, and the delayed ACKs of what reached it come back up to
+/// 200 ms after the write began to wait. Only the waits that end at later openings show a pace
+/// (or one longer than the stall time, which no delayed ACK takes).
+const OPENINGS_UNPACED: u64 = 2;
 
 /// The least stall time however full the answer budget: what the client took is looked at
 /// every 50 ms (`wire::WATCH_INTERVAL`), so a shorter wait says nothing.
@@ -180,6 +190,7 @@ impl Connections {
             waiting: AtomicBool::new(false),
             progress_ms: AtomicU64::new(0),
             longest_gap_ms: AtomicU64::new(0),
+            openings: AtomicU64::new(0),
             stalled_after_ms: self.answers.stalled_after.as_millis() as u64,
         });
         registry.open.insert(id, slot.clone());
@@ -226,10 +237,11 @@ impl Connections {
     /// returns how many were cut.
     pub fn answer(&self, slot: &Slot, body: AnswerBody) -> (AnswerBody, usize) {
         let AnswerBody::Chunks { chunks, size } = body else {
+            slot.answer_begins(None);
             return (body, 0);
         };
         let answer = HeldAnswer::new(chunks, size, self.answers.held.clone());
-        slot.answer_begins(answer.clone());
+        slot.answer_begins(Some(answer.clone()));
         let cut = self.make_room(slot, self.now_ms());
         (AnswerBody::Held { answer, size }, cut)
     }
@@ -291,8 +303,11 @@ impl Slot {
         self.busy.load(Ordering::Acquire)
     }
 
-    fn answer_begins(&self, answer: Arc<HeldAnswer>) {
-        *self.answer_lock() = Some(answer);
+    /// A new answer, held by the budget if large: the client's pace is to be seen again.
+    fn answer_begins(&self, answer: Option<Arc<HeldAnswer>>) {
+        *self.answer_lock() = answer;
+        self.longest_gap_ms.store(0, Ordering::Relaxed);
+        self.openings.store(0, Ordering::Relaxed);
     }
 
     fn answer_lock(&self) -> MutexGuard<'_, Option<Arc<HeldAnswer>>> {
@@ -330,11 +345,13 @@ impl Slot {
     /// The client took bytes while a write waited; the wait goes on if `still_waiting`.
     pub fn took_bytes(&self, now_ms: u64, still_waiting: bool) {
         let gap = now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed));
-        // Only a window shut for longer than the stall time, then opened, shows a pace: a
-        // client that never reads also lets bytes in while its window is still open, as
-        // delayed ACKs come back (up to 200 ms after the wait began), and taking those for a
-        // pace let 200 such clients hold 320 MB instead of 160.
-        if gap >= self.stalled_after_ms {
+        // A client that never reads also lets bytes in while its window closes, as delayed
+        // ACKs come back (up to 200 ms after the wait began), and taking those for a pace let
+        // 200 such clients hold 320 MB instead of 160. So its first openings show a pace only
+        // if the window was shut past the stall time; a client that keeps opening it reads,
+        // and each wait from then on shows its pace, however short.
+        let openings_before = self.openings.fetch_add(1, Ordering::Relaxed);
+        if gap >= self.stalled_after_ms || openings_before >= OPENINGS_UNPACED {
             self.longest_gap_ms.fetch_max(gap, Ordering::Relaxed);
         }
         self.progress_ms.store(now_ms, Ordering::Relaxed);
@@ -357,12 +374,19 @@ impl Slot {
 
     /// How long the client may take nothing before it counts as having stopped reading: the
     /// stall time (times `pressure`, from 1 down to 0 as the bytes held pass the budget, but
-    /// never under `STALL_FLOOR_MS`), or longer for one whose pace has shown longer waits.
+    /// never under `STALL_FLOOR_MS`), or `PACE_MARGIN` times its pace if longer. A pace
+    /// shorter than the stall time only keeps the pressure from shrinking the stall time below
+    /// what the client needs: a client reading steadily whose window opened every 200 ms was
+    /// cut between openings once the stall time was scaled to 100 ms.
     fn stall_bound_ms(&self, pressure: f64) -> u64 {
         let pace = self.longest_gap_ms.load(Ordering::Relaxed);
         let stall = ((self.stalled_after_ms as f64 * pressure) as u64)
             .max(STALL_FLOOR_MS.min(self.stalled_after_ms));
-        stall.max(pace.saturating_mul(PACE_MARGIN))
+        let mut paced = pace.saturating_mul(PACE_MARGIN);
+        if pace < self.stalled_after_ms {
+            paced = paced.min(self.stalled_after_ms);
+        }
+        stall.max(paced)
     }
 
     /// Whether the client stopped reading an answer (`stall_bound_ms`).
@@ -437,6 +461,15 @@ mod tests {
         }
     }
 
+    /// Room for one large answer, with a stall time of `stall_ms`.
+    fn budget_of_one(stall_ms: u64) -> Arc<Connections> {
+        let answers = AnswerBudget {
+            stalled_after: Duration::from_millis(stall_ms),
+            ..budget((CHUNK + 1) as u64)
+        };
+        Connections::new(16, 16, answers)
+    }
+
     fn unbudgeted(cap: usize, per_peer_max: usize) -> Arc<Connections> {
         Connections::new(cap, per_peer_max, budget(u64::MAX))
     }
@@ -454,7 +487,7 @@ mod tests {
         stalled: bool,
     ) -> Arc<HeldAnswer> {
         let answer = held_answer(&connections.answers.held);
-        ticket.slot.answer_begins(answer.clone());
+        ticket.slot.answer_begins(Some(answer.clone()));
         ticket.slot.set_unflushed(true);
         ticket.slot.waits(since_ms);
         if !stalled {
@@ -485,7 +518,7 @@ mod tests {
         ];
         assert_eq!(held.load(Ordering::Relaxed), 4 * one);
         let new = held_answer(&held);
-        answering.slot.answer_begins(new);
+        answering.slot.answer_begins(Some(new));
         assert_eq!(held.load(Ordering::Relaxed), 5 * one);
         assert_eq!(connections.make_room(&answering.slot, now), 2);
         assert!(oldest.slot.was_cut() && notified(&oldest.slot.close));
@@ -522,7 +555,7 @@ mod tests {
         // Four answers held against a budget of one: the stall time is a quarter, past the
         // floor of 100 ms.
         let new = held_answer(&connections.answers.held);
-        answering.slot.answer_begins(new);
+        answering.slot.answer_begins(Some(new));
         assert_eq!(connections.make_room(&answering.slot, now), 1);
         assert!(silent.slot.was_cut());
         assert!(!paced.slot.was_cut(), "a client with a pace keeps it");
@@ -612,115 +645,100 @@ mod tests {
         drop(guard);
         assert!(connections.shed_one(), "idle again");
     }
-}
 
-/// Review 2: faults found in the stall and pace logic, each shown failing.
-#[cfg(test)]
-mod review2 {
-    use hyper::body::Bytes;
-
-    use super::*;
-    use crate::answer::CHUNK;
-
-    const STALL_MS: u64 = 250;
-
-    fn connections(budget: u64, stall_ms: u64) -> Arc<Connections> {
-        let answers = AnswerBudget {
-            held: Arc::default(),
-            bytes: budget,
-            stalled_after: Duration::from_millis(stall_ms),
-        };
-        Connections::new(16, 16, answers)
-    }
-
-    fn held_answer(connections: &Connections) -> Arc<HeldAnswer> {
-        let chunks = [vec![0; CHUNK], vec![0]].map(Bytes::from).into();
-        HeldAnswer::new(chunks, (CHUNK + 1) as u64, connections.answers.held.clone())
-    }
-
-    /// A client that reads steadily, but whose TCP window opens every `gap_ms` (on loopback
-    /// 64 KB at a time: 200 ms apart at 320 KB/s), from time 0 to `until_ms`, where it is
-    /// between two openings (the last at `until_ms - since_last_ms`).
-    fn steady_reader(ticket: &Ticket, gap_ms: u64, until_ms: u64, since_last_ms: u64) {
+    /// A client that reads steadily, its TCP window opening every `gap_ms` (on loopback 64 KB
+    /// at a time: 200 ms apart at 320 KB/s), `openings` times from time 0 on, and then
+    /// `since_last_ms` more: returns that time.
+    fn steady_reader(ticket: &Ticket, gap_ms: u64, openings: u64, since_last_ms: u64) -> u64 {
         let slot = &ticket.slot;
-        slot.answer_begins(held_answer(&ticket.connections));
+        slot.answer_begins(Some(held_answer(&ticket.connections.answers.held)));
         slot.set_unflushed(true);
         slot.waits(0);
-        let mut t = gap_ms;
-        while t <= until_ms - since_last_ms {
-            slot.took_bytes(t, true);
-            t += gap_ms;
+        for opening in 1..=openings {
+            slot.took_bytes(opening * gap_ms, true);
         }
+        openings * gap_ms + since_last_ms
     }
 
-    /// The promise (`--answer-budget`'s help, the module doc): "a client that keeps reading is
-    /// never cut". A client whose window opens every 200 ms (a steady 320 KB/s reader on
-    /// loopback) never shows a pace, since only a wait past the stall time (250 ms) counts
-    /// as one; but once the budget is 2.5 times full the stall time it is held to is 100 ms,
-    /// and it is cut between two openings, while it reads. (Raising --answer-stall-ms, as the
-    /// help advises for clients that pause, widens the hole: at 1,000 ms, a reader whose
-    /// window opens every 400 ms, 160 KB/s, is cut the same way.)
+    /// However full the budget, a client whose window keeps opening more often than the stall
+    /// time is not cut between two openings: the pressure never scales the stall time below
+    /// a few times its pace (found by review: whose window opened every 100 ms to just under
+    /// the stall time, it was held to 100 ms, and cut while it read; the longer the stall
+    /// time, the wider the range). A client that stopped reading after its window closed,
+    /// letting bytes in twice as the delayed ACKs came back, shows no pace and is still held
+    /// to the scaled stall time.
     #[test]
-    fn a_steady_reader_whose_window_opens_every_200_ms_is_cut_under_pressure() {
-        for (stall_ms, gap_ms, since_last_ms) in [(STALL_MS, 200, 150), (1000, 400, 300)] {
-            let one = (CHUNK + 1) as u64;
-            let connections = connections(one, stall_ms);
-            let reader = connections
-                .admit(IpAddr::from([127, 0, 0, 1]))
-                .expect("room");
-            let answering = connections
-                .admit(IpAddr::from([127, 0, 0, 1]))
-                .expect("room");
-            // It has read for 10 s, and its window last opened `since_last_ms` ago.
-            steady_reader(&reader, gap_ms, 10_000, since_last_ms);
-            // Pages held for others (clients that read, or not stalled yet): 4 in all.
-            let _others: Vec<_> = (0..2).map(|_| held_answer(&connections)).collect();
-            answering.slot.answer_begins(held_answer(&connections));
-            connections.make_room(&answering.slot, 10_000);
+    fn a_client_reading_steadily_is_never_cut_however_full_the_budget() {
+        for (stall_ms, gap_ms, since_last_ms) in
+            [(250, 200, 150), (250, 240, 200), (1000, 400, 300)]
+        {
+            let connections = budget_of_one(stall_ms);
+            let admit = || connections.admit(address(1)).expect("room");
+            let (reader, silent, answering) = (admit(), admit(), admit());
+            // It has read for some seconds, and its window last opened `since_last_ms` ago.
+            let now = steady_reader(&reader, gap_ms, 25, since_last_ms);
+            // The silent one let bytes in twice, 50 and 200 ms into its wait, and then none.
+            silent
+                .slot
+                .answer_begins(Some(held_answer(&connections.answers.held)));
+            silent.slot.set_unflushed(true);
+            silent.slot.waits(now - 1_000);
+            silent.slot.took_bytes(now - 950, true);
+            silent.slot.took_bytes(now - 800, true);
+            // Four pages held against a budget of one: the stall time is scaled to a quarter
+            // (at least 100 ms).
+            let _others: Vec<_> = (0..1)
+                .map(|_| held_answer(&connections.answers.held))
+                .collect();
+            answering
+                .slot
+                .answer_begins(Some(held_answer(&connections.answers.held)));
+            assert_eq!(connections.make_room(&answering.slot, now), 1);
             assert!(
                 !reader.slot.was_cut(),
-                "stall {stall_ms} ms: a client reading steadily (its window opening every \
-                 {gap_ms} ms for 10 s) was cut"
+                "stall {stall_ms} ms: a client whose window opened every {gap_ms} ms was cut \
+                 {since_last_ms} ms after its last opening"
+            );
+            assert!(
+                silent.slot.was_cut(),
+                "stall {stall_ms} ms: the silent one is cut"
             );
         }
     }
 
-    /// A pace is earned once and kept for the connection: a client that kept its window shut
-    /// for 2 s on one answer, then read it, and now asks for the next and never reads it, is
-    /// not cut for 8 s however far over the budget the server is (with the default stall time
-    /// of 250 ms, scaled down to 100 ms under pressure). Earned once per connection for 15 s,
-    /// it outlasts the send timeout (60 s), so a client that never reads on a keep-alive
-    /// connection after its first answer holds its answers against the budget until the send
-    /// timeout.
+    /// A pace is the client's on one answer only: one that kept its window shut for 2 s on an
+    /// answer, then read it, and asks for the next and never reads it, counts as stalled as
+    /// soon as any client without a pace would (found by review: the pace was kept for the
+    /// connection, four times 2 s shielded every later answer, and a longer first wait, up to
+    /// the send timeout, shielded them until the send timeout).
     #[test]
-    fn a_pace_earned_on_one_answer_shields_a_later_answer_never_read() {
-        let one = (CHUNK + 1) as u64;
-        let connections = connections(one, STALL_MS);
-        let gamer = connections
-            .admit(IpAddr::from([127, 0, 0, 9]))
-            .expect("room");
-        let answering = connections
-            .admit(IpAddr::from([127, 0, 0, 1]))
-            .expect("room");
-        let slot = &gamer.slot;
+    fn a_pace_shown_on_one_answer_does_not_shield_a_later_one_never_read() {
+        let connections = budget_of_one(250);
+        let slow = connections.admit(address(9)).expect("room");
+        let answering = connections.admit(address(1)).expect("room");
+        let slot = &slow.slot;
         // First answer: the window shut for 2 s, then read in one go.
+        slot.answer_begins(Some(held_answer(&connections.answers.held)));
         slot.set_unflushed(true);
         slot.waits(0);
         slot.took_bytes(2_000, false);
         slot.set_unflushed(false);
         // Second answer (keep-alive), never read: stalled from 3,000 ms on.
-        slot.answer_begins(held_answer(&connections));
+        slot.answer_begins(Some(held_answer(&connections.answers.held)));
         slot.set_unflushed(true);
         slot.waits(3_000);
-        // 20 pages over a budget of one.
-        let _others: Vec<_> = (0..20).map(|_| held_answer(&connections)).collect();
-        answering.slot.answer_begins(held_answer(&connections));
-        // 3 s after it stopped reading: 12 times the stall time, 30 times the scaled one.
-        connections.make_room(&answering.slot, 6_000);
+        let _others: Vec<_> = (0..20)
+            .map(|_| held_answer(&connections.answers.held))
+            .collect();
+        answering
+            .slot
+            .answer_begins(Some(held_answer(&connections.answers.held)));
+        // 300 ms after it stopped reading: past the stall time, scaled or not.
+        connections.make_room(&answering.slot, 3_300);
         assert!(
             slot.was_cut(),
-            "a client that has taken nothing for 3 s, 20 pages over the budget, is not cut: \
-             its pace from an earlier answer gives it {} ms",
+            "a client that took nothing of its answer for 300 ms, 20 pages over the budget, \
+             was not cut: its bound is {} ms",
             slot.stall_bound_ms(0.05)
         );
     }
