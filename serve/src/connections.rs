@@ -5,8 +5,9 @@
 //! the listen backlog: 2,000 idle sockets from one peer made a normal GET wait 8 s. Without
 //! shedding, a cap full of idle connections (keep-alive clients that went quiet, or heads sent a
 //! byte at a time) would do the same until the header timeout closed them. A connection is idle
-//! while it has not sent a complete request head since its last answer: shedding one loses no
-//! request, and a request that arrives meanwhile is still answered (see `Slot`).
+//! while it has not sent a complete request head since its last answer, and no answer is on its
+//! way to a client that reads: shedding one loses no request and closes it at once, and a
+//! request that arrives meanwhile is still answered (see `Slot`).
 //!
 //! The answers waiting for their clients to take them are a budget too (`--answer-budget`): 200
 //! clients that asked for 6 MB pages and never read held 1.2 GB. When an answer would take the
@@ -79,6 +80,8 @@ pub struct Slot {
     pub close: Notify,
     /// Set once the connection is asked to be cut: it is not chosen again.
     cut_asked: AtomicBool,
+    /// Set once the connection is shed at the cap: it is not chosen again.
+    shed_asked: AtomicBool,
     /// The latest large answer, while hyper has not taken all of it.
     answer: Mutex<Option<Arc<HeldAnswer>>>,
     /// hyper has written bytes the socket did not take yet (an answer on its way out).
@@ -185,6 +188,7 @@ impl Connections {
             epoch: self.epoch,
             close: Notify::new(),
             cut_asked: AtomicBool::new(false),
+            shed_asked: AtomicBool::new(false),
             answer: Mutex::new(None),
             unflushed: AtomicBool::new(false),
             waiting: AtomicBool::new(false),
@@ -203,16 +207,23 @@ impl Connections {
         })
     }
 
-    /// Asks an idle connection to close: the one idle the longest of the address that has the
-    /// most connections (under a flood, the flooder's, not a quiet client's keep-alive), else
-    /// the one idle the longest; false if none is idle.
-    pub fn shed_one(&self) -> bool {
+    /// Asks an idle connection to close, and returns it: the one idle the longest of the
+    /// address that has the most connections (under a flood, the flooder's, not a quiet
+    /// client's keep-alive), else the one idle the longest; `None` if none is idle. Idle here
+    /// means it closes at once: no request is being answered, and nothing is on its way out but
+    /// to a client that stopped reading (which is cut). A connection streaming its answer to a
+    /// client that reads is not idle, though its request was answered: closing it gracefully
+    /// waits for the whole answer, and the new client would wait as long.
+    pub fn shed_one(&self) -> Option<Arc<Slot>> {
+        self.shed_one_at(self.now_ms())
+    }
+
+    fn shed_one_at(&self, now_ms: u64) -> Option<Arc<Slot>> {
         let registry = self.registry();
         let idle = || {
-            registry
-                .open
-                .values()
-                .filter(|slot| !slot.busy.load(Ordering::Acquire))
+            registry.open.values().filter(|slot| {
+                !slot.shed_asked.load(Ordering::Relaxed) && !slot.is_sending_at(now_ms)
+            })
         };
         let greediest = registry.per_peer.iter().max_by_key(|(_, count)| **count);
         let oldest = greediest
@@ -221,15 +232,11 @@ impl Connections {
                     .filter(|slot| slot.peer == *peer)
                     .min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed))
             })
-            .or_else(|| idle().min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed)));
-        match oldest {
-            Some(slot) => {
-                // Stored, so that it is seen even if the connection is not waiting right now.
-                slot.close.notify_one();
-                true
-            }
-            None => false,
-        }
+            .or_else(|| idle().min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed)))?;
+        oldest.shed_asked.store(true, Ordering::Relaxed);
+        // Stored, so that it is seen even if the connection is not waiting right now.
+        oldest.close.notify_one();
+        Some(oldest.clone())
     }
 
     /// The body of an answer for `slot`'s connection. A large one is held where the budget can
@@ -391,8 +398,22 @@ impl Slot {
 
     /// Whether the client stopped reading an answer (`stall_bound_ms`).
     pub fn is_stalled(&self) -> bool {
-        self.stalled_ms(self.now_ms())
+        self.is_stalled_at(self.now_ms())
+    }
+
+    fn is_stalled_at(&self, now_ms: u64) -> bool {
+        self.stalled_ms(now_ms)
             .is_some_and(|ms| ms >= self.stall_bound_ms(1.0))
+    }
+
+    /// Whether an answer is being built, or is on its way to a client that reads: a graceful
+    /// close waits for it.
+    pub fn is_sending(&self) -> bool {
+        self.is_sending_at(self.now_ms())
+    }
+
+    fn is_sending_at(&self, now_ms: u64) -> bool {
+        self.is_busy() || (self.has_unflushed() && !self.is_stalled_at(now_ms))
     }
 
     /// Whether the budget asked for this connection to be cut (and counted it).
@@ -614,7 +635,7 @@ mod tests {
         let greedy: Vec<Ticket> = (0..3)
             .map(|_| connections.admit(address(2)).expect("greedy"))
             .collect();
-        assert!(connections.shed_one());
+        assert!(connections.shed_one().is_some());
         assert!(
             !notified(&quiet.slot.close),
             "the quiet client keeps its connection"
@@ -637,13 +658,16 @@ mod tests {
         let first = connections.admit(address(1)).expect("first");
         let second = connections.admit(address(1)).expect("second");
         let guard = first.slot.busy();
-        assert!(connections.shed_one(), "the second is idle");
+        assert!(connections.shed_one().is_some(), "the second is idle");
         // `notify_one` stores a permit: the second's shed future completes at once.
         assert!(notified(&second.slot.close));
         drop(second);
-        assert!(!connections.shed_one(), "the only one left is busy");
+        assert!(
+            connections.shed_one().is_none(),
+            "the only one left is busy"
+        );
         drop(guard);
-        assert!(connections.shed_one(), "idle again");
+        assert!(connections.shed_one().is_some(), "idle again");
     }
 
     /// A client that reads steadily, its TCP window opening every `gap_ms` (on loopback 64 KB
@@ -741,5 +765,35 @@ mod tests {
              was not cut: its bound is {} ms",
             slot.stall_bound_ms(0.05)
         );
+    }
+
+    /// At the cap, a connection streaming its answer to a client that reads is not shed while
+    /// one with nothing on its way out, or one whose client stopped reading, can be: closing it
+    /// waits for the whole answer (found by review: it counted as idle the longest, as soon as
+    /// its answer was built). Nor is a connection shed twice.
+    #[test]
+    fn sheds_a_connection_that_closes_at_once_never_one_sending_to_a_reader() {
+        let connections = unbudgeted(4, 4);
+        let admit = || connections.admit(address(1)).expect("room");
+        let (reading, stalled, quiet) = (admit(), admit(), admit());
+        let now = 10 * STALLED_AFTER.as_millis() as u64;
+        let _answers = [
+            with_answer(&connections, &reading, now, false),
+            with_answer(&connections, &stalled, 0, true),
+        ];
+        let first = connections
+            .shed_one_at(now)
+            .expect("one that closes at once");
+        let second = connections.shed_one_at(now).expect("the other");
+        for ticket in [&quiet, &stalled] {
+            let slot = &ticket.slot;
+            assert!(Arc::ptr_eq(&first, slot) || Arc::ptr_eq(&second, slot));
+            assert!(notified(&slot.close));
+        }
+        assert!(
+            connections.shed_one_at(now).is_none(),
+            "the reader's is not idle"
+        );
+        assert!(!notified(&reading.slot.close));
     }
 }
