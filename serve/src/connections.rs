@@ -93,27 +93,29 @@ pub struct Slot {
     /// `epoch`).
     progress_ms: AtomicU64,
     /// The longest the client has made a write wait before taking bytes, on its current
-    /// answer: its pace (`took_bytes` says which waits count). A client that reads slowly opens
-    /// its TCP window in bursts (on loopback, 64 KB at a time: every 3 s for one reading
-    /// 20 KB/s), and looks stalled in between. Kept for one answer only: a pace shown on an
-    /// earlier answer says nothing of whether the client reads this one.
+    /// answer, if past the stall time: its pace. A client that reads slowly opens its TCP
+    /// window in bursts (on loopback, 64 KB at a time: every 3 s for one reading 20 KB/s), and
+    /// looks stalled in between. Kept for one answer only, as `first_wait_ms` and `reads`: what
+    /// the client did with an earlier answer says nothing of whether it reads this one.
     longest_gap_ms: AtomicU64,
-    /// How many times the client took bytes of its current answer while a write waited.
-    openings: AtomicU64,
+    /// When a write of the current answer first waited (ms since `epoch`; `u64::MAX` before).
+    first_wait_ms: AtomicU64,
+    /// The client took bytes of its current answer `READING_AFTER_MS` or more after its first
+    /// wait: it reads.
+    reads: AtomicBool,
     /// `AnswerBudget::stalled_after`.
     stalled_after_ms: u64,
 }
 
 /// A client that has shown its pace counts as stalled only after this many times the longest
-/// it made a write wait before (a pace shorter than the stall time: no more than the stall
-/// time); one that has shown none, after the stall time alone.
+/// it made a write wait before; one that has shown none, after the stall time alone.
 const PACE_MARGIN: u64 = 4;
 
-/// Openings of a client's window on an answer that may be the last of a client that does not
-/// read: its receive buffer fills, and the delayed ACKs of what reached it come back up to
-/// 200 ms after the write began to wait. Only the waits that end at later openings show a pace
-/// (or one longer than the stall time, which no delayed ACK takes).
-const OPENINGS_UNPACED: u64 = 2;
+/// A client that takes bytes this long after a write of its answer first waited reads. One
+/// that does not read also lets bytes in as its receive buffer fills, but only until the
+/// delayed ACKs of what reached it come back, up to 200 ms after the wait began, seen within a
+/// watch interval (50 ms); it may open its window several times meanwhile.
+const READING_AFTER_MS: u64 = 300;
 
 /// The least stall time however full the answer budget: what the client took is looked at
 /// every 50 ms (`wire::WATCH_INTERVAL`), so a shorter wait says nothing.
@@ -194,7 +196,8 @@ impl Connections {
             waiting: AtomicBool::new(false),
             progress_ms: AtomicU64::new(0),
             longest_gap_ms: AtomicU64::new(0),
-            openings: AtomicU64::new(0),
+            first_wait_ms: AtomicU64::new(u64::MAX),
+            reads: AtomicBool::new(false),
             stalled_after_ms: self.answers.stalled_after.as_millis() as u64,
         });
         registry.open.insert(id, slot.clone());
@@ -314,7 +317,8 @@ impl Slot {
     fn answer_begins(&self, answer: Option<Arc<HeldAnswer>>) {
         *self.answer_lock() = answer;
         self.longest_gap_ms.store(0, Ordering::Relaxed);
-        self.openings.store(0, Ordering::Relaxed);
+        self.first_wait_ms.store(u64::MAX, Ordering::Relaxed);
+        self.reads.store(false, Ordering::Relaxed);
     }
 
     fn answer_lock(&self) -> MutexGuard<'_, Option<Arc<HeldAnswer>>> {
@@ -345,6 +349,12 @@ impl Slot {
 
     /// A write began to wait for room in the socket's buffer.
     pub fn waits(&self, now_ms: u64) {
+        let _ = self.first_wait_ms.compare_exchange(
+            u64::MAX,
+            now_ms,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         self.progress_ms.store(now_ms, Ordering::Relaxed);
         self.waiting.store(true, Ordering::Relaxed);
     }
@@ -352,13 +362,15 @@ impl Slot {
     /// The client took bytes while a write waited; the wait goes on if `still_waiting`.
     pub fn took_bytes(&self, now_ms: u64, still_waiting: bool) {
         let gap = now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed));
-        // A client that never reads also lets bytes in while its window closes, as delayed
-        // ACKs come back (up to 200 ms after the wait began), and taking those for a pace let
-        // 200 such clients hold 320 MB instead of 160. So its first openings show a pace only
-        // if the window was shut past the stall time; a client that keeps opening it reads,
-        // and each wait from then on shows its pace, however short.
-        let openings_before = self.openings.fetch_add(1, Ordering::Relaxed);
-        if gap >= self.stalled_after_ms || openings_before >= OPENINGS_UNPACED {
+        // Only a window shut for longer than the stall time, then opened, shows a pace: a
+        // client that never reads also lets bytes in while its window closes, as delayed ACKs
+        // come back (up to 200 ms after the wait began), and taking those for a pace let 200
+        // such clients hold 320 MB instead of 160.
+        let first_wait_ms = self.first_wait_ms.load(Ordering::Relaxed);
+        if now_ms >= first_wait_ms.saturating_add(READING_AFTER_MS) {
+            self.reads.store(true, Ordering::Relaxed);
+        }
+        if gap >= self.stalled_after_ms {
             self.longest_gap_ms.fetch_max(gap, Ordering::Relaxed);
         }
         self.progress_ms.store(now_ms, Ordering::Relaxed);
@@ -380,20 +392,21 @@ impl Slot {
     }
 
     /// How long the client may take nothing before it counts as having stopped reading: the
-    /// stall time (times `pressure`, from 1 down to 0 as the bytes held pass the budget, but
-    /// never under `STALL_FLOOR_MS`), or `PACE_MARGIN` times its pace if longer. A pace
-    /// shorter than the stall time only keeps the pressure from shrinking the stall time below
-    /// what the client needs: a client reading steadily whose window opened every 200 ms was
-    /// cut between openings once the stall time was scaled to 100 ms.
+    /// stall time, or `PACE_MARGIN` times its pace if longer. For a client that has not shown
+    /// it reads (`READING_AFTER_MS`), the stall time is times `pressure`, from 1 down to 0 as the bytes held pass the budget, but
+    /// never under `STALL_FLOOR_MS`. A client that reads keeps the whole stall time: scaled,
+    /// one whose window opened every 200 ms was cut between two openings at 100 ms, and one
+    /// whose window opened every few milliseconds whenever the server, busy, saw its progress
+    /// late.
     fn stall_bound_ms(&self, pressure: f64) -> u64 {
         let pace = self.longest_gap_ms.load(Ordering::Relaxed);
-        let stall = ((self.stalled_after_ms as f64 * pressure) as u64)
-            .max(STALL_FLOOR_MS.min(self.stalled_after_ms));
-        let mut paced = pace.saturating_mul(PACE_MARGIN);
-        if pace < self.stalled_after_ms {
-            paced = paced.min(self.stalled_after_ms);
-        }
-        stall.max(paced)
+        let stall = if self.reads.load(Ordering::Relaxed) {
+            self.stalled_after_ms
+        } else {
+            ((self.stalled_after_ms as f64 * pressure) as u64)
+                .max(STALL_FLOOR_MS.min(self.stalled_after_ms))
+        };
+        stall.max(pace.saturating_mul(PACE_MARGIN))
     }
 
     /// Whether the client stopped reading an answer (`stall_bound_ms`).
@@ -685,12 +698,12 @@ mod tests {
     }
 
     /// However full the budget, a client whose window keeps opening more often than the stall
-    /// time is not cut between two openings: the pressure never scales the stall time below
-    /// a few times its pace (found by review: whose window opened every 100 ms to just under
-    /// the stall time, it was held to 100 ms, and cut while it read; the longer the stall
-    /// time, the wider the range). A client that stopped reading after its window closed,
-    /// letting bytes in twice as the delayed ACKs came back, shows no pace and is still held
-    /// to the scaled stall time.
+    /// time is not cut between two openings: the pressure does not scale its stall time
+    /// (found by review: whose window opened every 100 ms to just under the stall time, it was
+    /// held to 100 ms, and cut while it read; the longer the stall time, the wider the range).
+    /// A client that stopped reading after its window closed, letting bytes in as the delayed
+    /// ACKs came back (here three times within 200 ms of its first wait), has not shown it
+    /// reads and is still held to the scaled stall time.
     #[test]
     fn a_client_reading_steadily_is_never_cut_however_full_the_budget() {
         for (stall_ms, gap_ms, since_last_ms) in
@@ -707,8 +720,9 @@ mod tests {
                 .answer_begins(Some(held_answer(&connections.answers.held)));
             silent.slot.set_unflushed(true);
             silent.slot.waits(now - 1_000);
-            silent.slot.took_bytes(now - 950, true);
-            silent.slot.took_bytes(now - 800, true);
+            for opening_ms in [10, 50, 200] {
+                silent.slot.took_bytes(now - 1_000 + opening_ms, true);
+            }
             // Four pages held against a budget of one: the stall time is scaled to a quarter
             // (at least 100 ms).
             let _others: Vec<_> = (0..1)
