@@ -145,9 +145,10 @@ pub struct Options {
     /// How long a client may take no byte of an answer before it counts as having stopped
     /// reading: its connection may then be reset to make room in --answer-budget, for a new
     /// client at --max-connections, or at a stop (which does not wait for it). Past the budget
-    /// it shrinks in proportion (at twice the budget, half), down to 100 ms; a client that has
-    /// shown a slower pace on its connection (its window opens seconds apart) gets four times
-    /// the longest wait it has made.
+    /// it shrinks in proportion (at twice the budget, half), down to 100 ms, for a client that
+    /// has not shown it reads its answer (its window opened again and again); a client that has
+    /// shown a slower pace on its answer (its window opens seconds apart) gets four times the
+    /// longest wait it has made.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub answer_stall_ms: u64,
 

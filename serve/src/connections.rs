@@ -5,8 +5,9 @@
 //! the listen backlog: 2,000 idle sockets from one peer made a normal GET wait 8 s. Without
 //! shedding, a cap full of idle connections (keep-alive clients that went quiet, or heads sent a
 //! byte at a time) would do the same until the header timeout closed them. A connection is idle
-//! while it has not sent a complete request head since its last answer: shedding one loses no
-//! request, and a request that arrives meanwhile is still answered (see `Slot`).
+//! while it has not sent a complete request head since its last answer, and no answer is on its
+//! way to a client that reads: shedding one loses no request and closes it at once, and a
+//! request that arrives meanwhile is still answered (see `Slot`).
 //!
 //! The answers waiting for their clients to take them are a budget too (`--answer-budget`): 200
 //! clients that asked for 6 MB pages and never read held 1.2 GB. When an answer would take the
@@ -79,6 +80,8 @@ pub struct Slot {
     pub close: Notify,
     /// Set once the connection is asked to be cut: it is not chosen again.
     cut_asked: AtomicBool,
+    /// Set once the connection is shed at the cap: it is not chosen again.
+    shed_asked: AtomicBool,
     /// The latest large answer, while hyper has not taken all of it.
     answer: Mutex<Option<Arc<HeldAnswer>>>,
     /// hyper has written bytes the socket did not take yet (an answer on its way out).
@@ -89,18 +92,30 @@ pub struct Slot {
     /// When the wait under way began, or the client last took bytes during it (ms since
     /// `epoch`).
     progress_ms: AtomicU64,
-    /// The longest the client has made a write wait before taking bytes, on this connection:
-    /// its pace. A client that reads slowly opens its TCP window in bursts (on loopback, 64 KB
-    /// at a time: every 3 s for one reading 20 KB/s), and looks stalled in between.
+    /// The longest the client has made a write wait before taking bytes, on its current
+    /// answer, if past the stall time: its pace. A client that reads slowly opens its TCP
+    /// window in bursts (on loopback, 64 KB at a time: every 3 s for one reading 20 KB/s), and
+    /// looks stalled in between. Kept for one answer only, as `first_wait_ms` and `reads`: what
+    /// the client did with an earlier answer says nothing of whether it reads this one.
     longest_gap_ms: AtomicU64,
+    /// When a write of the current answer first waited (ms since `epoch`; `u64::MAX` before).
+    first_wait_ms: AtomicU64,
+    /// The client took bytes of its current answer `READING_AFTER_MS` or more after its first
+    /// wait: it reads.
+    reads: AtomicBool,
     /// `AnswerBudget::stalled_after`.
     stalled_after_ms: u64,
 }
 
 /// A client that has shown its pace counts as stalled only after this many times the longest
-/// it made a write wait before; one that took nothing since its first wait, after the stall
-/// time alone.
+/// it made a write wait before; one that has shown none, after the stall time alone.
 const PACE_MARGIN: u64 = 4;
+
+/// A client that takes bytes this long after a write of its answer first waited reads. One
+/// that does not read also lets bytes in as its receive buffer fills, but only until the
+/// delayed ACKs of what reached it come back, up to 200 ms after the wait began, seen within a
+/// watch interval (50 ms); it may open its window several times meanwhile.
+const READING_AFTER_MS: u64 = 300;
 
 /// The least stall time however full the answer budget: what the client took is looked at
 /// every 50 ms (`wire::WATCH_INTERVAL`), so a shorter wait says nothing.
@@ -175,11 +190,14 @@ impl Connections {
             epoch: self.epoch,
             close: Notify::new(),
             cut_asked: AtomicBool::new(false),
+            shed_asked: AtomicBool::new(false),
             answer: Mutex::new(None),
             unflushed: AtomicBool::new(false),
             waiting: AtomicBool::new(false),
             progress_ms: AtomicU64::new(0),
             longest_gap_ms: AtomicU64::new(0),
+            first_wait_ms: AtomicU64::new(u64::MAX),
+            reads: AtomicBool::new(false),
             stalled_after_ms: self.answers.stalled_after.as_millis() as u64,
         });
         registry.open.insert(id, slot.clone());
@@ -192,16 +210,23 @@ impl Connections {
         })
     }
 
-    /// Asks an idle connection to close: the one idle the longest of the address that has the
-    /// most connections (under a flood, the flooder's, not a quiet client's keep-alive), else
-    /// the one idle the longest; false if none is idle.
-    pub fn shed_one(&self) -> bool {
+    /// Asks an idle connection to close, and returns it: the one idle the longest of the
+    /// address that has the most connections (under a flood, the flooder's, not a quiet
+    /// client's keep-alive), else the one idle the longest; `None` if none is idle. Idle here
+    /// means it closes at once: no request is being answered, and nothing is on its way out but
+    /// to a client that stopped reading (which is cut). A connection streaming its answer to a
+    /// client that reads is not idle, though its request was answered: closing it gracefully
+    /// waits for the whole answer, and the new client would wait as long.
+    pub fn shed_one(&self) -> Option<Arc<Slot>> {
+        self.shed_one_at(self.now_ms())
+    }
+
+    fn shed_one_at(&self, now_ms: u64) -> Option<Arc<Slot>> {
         let registry = self.registry();
         let idle = || {
-            registry
-                .open
-                .values()
-                .filter(|slot| !slot.busy.load(Ordering::Acquire))
+            registry.open.values().filter(|slot| {
+                !slot.shed_asked.load(Ordering::Relaxed) && !slot.is_sending_at(now_ms)
+            })
         };
         let greediest = registry.per_peer.iter().max_by_key(|(_, count)| **count);
         let oldest = greediest
@@ -210,15 +235,11 @@ impl Connections {
                     .filter(|slot| slot.peer == *peer)
                     .min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed))
             })
-            .or_else(|| idle().min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed)));
-        match oldest {
-            Some(slot) => {
-                // Stored, so that it is seen even if the connection is not waiting right now.
-                slot.close.notify_one();
-                true
-            }
-            None => false,
-        }
+            .or_else(|| idle().min_by_key(|slot| slot.idle_since_ms.load(Ordering::Relaxed)))?;
+        oldest.shed_asked.store(true, Ordering::Relaxed);
+        // Stored, so that it is seen even if the connection is not waiting right now.
+        oldest.close.notify_one();
+        Some(oldest.clone())
     }
 
     /// The body of an answer for `slot`'s connection. A large one is held where the budget can
@@ -226,10 +247,11 @@ impl Connections {
     /// returns how many were cut.
     pub fn answer(&self, slot: &Slot, body: AnswerBody) -> (AnswerBody, usize) {
         let AnswerBody::Chunks { chunks, size } = body else {
+            slot.answer_begins(None);
             return (body, 0);
         };
         let answer = HeldAnswer::new(chunks, size, self.answers.held.clone());
-        slot.answer_begins(answer.clone());
+        slot.answer_begins(Some(answer.clone()));
         let cut = self.make_room(slot, self.now_ms());
         (AnswerBody::Held { answer, size }, cut)
     }
@@ -291,8 +313,12 @@ impl Slot {
         self.busy.load(Ordering::Acquire)
     }
 
-    fn answer_begins(&self, answer: Arc<HeldAnswer>) {
-        *self.answer_lock() = Some(answer);
+    /// A new answer, held by the budget if large: the client's pace is to be seen again.
+    fn answer_begins(&self, answer: Option<Arc<HeldAnswer>>) {
+        *self.answer_lock() = answer;
+        self.longest_gap_ms.store(0, Ordering::Relaxed);
+        self.first_wait_ms.store(u64::MAX, Ordering::Relaxed);
+        self.reads.store(false, Ordering::Relaxed);
     }
 
     fn answer_lock(&self) -> MutexGuard<'_, Option<Arc<HeldAnswer>>> {
@@ -323,6 +349,12 @@ impl Slot {
 
     /// A write began to wait for room in the socket's buffer.
     pub fn waits(&self, now_ms: u64) {
+        let _ = self.first_wait_ms.compare_exchange(
+            u64::MAX,
+            now_ms,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         self.progress_ms.store(now_ms, Ordering::Relaxed);
         self.waiting.store(true, Ordering::Relaxed);
     }
@@ -331,9 +363,13 @@ impl Slot {
     pub fn took_bytes(&self, now_ms: u64, still_waiting: bool) {
         let gap = now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed));
         // Only a window shut for longer than the stall time, then opened, shows a pace: a
-        // client that never reads also lets bytes in while its window is still open, as
-        // delayed ACKs come back (up to 200 ms after the wait began), and taking those for a
-        // pace let 200 such clients hold 320 MB instead of 160.
+        // client that never reads also lets bytes in while its window closes, as delayed ACKs
+        // come back (up to 200 ms after the wait began), and taking those for a pace let 200
+        // such clients hold 320 MB instead of 160.
+        let first_wait_ms = self.first_wait_ms.load(Ordering::Relaxed);
+        if now_ms >= first_wait_ms.saturating_add(READING_AFTER_MS) {
+            self.reads.store(true, Ordering::Relaxed);
+        }
         if gap >= self.stalled_after_ms {
             self.longest_gap_ms.fetch_max(gap, Ordering::Relaxed);
         }
@@ -356,19 +392,41 @@ impl Slot {
     }
 
     /// How long the client may take nothing before it counts as having stopped reading: the
-    /// stall time (times `pressure`, from 1 down to 0 as the bytes held pass the budget, but
-    /// never under `STALL_FLOOR_MS`), or longer for one whose pace has shown longer waits.
+    /// stall time, or `PACE_MARGIN` times its pace if longer. For a client that has not shown
+    /// it reads (`READING_AFTER_MS`), the stall time is times `pressure`, from 1 down to 0 as the bytes held pass the budget, but
+    /// never under `STALL_FLOOR_MS`. A client that reads keeps the whole stall time: scaled,
+    /// one whose window opened every 200 ms was cut between two openings at 100 ms, and one
+    /// whose window opened every few milliseconds whenever the server, busy, saw its progress
+    /// late.
     fn stall_bound_ms(&self, pressure: f64) -> u64 {
         let pace = self.longest_gap_ms.load(Ordering::Relaxed);
-        let stall = ((self.stalled_after_ms as f64 * pressure) as u64)
-            .max(STALL_FLOOR_MS.min(self.stalled_after_ms));
+        let stall = if self.reads.load(Ordering::Relaxed) {
+            self.stalled_after_ms
+        } else {
+            ((self.stalled_after_ms as f64 * pressure) as u64)
+                .max(STALL_FLOOR_MS.min(self.stalled_after_ms))
+        };
         stall.max(pace.saturating_mul(PACE_MARGIN))
     }
 
     /// Whether the client stopped reading an answer (`stall_bound_ms`).
     pub fn is_stalled(&self) -> bool {
-        self.stalled_ms(self.now_ms())
+        self.is_stalled_at(self.now_ms())
+    }
+
+    fn is_stalled_at(&self, now_ms: u64) -> bool {
+        self.stalled_ms(now_ms)
             .is_some_and(|ms| ms >= self.stall_bound_ms(1.0))
+    }
+
+    /// Whether an answer is being built, or is on its way to a client that reads: a graceful
+    /// close waits for it.
+    pub fn is_sending(&self) -> bool {
+        self.is_sending_at(self.now_ms())
+    }
+
+    fn is_sending_at(&self, now_ms: u64) -> bool {
+        self.is_busy() || (self.has_unflushed() && !self.is_stalled_at(now_ms))
     }
 
     /// Whether the budget asked for this connection to be cut (and counted it).
@@ -437,6 +495,15 @@ mod tests {
         }
     }
 
+    /// Room for one large answer, with a stall time of `stall_ms`.
+    fn budget_of_one(stall_ms: u64) -> Arc<Connections> {
+        let answers = AnswerBudget {
+            stalled_after: Duration::from_millis(stall_ms),
+            ..budget((CHUNK + 1) as u64)
+        };
+        Connections::new(16, 16, answers)
+    }
+
     fn unbudgeted(cap: usize, per_peer_max: usize) -> Arc<Connections> {
         Connections::new(cap, per_peer_max, budget(u64::MAX))
     }
@@ -454,7 +521,7 @@ mod tests {
         stalled: bool,
     ) -> Arc<HeldAnswer> {
         let answer = held_answer(&connections.answers.held);
-        ticket.slot.answer_begins(answer.clone());
+        ticket.slot.answer_begins(Some(answer.clone()));
         ticket.slot.set_unflushed(true);
         ticket.slot.waits(since_ms);
         if !stalled {
@@ -485,7 +552,7 @@ mod tests {
         ];
         assert_eq!(held.load(Ordering::Relaxed), 4 * one);
         let new = held_answer(&held);
-        answering.slot.answer_begins(new);
+        answering.slot.answer_begins(Some(new));
         assert_eq!(held.load(Ordering::Relaxed), 5 * one);
         assert_eq!(connections.make_room(&answering.slot, now), 2);
         assert!(oldest.slot.was_cut() && notified(&oldest.slot.close));
@@ -522,7 +589,7 @@ mod tests {
         // Four answers held against a budget of one: the stall time is a quarter, past the
         // floor of 100 ms.
         let new = held_answer(&connections.answers.held);
-        answering.slot.answer_begins(new);
+        answering.slot.answer_begins(Some(new));
         assert_eq!(connections.make_room(&answering.slot, now), 1);
         assert!(silent.slot.was_cut());
         assert!(!paced.slot.was_cut(), "a client with a pace keeps it");
@@ -581,7 +648,7 @@ mod tests {
         let greedy: Vec<Ticket> = (0..3)
             .map(|_| connections.admit(address(2)).expect("greedy"))
             .collect();
-        assert!(connections.shed_one());
+        assert!(connections.shed_one().is_some());
         assert!(
             !notified(&quiet.slot.close),
             "the quiet client keeps its connection"
@@ -604,12 +671,143 @@ mod tests {
         let first = connections.admit(address(1)).expect("first");
         let second = connections.admit(address(1)).expect("second");
         let guard = first.slot.busy();
-        assert!(connections.shed_one(), "the second is idle");
+        assert!(connections.shed_one().is_some(), "the second is idle");
         // `notify_one` stores a permit: the second's shed future completes at once.
         assert!(notified(&second.slot.close));
         drop(second);
-        assert!(!connections.shed_one(), "the only one left is busy");
+        assert!(
+            connections.shed_one().is_none(),
+            "the only one left is busy"
+        );
         drop(guard);
-        assert!(connections.shed_one(), "idle again");
+        assert!(connections.shed_one().is_some(), "idle again");
+    }
+
+    /// A client that reads steadily, its TCP window opening every `gap_ms` (on loopback 64 KB
+    /// at a time: 200 ms apart at 320 KB/s), `openings` times from time 0 on, and then
+    /// `since_last_ms` more: returns that time.
+    fn steady_reader(ticket: &Ticket, gap_ms: u64, openings: u64, since_last_ms: u64) -> u64 {
+        let slot = &ticket.slot;
+        slot.answer_begins(Some(held_answer(&ticket.connections.answers.held)));
+        slot.set_unflushed(true);
+        slot.waits(0);
+        for opening in 1..=openings {
+            slot.took_bytes(opening * gap_ms, true);
+        }
+        openings * gap_ms + since_last_ms
+    }
+
+    /// However full the budget, a client whose window keeps opening more often than the stall
+    /// time is not cut between two openings: the pressure does not scale its stall time
+    /// (found by review: whose window opened every 100 ms to just under the stall time, it was
+    /// held to 100 ms, and cut while it read; the longer the stall time, the wider the range).
+    /// A client that stopped reading after its window closed, letting bytes in as the delayed
+    /// ACKs came back (here three times within 200 ms of its first wait), has not shown it
+    /// reads and is still held to the scaled stall time.
+    #[test]
+    fn a_client_reading_steadily_is_never_cut_however_full_the_budget() {
+        for (stall_ms, gap_ms, since_last_ms) in
+            [(250, 200, 150), (250, 240, 200), (1000, 400, 300)]
+        {
+            let connections = budget_of_one(stall_ms);
+            let admit = || connections.admit(address(1)).expect("room");
+            let (reader, silent, answering) = (admit(), admit(), admit());
+            // It has read for some seconds, and its window last opened `since_last_ms` ago.
+            let now = steady_reader(&reader, gap_ms, 25, since_last_ms);
+            // The silent one let bytes in twice, 50 and 200 ms into its wait, and then none.
+            silent
+                .slot
+                .answer_begins(Some(held_answer(&connections.answers.held)));
+            silent.slot.set_unflushed(true);
+            silent.slot.waits(now - 1_000);
+            for opening_ms in [10, 50, 200] {
+                silent.slot.took_bytes(now - 1_000 + opening_ms, true);
+            }
+            // Four pages held against a budget of one: the stall time is scaled to a quarter
+            // (at least 100 ms).
+            let _others: Vec<_> = (0..1)
+                .map(|_| held_answer(&connections.answers.held))
+                .collect();
+            answering
+                .slot
+                .answer_begins(Some(held_answer(&connections.answers.held)));
+            assert_eq!(connections.make_room(&answering.slot, now), 1);
+            assert!(
+                !reader.slot.was_cut(),
+                "stall {stall_ms} ms: a client whose window opened every {gap_ms} ms was cut \
+                 {since_last_ms} ms after its last opening"
+            );
+            assert!(
+                silent.slot.was_cut(),
+                "stall {stall_ms} ms: the silent one is cut"
+            );
+        }
+    }
+
+    /// A pace is the client's on one answer only: one that kept its window shut for 2 s on an
+    /// answer, then read it, and asks for the next and never reads it, counts as stalled as
+    /// soon as any client without a pace would (found by review: the pace was kept for the
+    /// connection, four times 2 s shielded every later answer, and a longer first wait, up to
+    /// the send timeout, shielded them until the send timeout).
+    #[test]
+    fn a_pace_shown_on_one_answer_does_not_shield_a_later_one_never_read() {
+        let connections = budget_of_one(250);
+        let slow = connections.admit(address(9)).expect("room");
+        let answering = connections.admit(address(1)).expect("room");
+        let slot = &slow.slot;
+        // First answer: the window shut for 2 s, then read in one go.
+        slot.answer_begins(Some(held_answer(&connections.answers.held)));
+        slot.set_unflushed(true);
+        slot.waits(0);
+        slot.took_bytes(2_000, false);
+        slot.set_unflushed(false);
+        // Second answer (keep-alive), never read: stalled from 3,000 ms on.
+        slot.answer_begins(Some(held_answer(&connections.answers.held)));
+        slot.set_unflushed(true);
+        slot.waits(3_000);
+        let _others: Vec<_> = (0..20)
+            .map(|_| held_answer(&connections.answers.held))
+            .collect();
+        answering
+            .slot
+            .answer_begins(Some(held_answer(&connections.answers.held)));
+        // 300 ms after it stopped reading: past the stall time, scaled or not.
+        connections.make_room(&answering.slot, 3_300);
+        assert!(
+            slot.was_cut(),
+            "a client that took nothing of its answer for 300 ms, 20 pages over the budget, \
+             was not cut: its bound is {} ms",
+            slot.stall_bound_ms(0.05)
+        );
+    }
+
+    /// At the cap, a connection streaming its answer to a client that reads is not shed while
+    /// one with nothing on its way out, or one whose client stopped reading, can be: closing it
+    /// waits for the whole answer (found by review: it counted as idle the longest, as soon as
+    /// its answer was built). Nor is a connection shed twice.
+    #[test]
+    fn sheds_a_connection_that_closes_at_once_never_one_sending_to_a_reader() {
+        let connections = unbudgeted(4, 4);
+        let admit = || connections.admit(address(1)).expect("room");
+        let (reading, stalled, quiet) = (admit(), admit(), admit());
+        let now = 10 * STALLED_AFTER.as_millis() as u64;
+        let _answers = [
+            with_answer(&connections, &reading, now, false),
+            with_answer(&connections, &stalled, 0, true),
+        ];
+        let first = connections
+            .shed_one_at(now)
+            .expect("one that closes at once");
+        let second = connections.shed_one_at(now).expect("the other");
+        for ticket in [&quiet, &stalled] {
+            let slot = &ticket.slot;
+            assert!(Arc::ptr_eq(&first, slot) || Arc::ptr_eq(&second, slot));
+            assert!(notified(&slot.close));
+        }
+        assert!(
+            connections.shed_one_at(now).is_none(),
+            "the reader's is not idle"
+        );
+        assert!(!notified(&reading.slot.close));
     }
 }

@@ -2,9 +2,10 @@
 //! each with hyper's HTTP/1.1.
 //!
 //! Each accepted connection takes a slot: one more from an address that already has its share
-//! is refused at once with a 503; at the cap, the connection idle the longest is asked to close
-//! and the new one waits for its slot (if none is idle, it waits for any to close, and later
-//! clients wait in the kernel's listen backlog). When `accept` fails for lack of descriptors or
+//! is refused at once with a 503; at the cap, the connection idle the longest (one that closes
+//! at once: see `Connections::shed_one`) is asked to close and the new one waits for its slot
+//! (if none is idle, it waits for any to close or become idle, and later clients wait in the
+//! kernel's listen backlog). When `accept` fails for lack of descriptors or
 //! memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), the loop backs off with a growing sleep instead of
 //! spinning on the error or dying; it resumes as soon as an accept succeeds.
 
@@ -43,7 +44,8 @@ const CLOSE_GRACE: Duration = Duration::from_millis(20);
 /// each (a client that reconnects at once had 256 of them open, its share); megabytes are what
 /// a client that does not read could pin there.
 const DRAIN_BYTES_MIN: u64 = 64 << 10;
-/// At the cap with no connection idle, how often to look for one again.
+/// At the cap with no connection idle, or the one shed not closing yet, how often to look for
+/// one again.
 const SHED_RETRY: Duration = Duration::from_millis(50);
 
 /// What the accept loop and each connection need.
@@ -105,7 +107,7 @@ impl Listener {
         peer: SocketAddr,
         stop: &mut watch::Receiver<bool>,
     ) -> Option<Ticket> {
-        let mut shed_asked = false;
+        let mut shed: Option<Arc<Slot>> = None;
         loop {
             let freed = self.connections.freed();
             match self.connections.admit(peer.ip()) {
@@ -115,19 +117,23 @@ impl Listener {
                     return None;
                 }
                 Err(Refusal::Full) => {
-                    // One shed per waiting client: a connection asked to close frees its slot
-                    // as soon as it has answered what it had started. With none idle now, look
-                    // again shortly: a busy one becomes idle without closing.
-                    if !shed_asked && self.connections.shed_one() {
-                        shed_asked = true;
-                        self.dispatch
-                            .metrics
-                            .connections_shed_total
-                            .fetch_add(1, Relaxed);
+                    // One shed per waiting client, as long as the one shed is closing: with
+                    // nothing in it, or a client that stopped reading, it frees its slot at
+                    // once. Look again every `SHED_RETRY`: with none idle, a busy one becomes
+                    // idle without closing; and the one shed may be in the way again (a request
+                    // arrived on it, or its client reads what the kernel holds of its answer).
+                    if shed.as_ref().is_none_or(|slot| slot.is_sending()) {
+                        if let Some(slot) = self.connections.shed_one() {
+                            shed = Some(slot);
+                            self.dispatch
+                                .metrics
+                                .connections_shed_total
+                                .fetch_add(1, Relaxed);
+                        }
                     }
                     tokio::select! {
                         _ = freed => {}
-                        _ = tokio::time::sleep(SHED_RETRY), if !shed_asked => {}
+                        _ = tokio::time::sleep(SHED_RETRY) => {}
                         _ = stopped(stop) => return None,
                     }
                 }
@@ -250,10 +256,10 @@ impl Listener {
             tokio::select! {
                 result = connection.as_mut() => break Close::Ended(result),
                 _ = stopped(&mut stop), if !closing => {
+                    closing = true;
                     if let Some(close) = closable() {
                         break close;
                     }
-                    closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = slot.close.notified() => {
@@ -264,10 +270,10 @@ impl Listener {
                     if closing {
                         continue;
                     }
+                    closing = true;
                     if let Some(close) = closable() {
                         break close;
                     }
-                    closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
                 _ = tokio::time::sleep(CLOSE_GRACE), if closing => {
@@ -303,7 +309,8 @@ impl Listener {
                     timed_out
                 }
             };
-        let abort = abort || self.drain(&socket, slot).await;
+        // Asked to close (`closing`), the drain is too: the notice was taken here.
+        let abort = abort || self.drain(&socket, slot, closing).await;
         if abort {
             // A reset, not a close: a close would leave the unread answer queued in the
             // kernel's send buffer (up to megabytes a connection) until a client that does not
@@ -314,11 +321,11 @@ impl Listener {
 
     /// Once hyper is done with a connection, what the kernel still holds of its last answers
     /// is waited for as any answer is: while the client takes it, and not past the send
-    /// timeout, nor past the stall time at the cap or a stop. True when the client stopped
-    /// taking it: the connection is to be reset. (A plain close left a 2 MB answer that a
-    /// client never read queued in the kernel, outside every budget and after its slot was
-    /// freed, for as long as the client kept its window shut.)
-    async fn drain(&self, socket: &Socket, slot: &Slot) -> bool {
+    /// timeout, nor past the stall time at the cap or a stop (`closing`: already asked to
+    /// close). True when the client stopped taking it: the connection is to be reset. (A plain
+    /// close left a 2 MB answer that a client never read queued in the kernel, outside every
+    /// budget and after its slot was freed, for as long as the client kept its window shut.)
+    async fn drain(&self, socket: &Socket, slot: &Slot, closing: bool) -> bool {
         let Some(mut unsent) =
             unsent_in_kernel(&socket.stream).filter(|unsent| *unsent > DRAIN_BYTES_MIN)
         else {
@@ -329,7 +336,7 @@ impl Listener {
         slot.set_unflushed(true);
         slot.waits(slot.now_ms());
         let mut stop = self.stop.clone();
-        let mut closing = false;
+        let mut closing = closing;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(WATCH_INTERVAL) => {}

@@ -413,3 +413,139 @@ fn an_unread_answer_is_not_left_in_the_kernel_past_the_send_timeout() {
     });
     server.stop();
 }
+
+/// A steady reader of a page while pages over the budget keep arriving (one every 100 ms,
+/// never read) under `--answer-stall-ms stall_ms`: whether it kept its connection for 7 s.
+fn steady_reader_under_pressure(
+    stall_ms: &str,
+    step: usize,
+    pause: Duration,
+) -> Result<usize, String> {
+    let (_data, server) = kv_server(&[("--answer-budget", "1"), ("--answer-stall-ms", stall_ms)]);
+    let address = server.address;
+    let reader =
+        std::thread::spawn(move || read_steadily(address, step, pause, Duration::from_secs(7)));
+    // A second and a half for the reader's pace to be seen.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut holders = Vec::new();
+    while !reader.is_finished() {
+        holders.push(ask_and_hold(address, PAGE));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cuts = metric_value(&metrics(address), "pure_http_stalled_cuts_total");
+    assert!(cuts >= 1.0, "the budget was at work: {cuts} cuts");
+    drop(holders);
+    server.stop();
+    reader.join().expect("reader")
+}
+
+/// However full the budget, the stall time a client is held to is never scaled below a few
+/// times the waits it makes between openings of its window, nor below the stall time if
+/// they are longer. Found by review: only a wait past the stall time counted as a pace, and
+/// over the budget the stall time of a client without one fell to 100 ms, so a client whose
+/// window opened every 100 ms to just under the stall time was cut between two openings while
+/// it read. Here, with --answer-stall-ms 500, a client reading 320 KB/s, 16 KiB every 50 ms
+/// through default buffers (its window opening about every 200 ms); at the default 250 ms the
+/// same held for windows opening every 100 to 250 ms
+/// (`connections::tests::a_client_reading_steadily_is_never_cut_however_full_the_budget`).
+#[test]
+fn a_client_reading_320_kb_per_s_is_never_cut_with_a_stall_time_of_500_ms() {
+    let read = steady_reader_under_pressure("500", 16 << 10, Duration::from_millis(50));
+    assert!(read.is_ok(), "a client reading 320 KB/s was cut: {read:?}");
+}
+
+/// The same for a longer stall time, which the help advises raising "for clients that pause
+/// between reads": at 1,000 ms, the reader of
+/// `a_client_reading_160_kb_per_s_through_default_buffers_is_never_cut` (its window opening
+/// about every 400 ms) was cut, though at the default 250 ms it was not.
+#[test]
+fn a_client_reading_160_kb_per_s_is_never_cut_with_a_longer_stall_time() {
+    let read = steady_reader_under_pressure("1000", 16 << 10, Duration::from_millis(100));
+    assert!(read.is_ok(), "a client reading 160 KB/s was cut: {read:?}");
+}
+
+/// At the cap, a connection whose answer is being read is not shed while another is idle in
+/// keep-alive: closing it would wait for the whole answer, and the new client as long. Found
+/// by review: a connection counted as idle as soon as its answer was built, so the one
+/// streaming a page to a reader was the one idle the longest, and the new client waited for
+/// the reader to take the whole page.
+#[test]
+fn a_new_client_at_the_cap_does_not_wait_for_an_answer_being_read() {
+    let (_data, server) = kv_server(&[
+        ("--max-connections", "2"),
+        ("--admin-listen", "127.0.0.1:0"),
+    ]);
+    let (address, admin) = (server.address, server.admin_address());
+    wait_until("the filling connection to close", || {
+        metric_value(&metrics(admin), "pure_http_connections_open") <= 1.0
+    });
+    // A reads its page 64 KiB every 50 ms: about 5 s for the whole page.
+    let reader = std::thread::spawn(move || {
+        read_steadily(
+            address,
+            64 << 10,
+            Duration::from_millis(50),
+            Duration::from_secs(60),
+        )
+    });
+    wait_until("the reader's page to be answered", || {
+        answered(&metrics(admin), "/kv") >= 1
+    });
+    // B: one small request, then idle in keep-alive.
+    let mut idle = Client::connect(address);
+    assert_eq!(idle.get("/kv/small").status, 200);
+    // C: a new client at the cap, answered while the reader still reads its page.
+    let started = Instant::now();
+    let answer = Client::connect(address)
+        .request("GET", "/kv/small", None)
+        .expect("answered");
+    let waited = started.elapsed();
+    assert_eq!(answer.status, 200);
+    assert!(
+        !reader.is_finished(),
+        "a new client at the cap waited {waited:?}, until the reader had its whole page, while \
+         a keep-alive connection was idle"
+    );
+    let read = reader.join().expect("reader");
+    assert!(read.is_ok(), "the reader was cut: {read:?}");
+    drop(idle);
+    server.stop();
+}
+
+/// A connection shed at the cap with nothing left in hyper, but an answer that hyper handed
+/// whole to the kernel (a 2 MB page) and its client never reads, is reset once the client has
+/// taken nothing for the stall time, and the new client waits no longer. Found by review: the
+/// drain of what the kernel held did not know the connection was shed (the connection's loop
+/// had taken the notice) and waited for the send timeout (60 s), and the new client as long.
+#[test]
+fn a_new_client_at_the_cap_does_not_wait_the_send_timeout_for_a_shed_connection() {
+    let (_data, server) = kv_server(&[
+        ("--max-connections", "1"),
+        ("--admin-listen", "127.0.0.1:0"),
+    ]);
+    let (address, admin) = (server.address, server.admin_address());
+    wait_until("the filling connection to close", || {
+        metric_value(&metrics(admin), "pure_http_connections_open") <= 1.0
+    });
+    // A keep-alive client asks for a 2 MB page (which fits in the kernel's buffers) and never
+    // reads it.
+    let _holder = ask_and_hold(address, "/kv?limit=6");
+    wait_until("the holder's page to be answered", || {
+        answered(&metrics(admin), "/kv") >= 1
+    });
+    // Time for hyper to hand the page over and be done with it.
+    std::thread::sleep(Duration::from_millis(1000));
+    let started = Instant::now();
+    let answer = Client::connect(address)
+        .request("GET", "/kv/small", None)
+        .expect("answered");
+    let waited = started.elapsed();
+    assert_eq!(answer.status, 200);
+    server.stop();
+    // The stall time is 250 ms; the bound leaves room for a busy machine.
+    assert!(
+        waited < Duration::from_secs(20),
+        "a new client at the cap waited {waited:?} for a shed connection whose client does not \
+         read (the send timeout is 60 s)"
+    );
+}
