@@ -174,3 +174,53 @@ fn printing_or_comparing_a_value_6000_levels_deep_is_a_500_for_its_request_alone
     }
     server.stop();
 }
+
+/// A response nested in a response's body, a level per loop turn without a copy (`take`),
+/// grew a million levels in about 0.4 s, unseen by the depth rule and Rhai's size checks (as
+/// function pointers curried with function pointers did: `curry` no longer compiles), and
+/// dropping it at the end of the handler overflowed the 64 MiB handler stack: the server
+/// aborted. `respond` now refuses a body holding a response: the handler's 500, and the server
+/// serves the next request.
+#[test]
+fn responses_nested_a_million_levels_deep_are_a_500_for_their_request_alone() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("deep"), data.path()).start();
+    let mut client = server.client();
+    let answer = client.request("GET", "/responded/1000000", None);
+    let answer = answer.unwrap_or_else(|e| {
+        panic!(
+            "no answer (the server aborted): {e}\nstderr:\n{}",
+            server.stderr_text()
+        )
+    });
+    assert_eq!(answer.status, 500, "{}", answer.text());
+    let next = Client::connect(server.address).get("/nested/1");
+    assert_eq!(next.status, 200, "{}", next.text());
+    server.stop();
+}
+
+/// Rhai's `to_json` and `parse_json`, which scripts can call, follow the depth rule: `to_json`
+/// wrote objects 6,000 levels deep (a native walk no check bounded, where `print` of the same
+/// value failed naming the rule), and `parse_json` refused the text of a value 128 levels
+/// deep, which the rule allows everywhere else.
+#[test]
+fn rhai_s_to_json_and_parse_json_follow_the_depth_rule() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("deep"), data.path()).start();
+    let mut client = server.client();
+    let round = client.get("/json/round/128");
+    let past = client.get("/json/to_json/6000");
+    server.stop();
+    assert_eq!(
+        (round.status, round.json()),
+        (200, serde_json::json!({ "depth": 128 })),
+        "parse_json(to_json(a value 128 levels deep)): {}",
+        round.text()
+    );
+    assert_eq!(
+        past.status,
+        500,
+        "to_json of objects 6,000 levels deep: {}",
+        past.text()
+    );
+}

@@ -22,7 +22,6 @@ mod logs;
 mod readers;
 mod reload;
 mod request_response;
-mod review2;
 mod runaway;
 mod scoreboard;
 mod transcripts;
