@@ -6,10 +6,9 @@
 //! `pub fn run(args: Args) -> anyhow::Result<()>`; add `mod foo;` below and one variant
 //! `Foo(foo::Args)` to `Command` plus its arm in `main`.
 
-mod device;
+mod harness;
 mod kv;
 mod log;
-mod measure;
 mod owner;
 mod scoreboard;
 mod tpcc;

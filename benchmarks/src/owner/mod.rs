@@ -22,8 +22,8 @@ use pure_runtime::{record, Runtime, RuntimeOptions, SyncMode};
 use pure_store::sim::SimRng;
 use serde_json::json;
 
-use crate::device::DeviceCounter;
-use crate::measure::process_cpu;
+use crate::harness::device::DeviceCounter;
+use crate::harness::usage::process_cpu;
 
 mod floor;
 

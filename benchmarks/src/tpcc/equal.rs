@@ -16,6 +16,10 @@ use super::input::{Kind, Terminal};
 use super::population::LOAD_TIME;
 use super::rows::{Db, TABLES};
 use super::{pure, sqlite};
+use crate::harness::http::Client;
+use crate::harness::progress;
+use crate::harness::serve::{self, Server};
+use crate::harness::sqlite::SqliteOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -41,7 +45,7 @@ pub struct Args {
     sync: bool,
     /// SQLite's settings (both SQLite engines; equality must hold under any of them).
     #[command(flatten)]
-    sqlite: sqlite::SqliteOptions,
+    sqlite: SqliteOptions,
 }
 
 /// The three engines of an equality run.
@@ -64,12 +68,12 @@ pub fn run(args: Args) -> Result<()> {
         args.warehouses, args.seed, args.transactions
     );
     let rows = dir.join("population");
-    let bar = crate::measure::counter("population rows");
+    let bar = progress::counter("population rows");
     let files = pure::write_population(&rows, args.seed, args.warehouses, &bar)?;
     bar.finish_and_clear();
     let pure_data = dir.join("pure");
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-    pure::import(&app, &pure_data, &paths)?;
+    serve::import(&app, &pure_data, &paths)?;
     let settings = args.sqlite.settings();
     let sqlite_file = dir.join("sqlite.db");
     let report = sqlite::load(&sqlite_file, &settings, args.seed, args.warehouses, true)?;
@@ -93,8 +97,8 @@ pub fn run(args: Args) -> Result<()> {
     );
 
     let server_flags: &[&str] = if args.sync { &[] } else { &["--sync", "none"] };
-    let server = pure::Server::start(&app, &pure_data, server_flags)?;
-    let mut client = pure::Client::connect(server.address)?;
+    let server = Server::start(&app, &pure_data, server_flags)?;
+    let mut client = Client::connect(server.address)?;
     let mut session = sqlite::Session::open(&sqlite_file, &settings)?;
     let grouped = sqlite::Grouped::start(&grouped_file, &settings, 64)?;
 
@@ -106,13 +110,13 @@ pub fn run(args: Args) -> Result<()> {
         .collect();
     let mut tallies = Tallies::default();
     let mut per_kind: BTreeMap<Kind, (u64, u64)> = BTreeMap::new();
-    let bar = crate::measure::counter("transactions");
+    let bar = progress::counter("transactions");
     bar.set_length(args.transactions);
     for k in 0..args.transactions {
         let txn = terminals[(k % terminals_n) as usize].next();
         let now = LOAD_TIME + (k as i64 + 1) * 1_000;
         let answers = [
-            client.call(&txn, now).context("pure")?,
+            pure::call(&mut client, &txn, now).context("pure")?,
             session.execute(&txn, now).context("sqlite")?,
             grouped.execute(&txn, now).context("sqlite-grouped")?,
         ];
@@ -181,7 +185,7 @@ fn dump_all(
     out: &Path,
 ) -> Result<[PathBuf; 3]> {
     let dirs = ENGINES.map(|e| out.join(e));
-    pure::export(app, pure_data, &dirs[0])?;
+    serve::export(app, pure_data, &dirs[0])?;
     sqlite::dump(sqlite_file, &dirs[1])?;
     sqlite::dump(grouped_file, &dirs[2])?;
     Ok(dirs)
@@ -195,9 +199,9 @@ fn round_trip(app: &Path, export: &Path, dir: &Path) -> Result<()> {
         .collect::<std::io::Result<_>>()?;
     files.sort();
     let again = dir.join("pure-again");
-    pure::import(app, &again, &files)?;
+    serve::import(app, &again, &files)?;
     let exported = dir.join("run").join("pure-again");
-    pure::export(app, &again, &exported)?;
+    serve::export(app, &again, &exported)?;
     for file in &files {
         let table = file
             .file_stem()

@@ -40,7 +40,7 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     sqlite: Option<std::path::PathBuf>,
     #[command(flatten)]
-    settings: sqlite::SqliteOptions,
+    settings: crate::harness::sqlite::SqliteOptions,
 }
 
 pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
@@ -60,7 +60,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         .out
         .as_ref()
         .expect("clap requires --out without --sqlite");
-    let bar = crate::measure::counter("rows");
+    let bar = crate::harness::progress::counter("rows");
     bar.set_length(population::load_counts(args.warehouses).iter().sum());
     let files = pure::write_population(out, args.seed, args.warehouses, &bar)?;
     bar.finish_and_clear();
