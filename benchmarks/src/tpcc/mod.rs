@@ -3,6 +3,8 @@
 //! consistency conditions (`check`) and the equality run (`equal`).
 
 pub mod check;
+#[cfg(test)]
+mod compiled;
 pub mod equal;
 pub mod inprocess;
 pub mod input;
