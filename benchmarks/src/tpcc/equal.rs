@@ -67,28 +67,9 @@ pub fn run(args: Args) -> Result<()> {
         "tpcc-equal: W={} seed={} transactions={}",
         args.warehouses, args.seed, args.transactions
     );
-    let rows = dir.join("population");
-    let bar = progress::counter("population rows");
-    let files = pure::write_population(&rows, args.seed, args.warehouses, &bar)?;
-    bar.finish_and_clear();
-    let pure_data = dir.join("pure");
-    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-    serve::import(&app, &pure_data, &paths)?;
-    let settings = args.sqlite.settings();
-    let sqlite_file = dir.join("sqlite.db");
-    let report = sqlite::load(&sqlite_file, &settings, args.seed, args.warehouses, true)?;
-    eprint!("sqlite: {report}");
-    let grouped_file = dir.join("sqlite-grouped.db");
-    std::fs::copy(&sqlite_file, &grouped_file).context("copy the loaded SQLite file")?;
-
+    let engines = load(&args, &app)?;
     // The loads must already be equal, and consistent.
-    let load_dumps = dump_all(
-        &app,
-        &pure_data,
-        &sqlite_file,
-        &grouped_file,
-        &dir.join("load"),
-    )?;
+    let load_dumps = engines.dump(&app, &dir.join("load"))?;
     compare_all(&load_dumps)?;
     check_all(&load_dumps, None)?;
     eprintln!(
@@ -96,11 +77,90 @@ pub fn run(args: Args) -> Result<()> {
         counts_line(&load_dumps[0])?
     );
 
+    let (tallies, per_kind) = send_stream(&args, &app, &engines)?;
+    let run_dumps = engines.dump(&app, &dir.join("run"))?;
+    compare_all(&run_dumps)?;
+    check_all(&run_dumps, Some(&tallies))?;
+    round_trip(&app, &run_dumps[0], dir)?;
+
+    println!(
+        "equal: {} transactions at W={} (seed {}): every answer and all nine tables are the same in {}",
+        args.transactions,
+        args.warehouses,
+        args.seed,
+        ENGINES.join(", ")
+    );
+    println!("{:<14} {:>8} {:>10}", "transaction", "count", "rollbacks");
+    for (kind, (count, rollbacks)) in &per_kind {
+        println!("{:<14} {:>8} {:>10}", kind.name(), count, rollbacks);
+    }
+    println!("tables after the run: {}", counts_line(&run_dumps[0])?);
+    println!(
+        "consistency: all {} conditions hold on every engine",
+        check::CONDITIONS.len()
+    );
+    println!("round trip: Pure's export, imported into a new directory, exports the same files");
+    println!("took {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Where the three engines keep their tables.
+struct Engines {
+    pure_data: PathBuf,
+    sqlite_file: PathBuf,
+    grouped_file: PathBuf,
+}
+
+impl Engines {
+    fn dump(&self, app: &Path, out: &Path) -> Result<[PathBuf; 3]> {
+        dump_all(
+            app,
+            &self.pure_data,
+            &self.sqlite_file,
+            &self.grouped_file,
+            out,
+        )
+    }
+}
+
+/// The population of the seed into each engine: Pure by `pure-serve import` of the files,
+/// SQLite by its loader, grouped SQLite as a copy of that file.
+fn load(args: &Args, app: &Path) -> Result<Engines> {
+    let dir = &args.dir;
+    let rows = dir.join("population");
+    let bar = progress::counter("population rows");
+    let files = pure::write_population(&rows, args.seed, args.warehouses, &bar)?;
+    bar.finish_and_clear();
+    let pure_data = dir.join("pure");
+    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+    serve::import(app, &pure_data, &paths)?;
+    let settings = args.sqlite.settings();
+    let sqlite_file = dir.join("sqlite.db");
+    let report = sqlite::load(&sqlite_file, &settings, args.seed, args.warehouses, true)?;
+    eprint!("sqlite: {report}");
+    let grouped_file = dir.join("sqlite-grouped.db");
+    std::fs::copy(&sqlite_file, &grouped_file).context("copy the loaded SQLite file")?;
+    Ok(Engines {
+        pure_data,
+        sqlite_file,
+        grouped_file,
+    })
+}
+
+/// Sends the stream to the three engines, transaction by transaction, and fails at the first
+/// answer that differs; returns the tallies of what the engines did, and per kind the count
+/// and the rollbacks.
+fn send_stream(
+    args: &Args,
+    app: &Path,
+    engines: &Engines,
+) -> Result<(Tallies, BTreeMap<Kind, (u64, u64)>)> {
+    let settings = args.sqlite.settings();
     let server_flags: &[&str] = if args.sync { &[] } else { &["--sync", "none"] };
-    let server = Server::start(&app, &pure_data, server_flags)?;
+    let server = Server::start(app, &engines.pure_data, server_flags)?;
     let mut client = Client::connect(server.address)?;
-    let mut session = sqlite::Session::open(&sqlite_file, &settings)?;
-    let grouped = sqlite::Grouped::start(&grouped_file, &settings, 64)?;
+    let mut session = sqlite::Session::open(&engines.sqlite_file, &settings)?;
+    let grouped = sqlite::Grouped::start(&engines.grouped_file, &settings, 64)?;
 
     // One sender, many terminals: transaction k comes from terminal k mod 10W, so every
     // warehouse is home to some of the stream.
@@ -142,37 +202,7 @@ pub fn run(args: Args) -> Result<()> {
     server.stop()?;
     drop(session);
     drop(grouped);
-
-    let run_dumps = dump_all(
-        &app,
-        &pure_data,
-        &sqlite_file,
-        &grouped_file,
-        &dir.join("run"),
-    )?;
-    compare_all(&run_dumps)?;
-    check_all(&run_dumps, Some(&tallies))?;
-    round_trip(&app, &run_dumps[0], dir)?;
-
-    println!(
-        "equal: {} transactions at W={} (seed {}): every answer and all nine tables are the same in {}",
-        args.transactions,
-        args.warehouses,
-        args.seed,
-        ENGINES.join(", ")
-    );
-    println!("{:<14} {:>8} {:>10}", "transaction", "count", "rollbacks");
-    for (kind, (count, rollbacks)) in &per_kind {
-        println!("{:<14} {:>8} {:>10}", kind.name(), count, rollbacks);
-    }
-    println!("tables after the run: {}", counts_line(&run_dumps[0])?);
-    println!(
-        "consistency: all {} conditions hold on every engine",
-        check::CONDITIONS.len()
-    );
-    println!("round trip: Pure's export, imported into a new directory, exports the same files");
-    println!("took {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
+    Ok((tallies, per_kind))
 }
 
 /// Dumps each engine's tables into `out/<engine>/`: Pure by `pure-serve export` of its (stopped)

@@ -94,6 +94,28 @@ pub fn warehouse(
         w_tax: r.uniform(0, 2_000),
         w_ytd: 30_000_000,
     }));
+    stock(scale, &mut r, w_id, sink);
+    for d_id in 1..=DISTRICTS {
+        sink(Row::District(District {
+            d_w_id: w_id,
+            d_id,
+            d_name: r.astring(6, 10),
+            d_street_1: r.astring(10, 20),
+            d_street_2: r.astring(10, 20),
+            d_city: r.astring(10, 20),
+            d_state: letters(&mut r, 2),
+            d_zip: r.zip(),
+            d_tax: r.uniform(0, 2_000),
+            d_ytd: 3_000_000,
+            d_next_o_id: scale.orders + 1,
+        }));
+        customers(scale, constants, &mut r, (w_id, d_id), sink);
+        orders(scale, &mut r, (w_id, d_id), sink);
+    }
+}
+
+/// The STOCK rows of warehouse `w_id`, drawn from the warehouse's stream `r`.
+fn stock(scale: &Scale, r: &mut Rng, w_id: i64, sink: &mut dyn FnMut(Row)) {
     for s_i_id in 1..=scale.items {
         let mut dist = || r.astring(24, 24);
         let (d1, d2, d3, d4, d5) = (dist(), dist(), dist(), dist(), dist());
@@ -118,105 +140,104 @@ pub fn warehouse(
             s_data: r.data_with_original(),
         }));
     }
-    for d_id in 1..=DISTRICTS {
-        sink(Row::District(District {
-            d_w_id: w_id,
-            d_id,
-            d_name: r.astring(6, 10),
-            d_street_1: r.astring(10, 20),
-            d_street_2: r.astring(10, 20),
-            d_city: r.astring(10, 20),
-            d_state: letters(&mut r, 2),
-            d_zip: r.zip(),
-            d_tax: r.uniform(0, 2_000),
-            d_ytd: 3_000_000,
-            d_next_o_id: scale.orders + 1,
+}
+
+/// The CUSTOMER rows of a district, each with its one HISTORY row.
+fn customers(
+    scale: &Scale,
+    constants: &Constants,
+    r: &mut Rng,
+    (w_id, d_id): (i64, i64),
+    sink: &mut dyn FnMut(Row),
+) {
+    for c_id in 1..=scale.customers {
+        let number = if c_id <= scale.last_names {
+            c_id - 1
+        } else {
+            scale.last_name_number(r, constants.c_last_load)
+        };
+        sink(Row::Customer(Customer {
+            c_w_id: w_id,
+            c_d_id: d_id,
+            c_id,
+            c_first: r.astring(8, 16),
+            c_middle: "OE".into(),
+            c_last: last_name(number),
+            c_street_1: r.astring(10, 20),
+            c_street_2: r.astring(10, 20),
+            c_city: r.astring(10, 20),
+            c_state: letters(r, 2),
+            c_zip: r.zip(),
+            c_phone: r.nstring(16),
+            c_since: LOAD_TIME,
+            c_credit: if r.uniform(1, 10) == 1 { "BC" } else { "GC" }.into(),
+            c_credit_lim: 5_000_000,
+            c_discount: r.uniform(0, 5_000),
+            c_balance: -1_000,
+            c_ytd_payment: 1_000,
+            c_payment_cnt: 1,
+            c_delivery_cnt: 0,
+            c_data: r.astring(300, 500),
         }));
-        for c_id in 1..=scale.customers {
-            let number = if c_id <= scale.last_names {
-                c_id - 1
-            } else {
-                scale.last_name_number(&mut r, constants.c_last_load)
-            };
-            sink(Row::Customer(Customer {
-                c_w_id: w_id,
-                c_d_id: d_id,
-                c_id,
-                c_first: r.astring(8, 16),
-                c_middle: "OE".into(),
-                c_last: last_name(number),
-                c_street_1: r.astring(10, 20),
-                c_street_2: r.astring(10, 20),
-                c_city: r.astring(10, 20),
-                c_state: letters(&mut r, 2),
-                c_zip: r.zip(),
-                c_phone: r.nstring(16),
-                c_since: LOAD_TIME,
-                c_credit: if r.uniform(1, 10) == 1 { "BC" } else { "GC" }.into(),
-                c_credit_lim: 5_000_000,
-                c_discount: r.uniform(0, 5_000),
-                c_balance: -1_000,
-                c_ytd_payment: 1_000,
-                c_payment_cnt: 1,
-                c_delivery_cnt: 0,
-                c_data: r.astring(300, 500),
-            }));
-            sink(Row::History(History {
-                k_c_w_id: w_id,
-                k_c_d_id: d_id,
-                k_c_id: c_id,
-                k_n: 1,
-                h_c_id: c_id,
-                h_c_d_id: d_id,
-                h_c_w_id: w_id,
-                h_d_id: d_id,
-                h_w_id: w_id,
-                h_date: LOAD_TIME,
-                h_amount: 1_000,
-                h_data: r.astring(12, 24),
-            }));
-        }
-        // O_C_ID: a random permutation of the customers (Fisher-Yates).
-        let mut customers: Vec<i64> = (1..=scale.customers).collect();
-        for i in (1..customers.len()).rev() {
-            let j = r.uniform(0, i as i64) as usize;
-            customers.swap(i, j);
-        }
-        for o_id in 1..=scale.orders {
-            let delivered = o_id < scale.first_new_order;
-            let ol_cnt = r.uniform(5, 15);
-            sink(Row::Order(Order {
-                o_w_id: w_id,
-                o_d_id: d_id,
-                o_id,
-                o_c_id: customers[(o_id - 1) as usize],
-                o_entry_d: LOAD_TIME,
-                o_carrier_id: delivered.then(|| r.uniform(1, 10)),
-                o_ol_cnt: ol_cnt,
-                o_all_local: 1,
-            }));
-            for ol_number in 1..=ol_cnt {
-                sink(Row::OrderLine(OrderLine {
-                    ol_w_id: w_id,
-                    ol_d_id: d_id,
-                    ol_o_id: o_id,
-                    ol_number,
-                    ol_i_id: r.uniform(1, scale.items),
-                    ol_supply_w_id: w_id,
-                    ol_delivery_d: delivered.then_some(LOAD_TIME),
-                    ol_quantity: 5,
-                    ol_amount: if delivered { 0 } else { r.uniform(1, 999_999) },
-                    ol_dist_info: r.astring(24, 24),
-                }));
-            }
-        }
-        for no_o_id in scale.first_new_order..=scale.orders {
-            sink(Row::NewOrder(NewOrder {
-                no_w_id: w_id,
-                no_d_id: d_id,
-                no_o_id,
+        sink(Row::History(History {
+            k_c_w_id: w_id,
+            k_c_d_id: d_id,
+            k_c_id: c_id,
+            k_n: 1,
+            h_c_id: c_id,
+            h_c_d_id: d_id,
+            h_c_w_id: w_id,
+            h_d_id: d_id,
+            h_w_id: w_id,
+            h_date: LOAD_TIME,
+            h_amount: 1_000,
+            h_data: r.astring(12, 24),
+        }));
+    }
+}
+
+/// The ORDER rows of a district with their ORDER_LINE rows, then its NEW_ORDER rows.
+fn orders(scale: &Scale, r: &mut Rng, (w_id, d_id): (i64, i64), sink: &mut dyn FnMut(Row)) {
+    // O_C_ID: a random permutation of the customers (Fisher-Yates).
+    let mut customers: Vec<i64> = (1..=scale.customers).collect();
+    for i in (1..customers.len()).rev() {
+        let j = r.uniform(0, i as i64) as usize;
+        customers.swap(i, j);
+    }
+    for o_id in 1..=scale.orders {
+        let delivered = o_id < scale.first_new_order;
+        let ol_cnt = r.uniform(5, 15);
+        sink(Row::Order(Order {
+            o_w_id: w_id,
+            o_d_id: d_id,
+            o_id,
+            o_c_id: customers[(o_id - 1) as usize],
+            o_entry_d: LOAD_TIME,
+            o_carrier_id: delivered.then(|| r.uniform(1, 10)),
+            o_ol_cnt: ol_cnt,
+            o_all_local: 1,
+        }));
+        for ol_number in 1..=ol_cnt {
+            sink(Row::OrderLine(OrderLine {
+                ol_w_id: w_id,
+                ol_d_id: d_id,
+                ol_o_id: o_id,
+                ol_number,
+                ol_i_id: r.uniform(1, scale.items),
+                ol_supply_w_id: w_id,
+                ol_delivery_d: delivered.then_some(LOAD_TIME),
+                ol_quantity: 5,
+                ol_amount: if delivered { 0 } else { r.uniform(1, 999_999) },
+                ol_dist_info: r.astring(24, 24),
             }));
         }
+    }
+    for no_o_id in scale.first_new_order..=scale.orders {
+        sink(Row::NewOrder(NewOrder {
+            no_w_id: w_id,
+            no_d_id: d_id,
+            no_o_id,
+        }));
     }
 }
 
