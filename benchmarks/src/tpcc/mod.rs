@@ -1,6 +1,8 @@
 //! TPC-C: one population and one request stream for every engine (`population`, `input`, drawn
 //! from `rng`), the rows they share (`rows`), the SQLite twin of the app (`sqlite`), the
-//! consistency conditions (`check`) and the equality run (`equal`).
+//! consistency conditions (`check`) and the equality run (`equal`). Pure runs over HTTP
+//! (`pure`: import files, a transaction as a request) or in-process (`inprocess`); `compiled`,
+//! a test, runs the app compiled against Rhai on a small population.
 
 pub mod check;
 #[cfg(test)]
