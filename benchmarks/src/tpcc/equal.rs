@@ -104,6 +104,9 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Per transaction type: how many were sent, and how many of them rolled back.
+type PerKind = BTreeMap<Kind, (u64, u64)>;
+
 /// Where the three engines keep their tables.
 struct Engines {
     pure_data: PathBuf,
@@ -150,11 +153,7 @@ fn load(args: &Args, app: &Path) -> Result<Engines> {
 /// Sends the stream to the three engines, transaction by transaction, and fails at the first
 /// answer that differs; returns the tallies of what the engines did, and per kind the count
 /// and the rollbacks.
-fn send_stream(
-    args: &Args,
-    app: &Path,
-    engines: &Engines,
-) -> Result<(Tallies, BTreeMap<Kind, (u64, u64)>)> {
+fn send_stream(args: &Args, app: &Path, engines: &Engines) -> Result<(Tallies, PerKind)> {
     let settings = args.sqlite.settings();
     let server_flags: &[&str] = if args.sync { &[] } else { &["--sync", "none"] };
     let server = Server::start(app, &engines.pure_data, server_flags)?;
@@ -169,7 +168,7 @@ fn send_stream(
         .map(|i| Terminal::new(args.seed, i, args.warehouses))
         .collect();
     let mut tallies = Tallies::default();
-    let mut per_kind: BTreeMap<Kind, (u64, u64)> = BTreeMap::new();
+    let mut per_kind = PerKind::new();
     let bar = progress::counter("transactions");
     bar.set_length(args.transactions);
     for k in 0..args.transactions {
