@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::device::DeviceCounter;
-use crate::measure::{self, Measured, Subject, Window};
+use crate::harness::device::DeviceCounter;
+use crate::harness::measure::{self, Measured, Subject, Window};
 use committer::Committer;
 
 /// Measure the raw sync rate of a directory's device and the store's group commit on it.

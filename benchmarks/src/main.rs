@@ -4,12 +4,13 @@
 //! Adding a benchmark: write a module `foo.rs` with `pub struct Args` (`#[derive(clap::Args)]`,
 //! every option documented: the doc comments are the `--help` text) and
 //! `pub fn run(args: Args) -> anyhow::Result<()>`; add `mod foo;` below and one variant
-//! `Foo(foo::Args)` to `Command` plus its arm in `main`.
+//! `Foo(foo::Args)` to `Command` plus its arm in `main`. Start pure-serve, talk HTTP to it, set
+//! SQLite up and read CPU, memory or device bytes through `harness`, so that every benchmark
+//! measures the same way.
 
-mod device;
+mod harness;
 mod kv;
 mod log;
-mod measure;
 mod owner;
 mod scoreboard;
 mod tpcc;

@@ -22,8 +22,9 @@ use pure_store::SyncMode;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use crate::tpcc::pure::{self, Server};
-use crate::tpcc::sqlite::Settings;
+use crate::harness::http;
+use crate::harness::serve::Server;
+use crate::harness::sqlite::Settings;
 
 /// Most entries one range call returns: the kv app's largest `limit`.
 pub const PAGE: usize = 1000;
@@ -348,7 +349,7 @@ fn remove_dir(dir: &Path) -> Result<()> {
 /// range's (a page of entries), so that the client, which shares the machine's cores with the
 /// server, spends little of them.
 struct HttpClient {
-    connection: pure::Client,
+    connection: http::Client,
     /// The last answer's body.
     body: Vec<u8>,
 }
@@ -356,7 +357,7 @@ struct HttpClient {
 impl HttpClient {
     fn connect(address: SocketAddr) -> Result<HttpClient> {
         Ok(HttpClient {
-            connection: pure::Client::connect(address)?,
+            connection: http::Client::connect(address)?,
             body: Vec::new(),
         })
     }

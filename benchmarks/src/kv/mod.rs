@@ -26,8 +26,9 @@ use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use pure_store::SyncMode;
 
-use crate::device::DeviceCounter;
-use crate::tpcc::sqlite::{JournalMode, Settings, Synchronous};
+use crate::harness::device::DeviceCounter;
+use crate::harness::sqlite::{JournalMode, Settings, Synchronous};
+use crate::harness::{progress, usage};
 use engine::{Client, PureHttp, PureInprocess, Sqlite, Store, PAGE};
 pub use report::Report;
 
@@ -511,14 +512,11 @@ fn drive(
     let progress = if args.quiet {
         indicatif::ProgressBar::hidden()
     } else {
-        crate::measure::counter(benchmark.name())
+        progress::counter(benchmark.name())
     };
     progress.set_length(plan.ops);
     let start = Gate::default();
-    let cpu_before = (
-        crate::measure::process_cpu(),
-        crate::measure::cpu_seconds(store.server_pid()),
-    );
+    let cpu_before = (usage::process_cpu(), usage::cpu_seconds(store.server_pid()));
     let failed = AtomicBool::new(false);
     let (dones, seconds) = std::thread::scope(|scope| -> Result<(Vec<Done>, f64)> {
         let mut handles = Vec::new();
@@ -617,10 +615,10 @@ fn drive(
         let seconds = span.map_or(0.0, |(a, b)| (b - a).as_secs_f64());
         Ok((dones, seconds))
     })?;
-    let client_cpu = (crate::measure::process_cpu() - cpu_before.0).as_secs_f64();
+    let client_cpu = (usage::process_cpu() - cpu_before.0).as_secs_f64();
     let server_cpu = cpu_before
         .1
-        .zip(crate::measure::cpu_seconds(store.server_pid()))
+        .zip(usage::cpu_seconds(store.server_pid()))
         .map(|(a, b)| b - a);
     progress.finish_and_clear();
     let mut latency = new_histogram();

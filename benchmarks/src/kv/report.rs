@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{sqlite_settings, Args, EngineKind, Outcome, Sync, LARGE_VALUE};
-use crate::device::DeviceCounter;
+use crate::harness::device::DeviceCounter;
 
 /// Every figure of a run, with what was run and on what.
 pub struct Report {

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use serde_json::{json, Value};
 
 use super::{empty_dir, measure, Args, Benchmark, EngineKind, Report, Sync};
-use crate::tpcc::sqlite::{JournalMode, Synchronous};
+use crate::harness::sqlite::{JournalMode, Synchronous};
 
 /// Run the kv benchmarks on every setting and write one comparison: `kv-sweep.md`,
 /// `kv-sweep.json` and `kv-sweep.svg` in --out.

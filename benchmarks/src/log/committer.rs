@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 use anyhow::{anyhow, Context};
 use pure_store::{CheckpointDone, Store, StoreOptions, SyncMode};
 
-use crate::measure::{self, Subject};
+use crate::harness::measure::Subject;
+use crate::harness::progress;
 
 /// Groups that lap the ring before measuring: 16 records of 16 KiB each, 256 KiB a commit.
 const LAP_GROUP_RECORDS: usize = 16;
@@ -39,7 +40,7 @@ impl Committer {
         log_mib: u64,
     ) -> anyhow::Result<Committer> {
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let spinner = measure::spinner(&format!("group {group}: opening a {log_mib} MiB log"));
+        let spinner = progress::spinner(&format!("group {group}: opening a {log_mib} MiB log"));
         let options = StoreOptions {
             sync: SyncMode::Always,
             log_capacity_bytes: log_mib << 20,

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::measure::{self, Subject};
+use crate::harness::measure::Subject;
+use crate::harness::progress;
 
 /// The raw loops write blocks of this size, the size of a page and of most devices' blocks.
 pub const BLOCK: usize = 4096;
@@ -66,7 +67,7 @@ impl Subject for InPlace {
 
 /// Writes `blocks` zero blocks and syncs them, file and directory.
 fn prealloc_file(path: &Path, blocks: u64) -> anyhow::Result<File> {
-    let spinner = measure::spinner(&format!(
+    let spinner = progress::spinner(&format!(
         "zero-filling {} MiB",
         (blocks * BLOCK as u64) >> 20
     ));

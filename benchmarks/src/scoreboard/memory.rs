@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::measure::{counter, resident_bytes};
-use crate::tpcc::pure::{get_text, Client, Server};
+use crate::harness::http::{get_text, Client};
+use crate::harness::progress::counter;
+use crate::harness::serve::Server;
+use crate::harness::usage::resident_bytes;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -80,13 +82,9 @@ fn post_players(
                             name(prefix, i),
                             i % 100_000
                         );
-                        let answer = client.send("POST", "/scores", &body)?;
-                        if answer.status != 200 {
-                            bail!(
-                                "POST /scores for player {i}: {} {}",
-                                answer.status,
-                                answer.body
-                            );
+                        let (status, answer) = client.send("POST", "/scores", &body)?;
+                        if status != 200 {
+                            bail!("POST /scores for player {i}: {status} {answer}");
                         }
                         if i % 256 == 0 {
                             bar.inc(256);

@@ -13,8 +13,8 @@
 //! sorted set, count posts. Both then answer only after fsync, so the ratio compares durable
 //! writes with durable writes.
 
-mod http;
 pub mod memory;
+mod pure;
 mod redis;
 mod wire;
 
@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use hdrhistogram::Histogram;
 
-use crate::device::DeviceCounter;
-use http::PureServe;
+use crate::harness::device::DeviceCounter;
+use crate::harness::usage::cpu_seconds;
+use pure::PureServe;
 use redis::Redis;
 use wire::{Protocol, Wire};
 
@@ -304,15 +305,15 @@ fn measure(
         }
         if Instant::now() >= window.measure_from {
             before = Some((
-                crate::measure::cpu_seconds(system.pid()),
-                crate::measure::cpu_seconds(Some(std::process::id())),
+                cpu_seconds(system.pid()),
+                cpu_seconds(Some(std::process::id())),
                 device.and_then(DeviceCounter::bytes_written),
             ));
         }
         let results: Vec<_> = handles.into_iter().map(|handle| handle.join()).collect();
         let after = (
-            crate::measure::cpu_seconds(system.pid()),
-            crate::measure::cpu_seconds(Some(std::process::id())),
+            cpu_seconds(system.pid()),
+            cpu_seconds(Some(std::process::id())),
             device.and_then(DeviceCounter::bytes_written),
         );
         (results, before, after)

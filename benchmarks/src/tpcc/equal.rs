@@ -16,6 +16,10 @@ use super::input::{Kind, Terminal};
 use super::population::LOAD_TIME;
 use super::rows::{Db, TABLES};
 use super::{pure, sqlite};
+use crate::harness::http::Client;
+use crate::harness::progress;
+use crate::harness::serve::{self, Server};
+use crate::harness::sqlite::SqliteOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -41,7 +45,7 @@ pub struct Args {
     sync: bool,
     /// SQLite's settings (both SQLite engines; equality must hold under any of them).
     #[command(flatten)]
-    sqlite: sqlite::SqliteOptions,
+    sqlite: SqliteOptions,
 }
 
 /// The three engines of an equality run.
@@ -63,28 +67,9 @@ pub fn run(args: Args) -> Result<()> {
         "tpcc-equal: W={} seed={} transactions={}",
         args.warehouses, args.seed, args.transactions
     );
-    let rows = dir.join("population");
-    let bar = crate::measure::counter("population rows");
-    let files = pure::write_population(&rows, args.seed, args.warehouses, &bar)?;
-    bar.finish_and_clear();
-    let pure_data = dir.join("pure");
-    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-    pure::import(&app, &pure_data, &paths)?;
-    let settings = args.sqlite.settings();
-    let sqlite_file = dir.join("sqlite.db");
-    let report = sqlite::load(&sqlite_file, &settings, args.seed, args.warehouses, true)?;
-    eprint!("sqlite: {report}");
-    let grouped_file = dir.join("sqlite-grouped.db");
-    std::fs::copy(&sqlite_file, &grouped_file).context("copy the loaded SQLite file")?;
-
+    let engines = load(&args, &app)?;
     // The loads must already be equal, and consistent.
-    let load_dumps = dump_all(
-        &app,
-        &pure_data,
-        &sqlite_file,
-        &grouped_file,
-        &dir.join("load"),
-    )?;
+    let load_dumps = engines.dump(&app, &dir.join("load"))?;
     compare_all(&load_dumps)?;
     check_all(&load_dumps, None)?;
     eprintln!(
@@ -92,60 +77,8 @@ pub fn run(args: Args) -> Result<()> {
         counts_line(&load_dumps[0])?
     );
 
-    let server_flags: &[&str] = if args.sync { &[] } else { &["--sync", "none"] };
-    let server = pure::Server::start(&app, &pure_data, server_flags)?;
-    let mut client = pure::Client::connect(server.address)?;
-    let mut session = sqlite::Session::open(&sqlite_file, &settings)?;
-    let grouped = sqlite::Grouped::start(&grouped_file, &settings, 64)?;
-
-    // One sender, many terminals: transaction k comes from terminal k mod 10W, so every
-    // warehouse is home to some of the stream.
-    let terminals_n = (10 * args.warehouses) as u64;
-    let mut terminals: Vec<Terminal> = (0..terminals_n)
-        .map(|i| Terminal::new(args.seed, i, args.warehouses))
-        .collect();
-    let mut tallies = Tallies::default();
-    let mut per_kind: BTreeMap<Kind, (u64, u64)> = BTreeMap::new();
-    let bar = crate::measure::counter("transactions");
-    bar.set_length(args.transactions);
-    for k in 0..args.transactions {
-        let txn = terminals[(k % terminals_n) as usize].next();
-        let now = LOAD_TIME + (k as i64 + 1) * 1_000;
-        let answers = [
-            client.call(&txn, now).context("pure")?,
-            session.execute(&txn, now).context("sqlite")?,
-            grouped.execute(&txn, now).context("sqlite-grouped")?,
-        ];
-        for (engine, answer) in ENGINES.iter().zip(&answers).skip(1) {
-            if *answer != answers[0] {
-                bar.finish_and_clear();
-                bail!(
-                    "transaction {k} ({:?}) answered differently:\n  pure: {} {}\n  {engine}: {} {}\n  request: {txn:?}",
-                    txn.kind(),
-                    answers[0].status,
-                    answers[0].body,
-                    answer.status,
-                    answer.body
-                );
-            }
-        }
-        let entry = per_kind.entry(txn.kind()).or_default();
-        entry.0 += 1;
-        entry.1 += u64::from(tallies.count(&txn, &answers[0])?);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    server.stop()?;
-    drop(session);
-    drop(grouped);
-
-    let run_dumps = dump_all(
-        &app,
-        &pure_data,
-        &sqlite_file,
-        &grouped_file,
-        &dir.join("run"),
-    )?;
+    let (tallies, per_kind) = send_stream(&args, &app, &engines)?;
+    let run_dumps = engines.dump(&app, &dir.join("run"))?;
     compare_all(&run_dumps)?;
     check_all(&run_dumps, Some(&tallies))?;
     round_trip(&app, &run_dumps[0], dir)?;
@@ -171,6 +104,106 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Per transaction type: how many were sent, and how many of them rolled back.
+type PerKind = BTreeMap<Kind, (u64, u64)>;
+
+/// Where the three engines keep their tables.
+struct Engines {
+    pure_data: PathBuf,
+    sqlite_file: PathBuf,
+    grouped_file: PathBuf,
+}
+
+impl Engines {
+    fn dump(&self, app: &Path, out: &Path) -> Result<[PathBuf; 3]> {
+        dump_all(
+            app,
+            &self.pure_data,
+            &self.sqlite_file,
+            &self.grouped_file,
+            out,
+        )
+    }
+}
+
+/// The population of the seed into each engine: Pure by `pure-serve import` of the files,
+/// SQLite by its loader, grouped SQLite as a copy of that file.
+fn load(args: &Args, app: &Path) -> Result<Engines> {
+    let dir = &args.dir;
+    let rows = dir.join("population");
+    let bar = progress::counter("population rows");
+    let files = pure::write_population(&rows, args.seed, args.warehouses, &bar)?;
+    bar.finish_and_clear();
+    let pure_data = dir.join("pure");
+    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+    serve::import(app, &pure_data, &paths)?;
+    let settings = args.sqlite.settings();
+    let sqlite_file = dir.join("sqlite.db");
+    let report = sqlite::load(&sqlite_file, &settings, args.seed, args.warehouses, true)?;
+    eprint!("sqlite: {report}");
+    let grouped_file = dir.join("sqlite-grouped.db");
+    std::fs::copy(&sqlite_file, &grouped_file).context("copy the loaded SQLite file")?;
+    Ok(Engines {
+        pure_data,
+        sqlite_file,
+        grouped_file,
+    })
+}
+
+/// Sends the stream to the three engines, transaction by transaction, and fails at the first
+/// answer that differs; returns the tallies of what the engines did, and per kind the count
+/// and the rollbacks.
+fn send_stream(args: &Args, app: &Path, engines: &Engines) -> Result<(Tallies, PerKind)> {
+    let settings = args.sqlite.settings();
+    let server_flags: &[&str] = if args.sync { &[] } else { &["--sync", "none"] };
+    let server = Server::start(app, &engines.pure_data, server_flags)?;
+    let mut client = Client::connect(server.address)?;
+    let mut session = sqlite::Session::open(&engines.sqlite_file, &settings)?;
+    let grouped = sqlite::Grouped::start(&engines.grouped_file, &settings, 64)?;
+
+    // One sender, many terminals: transaction k comes from terminal k mod 10W, so every
+    // warehouse is home to some of the stream.
+    let terminals_n = (10 * args.warehouses) as u64;
+    let mut terminals: Vec<Terminal> = (0..terminals_n)
+        .map(|i| Terminal::new(args.seed, i, args.warehouses))
+        .collect();
+    let mut tallies = Tallies::default();
+    let mut per_kind = PerKind::new();
+    let bar = progress::counter("transactions");
+    bar.set_length(args.transactions);
+    for k in 0..args.transactions {
+        let txn = terminals[(k % terminals_n) as usize].next();
+        let now = LOAD_TIME + (k as i64 + 1) * 1_000;
+        let answers = [
+            pure::call(&mut client, &txn, now).context("pure")?,
+            session.execute(&txn, now).context("sqlite")?,
+            grouped.execute(&txn, now).context("sqlite-grouped")?,
+        ];
+        for (engine, answer) in ENGINES.iter().zip(&answers).skip(1) {
+            if *answer != answers[0] {
+                bar.finish_and_clear();
+                bail!(
+                    "transaction {k} ({:?}) answered differently:\n  pure: {} {}\n  {engine}: {} {}\n  request: {txn:?}",
+                    txn.kind(),
+                    answers[0].status,
+                    answers[0].body,
+                    answer.status,
+                    answer.body
+                );
+            }
+        }
+        let entry = per_kind.entry(txn.kind()).or_default();
+        entry.0 += 1;
+        entry.1 += u64::from(tallies.count(&txn, &answers[0])?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    server.stop()?;
+    drop(session);
+    drop(grouped);
+    Ok((tallies, per_kind))
+}
+
 /// Dumps each engine's tables into `out/<engine>/`: Pure by `pure-serve export` of its (stopped)
 /// data directory, which recovers it; SQLite by a query per table.
 fn dump_all(
@@ -181,7 +214,7 @@ fn dump_all(
     out: &Path,
 ) -> Result<[PathBuf; 3]> {
     let dirs = ENGINES.map(|e| out.join(e));
-    pure::export(app, pure_data, &dirs[0])?;
+    serve::export(app, pure_data, &dirs[0])?;
     sqlite::dump(sqlite_file, &dirs[1])?;
     sqlite::dump(grouped_file, &dirs[2])?;
     Ok(dirs)
@@ -195,9 +228,9 @@ fn round_trip(app: &Path, export: &Path, dir: &Path) -> Result<()> {
         .collect::<std::io::Result<_>>()?;
     files.sort();
     let again = dir.join("pure-again");
-    pure::import(app, &again, &files)?;
+    serve::import(app, &again, &files)?;
     let exported = dir.join("run").join("pure-again");
-    pure::export(app, &again, &exported)?;
+    serve::export(app, &again, &exported)?;
     for file in &files {
         let table = file
             .file_stem()

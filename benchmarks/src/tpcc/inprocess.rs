@@ -10,12 +10,18 @@ use pure_lang::{App, Dynamic, Fields, Key, KeyPart, Request, RowSet, Tables, Wri
 use serde_json::Value;
 
 use super::input::Txn;
-use super::population;
+use super::population::{self, Scale};
 use super::Answer;
 
 /// The app with every table loaded with the population of `warehouses`.
 pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)> {
     let app = App::load(app_dir).map_err(|e| anyhow!("{e}"))?;
+    let tables = tables(&app, &Scale::SPEC, seed, warehouses)?;
+    Ok((app, tables))
+}
+
+/// The app's tables holding the population of `warehouses` at `scale`, indexes built.
+pub fn tables(app: &App, scale: &Scale, seed: u64, warehouses: i64) -> Result<Tables> {
     let schema = app.schema().clone();
     let mut rows = vec![RowSet::new(); schema.tables.len()];
     let mut put = |table: &str, line: &str| -> Result<()> {
@@ -37,7 +43,7 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
         Ok(())
     };
     let mut failed = None;
-    population::generate(seed, warehouses, &mut |row| {
+    population::generate_at(scale, seed, warehouses, &mut |row| {
         if let Err(e) = put(row.table(), &row.line()) {
             failed.get_or_insert(e);
         }
@@ -53,7 +59,7 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
     tables
         .set_indexes(app.indexes().to_vec())
         .map_err(|e| anyhow!("{e}"))?;
-    Ok((app, tables))
+    Ok(tables)
 }
 
 fn part(value: &Value) -> Result<KeyPart> {

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::population::{CUSTOMERS, DISTRICTS, ITEMS};
+use super::population::{Scale, DISTRICTS};
 use super::rng::{last_name, Constants, Rng};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,9 +160,6 @@ impl Txn {
     }
 }
 
-/// An item id no row has: the last line of the 1% of New-Orders that roll back.
-pub const UNUSED_ITEM: i64 = ITEMS + 1;
-
 /// One terminal: a fixed home warehouse and Stock-Level district, its own random stream, and
 /// the deck of 23 cards (10 New-Order, 10 Payment, one each of the rest) it deals in a fresh
 /// random order every pass (clause 5.2.4.2).
@@ -170,6 +167,7 @@ pub struct Terminal {
     pub w_id: i64,
     pub sl_d_id: i64,
     warehouses: i64,
+    scale: Scale,
     constants: Constants,
     rng: Rng,
     deck: Vec<Kind>,
@@ -180,6 +178,11 @@ impl Terminal {
     /// Terminal `index` (0-based) of `warehouses`: home warehouse `index % W + 1`, Stock-Level
     /// district `(index / W) % 10 + 1`.
     pub fn new(seed: u64, index: u64, warehouses: i64) -> Terminal {
+        Terminal::at_scale(seed, index, warehouses, Scale::SPEC)
+    }
+
+    /// A terminal of a population at `scale`: its customers, items and last names.
+    pub fn at_scale(seed: u64, index: u64, warehouses: i64, scale: Scale) -> Terminal {
         let mut deck = vec![Kind::NewOrder; 10];
         deck.extend([Kind::Payment; 10]);
         deck.extend([Kind::OrderStatus, Kind::Delivery, Kind::StockLevel]);
@@ -187,6 +190,7 @@ impl Terminal {
             w_id: (index as i64) % warehouses + 1,
             sl_d_id: (index as i64 / warehouses) % DISTRICTS + 1,
             warehouses,
+            scale,
             constants: Constants::draw(seed),
             rng: Rng::stream(seed, "terminal", index),
             deck,
@@ -241,16 +245,21 @@ impl Terminal {
 
     fn customer(&mut self) -> Customer {
         if self.rng.uniform(1, 100) <= 60 {
-            let number = self.rng.nurand(255, 0, 999, self.constants.c_last_run);
+            let number = (self.scale).last_name_number(&mut self.rng, self.constants.c_last_run);
             Customer::Last(last_name(number))
         } else {
-            Customer::Id(self.rng.nurand(1023, 1, CUSTOMERS, self.constants.c_id))
+            Customer::Id(self.customer_id())
         }
+    }
+
+    fn customer_id(&mut self) -> i64 {
+        let customers = self.scale.customers;
+        self.rng.nurand(1023, 1, customers, self.constants.c_id)
     }
 
     fn new_order(&mut self) -> NewOrder {
         let d_id = self.rng.uniform(1, DISTRICTS);
-        let c_id = self.rng.nurand(1023, 1, CUSTOMERS, self.constants.c_id);
+        let c_id = self.customer_id();
         let count = self.rng.uniform(5, 15);
         let rollback = self.rng.uniform(1, 100) == 1;
         let mut t = NewOrder {
@@ -263,9 +272,10 @@ impl Terminal {
         };
         for n in 1..=count {
             let item = if rollback && n == count {
-                UNUSED_ITEM
+                self.scale.unused_item()
             } else {
-                self.rng.nurand(8191, 1, ITEMS, self.constants.ol_i_id)
+                let items = self.scale.items;
+                self.rng.nurand(8191, 1, items, self.constants.ol_i_id)
             };
             let supply = if self.rng.uniform(1, 100) > 1 {
                 self.w_id
@@ -322,14 +332,14 @@ mod tests {
             kinds[txn.kind() as usize] += 1;
             match txn {
                 Txn::NewOrder(o) => {
-                    rollbacks += u64::from(*o.i_ids.last().unwrap() == UNUSED_ITEM);
+                    rollbacks += u64::from(*o.i_ids.last().unwrap() == Scale::SPEC.unused_item());
                     lines += o.i_ids.len() as u64;
                     remote_lines += o.supply_w_ids.iter().filter(|&&s| s != o.w_id).count() as u64;
                     assert!(o
                         .i_ids
                         .iter()
                         .take(o.i_ids.len() - 1)
-                        .all(|&i| (1..=ITEMS).contains(&i)));
+                        .all(|&i| (1..=Scale::SPEC.items).contains(&i)));
                 }
                 Txn::Payment(p) => {
                     remote_pay += u64::from(p.c_w_id != p.w_id);

@@ -13,8 +13,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use super::sqlite::SqliteOptions;
-use crate::device::DeviceCounter;
+use crate::harness::device::DeviceCounter;
+use crate::harness::sqlite::SqliteOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

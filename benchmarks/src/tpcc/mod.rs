@@ -1,8 +1,12 @@
 //! TPC-C: one population and one request stream for every engine (`population`, `input`, drawn
 //! from `rng`), the rows they share (`rows`), the SQLite twin of the app (`sqlite`), the
-//! consistency conditions (`check`) and the equality run (`equal`).
+//! consistency conditions (`check`) and the equality run (`equal`). Pure runs over HTTP
+//! (`pure`: import files, a transaction as a request) or in-process (`inprocess`); `compiled`,
+//! a test, runs the app compiled against Rhai on a small population.
 
 pub mod check;
+#[cfg(test)]
+mod compiled;
 pub mod equal;
 pub mod inprocess;
 pub mod input;
@@ -40,7 +44,7 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     sqlite: Option<std::path::PathBuf>,
     #[command(flatten)]
-    settings: sqlite::SqliteOptions,
+    settings: crate::harness::sqlite::SqliteOptions,
 }
 
 pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
@@ -60,7 +64,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         .out
         .as_ref()
         .expect("clap requires --out without --sqlite");
-    let bar = crate::measure::counter("rows");
+    let bar = crate::harness::progress::counter("rows");
     bar.set_length(population::load_counts(args.warehouses).iter().sum());
     let files = pure::write_population(out, args.seed, args.warehouses, &bar)?;
     bar.finish_and_clear();

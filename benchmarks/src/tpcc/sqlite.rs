@@ -2,7 +2,8 @@
 //! transactions giving the same answers (status and JSON body) and leaving the same rows, for
 //! the same population and request stream (docs/benchmarks.md: `tpcc-equal`, `tpcc`).
 //!
-//! - [`Settings`] / [`SqliteOptions`]: the pragmas, with the `default` and `tuned` presets.
+//! - The pragmas, with the `default` and `tuned` presets, are the harness's
+//!   ([`crate::harness::sqlite`]): kv runs SQLite with the same settings.
 //! - [`load`]: a new database file with the population of a seed ([`schema`] documents the
 //!   tables, keys and indexes, and when a table is WITHOUT ROWID).
 //! - [`Session`] (`sqlite` mode: a connection per thread, a commit per transaction) and
@@ -12,7 +13,6 @@
 
 mod commit;
 pub mod schema;
-mod settings;
 mod txn;
 
 #[cfg(test)]
@@ -24,7 +24,3 @@ mod tests;
 pub use commit::{Grouped, GroupedStats, Pending, Session, SessionStats};
 #[allow(unused_imports)]
 pub use schema::{dump, load, read_db, Layout, LoadReport};
-#[allow(unused_imports)]
-pub use settings::{
-    JournalMode, LockingMode, Preset, Settings, SqliteOptions, Synchronous, TempStore,
-};

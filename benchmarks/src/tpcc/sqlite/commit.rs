@@ -23,8 +23,8 @@ use serde::Serialize;
 
 use super::super::input::Txn;
 use super::super::Answer;
-use super::settings::Settings;
 use super::txn;
+use crate::harness::sqlite::Settings;
 
 /// Attempts of one transaction (or of a batch's BEGIN) before SQLITE_BUSY is given up on.
 const ATTEMPTS: u32 = 20;

@@ -39,7 +39,7 @@ use serde::Serialize;
 
 use super::super::population;
 use super::super::rows::{self, TableRow};
-use super::settings::{JournalMode, Settings};
+use crate::harness::sqlite::{JournalMode, Settings};
 
 /// Which composite-key tables are WITHOUT ROWID at a page size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -603,7 +603,7 @@ pub(super) fn open_for_reading(path: &Path) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .with_context(|| format!("open {}", path.display()))?;
-    conn.busy_timeout(super::settings::BUSY_TIMEOUT)?;
+    conn.busy_timeout(crate::harness::sqlite::BUSY_TIMEOUT)?;
     conn.pragma_update(None, "query_only", "ON")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -64 * 1024)?;

@@ -10,11 +10,14 @@ use std::time::Instant;
 use clap::Parser;
 use serde_json::{json, Value};
 
-use super::super::input::{self, Customer, Kind, Terminal, Txn, UNUSED_ITEM};
-use super::super::population::{self, LOAD_TIME};
+use super::super::input::{self, Customer, Kind, Terminal, Txn};
+use super::super::population::{self, Scale, LOAD_TIME};
 use super::super::rows::{self, Db};
 use super::super::Answer;
 use super::*;
+use crate::harness::sqlite::{
+    JournalMode, LockingMode, Settings, SqliteOptions, Synchronous, TempStore,
+};
 
 const SEED: u64 = 7;
 
@@ -306,7 +309,11 @@ fn an_unused_item_rolls_everything_back() {
     let (_dir, file) = fresh();
     let before = read_db(&file).unwrap();
     let c = &before.customer[41]; // district 1, customer 42
-    let bad = new_order(1, c.c_id, &[(7, 1, 3), (8, 1, 2), (UNUSED_ITEM, 1, 1)]);
+    let bad = new_order(
+        1,
+        c.c_id,
+        &[(7, 1, 3), (8, 1, 2), (Scale::SPEC.unused_item(), 1, 1)],
+    );
     let expected = Answer {
         status: 422,
         body: json!({

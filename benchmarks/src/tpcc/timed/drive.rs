@@ -22,7 +22,7 @@ use super::super::population::LOAD_TIME;
 use super::super::rng::Rng;
 use super::super::Answer;
 use super::engine::Engine;
-use crate::measure::thread_cpu;
+use crate::harness::usage::thread_cpu;
 
 /// How a transaction ended, as dbt2 writes it in its mix log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

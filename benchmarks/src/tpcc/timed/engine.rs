@@ -11,8 +11,11 @@ use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode};
 
 use super::super::input::Txn;
 use super::super::rows::Db;
-use super::super::sqlite::{self, Grouped, Session, Settings};
+use super::super::sqlite::{self, Grouped, Session};
 use super::super::{inprocess, pure, Answer};
+use crate::harness::http::{get_text, Client};
+use crate::harness::serve::{self, Server};
+use crate::harness::sqlite::{JournalMode, LockingMode, Settings};
 
 /// Which engine, as `--engine` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -84,7 +87,7 @@ pub trait Engine: Send + Sync {
 
 /// pure-serve over HTTP.
 pub struct PureHttp {
-    server: Mutex<Option<pure::Server>>,
+    server: Mutex<Option<Server>>,
     pid: Option<u32>,
     address: std::net::SocketAddr,
     app: PathBuf,
@@ -93,7 +96,7 @@ pub struct PureHttp {
 
 impl PureHttp {
     pub fn start(app: &Path, data: &Path) -> Result<PureHttp> {
-        let server = pure::Server::start(app, data, &["--sync", "always"])?;
+        let server = Server::start(app, data, &["--sync", "always"])?;
         Ok(PureHttp {
             address: server.address,
             pid: Some(server.pid()),
@@ -116,7 +119,7 @@ impl PureHttp {
             .next()
             .ok_or_else(|| anyhow!("{host} resolves to no address"))?;
         // Fail now, not after the warm-up, when nothing listens there.
-        pure::get_text(address, "/_pure/health")
+        get_text(address, "/_pure/health")
             .with_context(|| format!("no pure-serve answers at {url}"))?;
         Ok(PureHttp {
             server: Mutex::new(None),
@@ -128,9 +131,9 @@ impl PureHttp {
     }
 }
 
-impl Connection for pure::Client {
+impl Connection for Client {
     fn call(&mut self, txn: &Txn, now: i64) -> Result<Answer> {
-        pure::Client::call(self, txn, now)
+        pure::call(self, txn, now)
     }
 }
 
@@ -140,7 +143,7 @@ impl Engine for PureHttp {
     }
 
     fn connect(&self) -> Result<Box<dyn Connection + '_>> {
-        Ok(Box::new(pure::Client::connect(self.address)?))
+        Ok(Box::new(Client::connect(self.address)?))
     }
 
     fn server_pid(&self) -> Option<u32> {
@@ -159,7 +162,7 @@ impl Engine for PureHttp {
     }
 
     fn counters(&self) -> Result<Counters> {
-        let text = pure::get_text(self.address, "/_pure/metrics")?;
+        let text = get_text(self.address, "/_pure/metrics")?;
         let metric = |name: &str| -> Option<f64> {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
@@ -188,7 +191,7 @@ impl Engine for PureHttp {
 /// Pure's tables as `pure-serve export` writes them from a stopped data directory.
 fn pure_tables(app: &Path, data: &Path, scratch: &Path) -> Result<Db> {
     let out = scratch.join("pure-export");
-    pure::export(app, data, &out)?;
+    serve::export(app, data, &out)?;
     let db = Db::read_dir(&out)?;
     std::fs::remove_dir_all(&out).with_context(|| format!("remove {}", out.display()))?;
     Ok(db)
@@ -417,8 +420,8 @@ impl SqliteGrouped {
             settings: settings.clone(),
             // A batch can hold every terminal's transaction: no more can be queued at once.
             grouped: Grouped::start(path, settings, terminals.max(1))?,
-            readers: settings.journal_mode == sqlite::JournalMode::Wal
-                && settings.locking_mode != Some(sqlite::LockingMode::Exclusive),
+            readers: settings.journal_mode == JournalMode::Wal
+                && settings.locking_mode != Some(LockingMode::Exclusive),
         })
     }
 }

@@ -20,9 +20,11 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::check;
 use super::input::Terminal;
-use super::{pure, sqlite};
-use crate::device::DeviceCounter;
-use crate::measure;
+use super::pure;
+use crate::harness::device::DeviceCounter;
+use crate::harness::measure::{flush_file_system, weighted_median};
+use crate::harness::sqlite::{Settings, SqliteOptions};
+use crate::harness::{progress, serve, usage};
 use drive::{Clock, Driven, Schedule};
 pub use engine::Kind as EngineKind;
 use engine::{Counters, Engine};
@@ -49,7 +51,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     #[command(flatten)]
-    pub sqlite: sqlite::SqliteOptions,
+    pub sqlite: SqliteOptions,
     /// Seconds of the measured window.
     #[arg(long, default_value_t = 20)]
     pub seconds: u64,
@@ -331,7 +333,7 @@ fn start(
     args: &Args,
     terminals: usize,
     app: &Path,
-    settings: &sqlite::Settings,
+    settings: &Settings,
     workdir: Option<&Workdir>,
 ) -> Result<Box<dyn Engine>> {
     let Some(workdir) = workdir else {
@@ -341,16 +343,16 @@ fn start(
     let dir = &workdir.path;
     if args.engine.is_pure() {
         let rows = dir.join("population");
-        let bar = measure::counter("population rows");
+        let bar = progress::counter("population rows");
         bar.set_length(super::population::load_counts(args.warehouses).iter().sum());
         let files = pure::write_population(&rows, args.seed, args.warehouses, &bar)?;
         bar.finish_and_clear();
         let data = dir.join("pure");
         let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        pure::import(app, &data, &paths)?;
+        serve::import(app, &data, &paths)?;
         std::fs::remove_dir_all(&rows).with_context(|| format!("remove {}", rows.display()))?;
         // A clean start: the import's writes are on the device before the run measures it.
-        measure::flush_file_system(dir)?;
+        flush_file_system(dir)?;
         return Ok(match args.engine {
             EngineKind::Pure => Box::new(engine::PureHttp::start(app, &data)?),
             _ => Box::new(engine::PureInprocess::open(app, &data)?),
@@ -372,7 +374,7 @@ fn start(
     if !status.success() {
         bail!("loading SQLite failed: {status}");
     }
-    measure::flush_file_system(dir)?;
+    flush_file_system(dir)?;
     Ok(match args.engine {
         EngineKind::Sqlite => Box::new(engine::SqlitePool::open(&file, settings, args.threads)?),
         _ => Box::new(engine::SqliteGrouped::start(&file, settings, terminals)?),
@@ -412,15 +414,15 @@ fn watch(
     bar.enable_steady_tick(Duration::from_millis(200));
     let flush = || -> Result<()> {
         match workdir {
-            Some(w) => measure::flush_file_system(&w.path),
+            Some(w) => flush_file_system(&w.path),
             None => Ok(()),
         }
     };
     let sample = || -> Result<Edge> {
         Ok(Edge {
             at: Instant::now(),
-            process_cpu: measure::process_cpu(),
-            server_cpu: measure::cpu_seconds(engine.server_pid()),
+            process_cpu: usage::process_cpu(),
+            server_cpu: usage::cpu_seconds(engine.server_pid()),
             device_bytes: None,
             counters: engine.counters()?,
         })
@@ -486,9 +488,9 @@ fn watch(
             true,
         )?;
         let rss = match engine.server_pid() {
-            Some(pid) => measure::resident_bytes(pid),
+            Some(pid) => usage::resident_bytes(pid),
             None if engine.kind() == EngineKind::Pure => None,
-            None => measure::resident_bytes(std::process::id()),
+            None => usage::resident_bytes(std::process::id()),
         };
         let mut end = sample()?;
         clock.stop.store(true, Ordering::Relaxed);
@@ -512,7 +514,7 @@ fn watch(
 fn figures(
     args: &Args,
     terminals: usize,
-    settings: &sqlite::Settings,
+    settings: &Settings,
     driven: &Driven,
     window: &Window,
     (consistency_ok, consistency_failures): (Option<bool>, Vec<String>),
@@ -579,7 +581,7 @@ fn figures(
             .device_bytes
             .zip(a.device_bytes)
             .map(|(b, a)| (b - a) as f64 / n as f64),
-        device_bytes_per_tx_median_second: measure::weighted_median(&slices),
+        device_bytes_per_tx_median_second: weighted_median(&slices),
         rss_bytes: window.rss.map(|r| r.0),
         rss_peak_bytes: window.rss.map(|r| r.1),
         state_bytes: b.counters.state_bytes,

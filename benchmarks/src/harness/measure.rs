@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::device::DeviceCounter;
+use super::device::DeviceCounter;
+use super::progress;
+use super::usage::process_cpu;
 
 /// Something to measure: one step is one timed unit (for a sync benchmark, one sync).
 pub trait Subject {
@@ -98,7 +99,7 @@ impl Measured {
 }
 
 /// The value below which half of the total weight lies (`None` when there is no weight).
-pub(crate) fn weighted_median(values: &[(f64, u64)]) -> Option<f64> {
+pub fn weighted_median(values: &[(f64, u64)]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: u64 = sorted.iter().map(|&(_, w)| w).sum();
@@ -122,7 +123,7 @@ pub fn round_robin(
         .iter()
         .map(|_| Measured::new(window.counter.is_some()))
         .collect();
-    let progress = progress_bar(window.duration * subjects.len() as u32);
+    let bar = progress::timed(window.duration * subjects.len() as u32);
     loop {
         let mut ran = false;
         for (subject, m) in subjects.iter_mut().zip(&mut measured) {
@@ -133,7 +134,7 @@ pub fn round_robin(
             else {
                 continue;
             };
-            progress.set_message(subject.label());
+            bar.set_message(subject.label());
             run_slice(window, &mut **subject, m, left.min(window.slice))?;
             ran = true;
         }
@@ -141,7 +142,7 @@ pub fn round_robin(
             break;
         }
     }
-    progress.finish_and_clear();
+    bar.finish_and_clear();
     Ok(measured)
 }
 
@@ -192,39 +193,6 @@ fn run_slice(
     Ok(())
 }
 
-/// A spinner naming the subject being measured, with the elapsed and the expected total time.
-fn progress_bar(total: Duration) -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    let style =
-        ProgressStyle::with_template("{spinner} measuring {msg:<18} {elapsed} of ~{prefix}")
-            .expect("the template is valid");
-    bar.set_style(style);
-    bar.set_prefix(format!("{}s", total.as_secs_f64().ceil()));
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
-
-/// A spinner for untimed preparation (preallocating files, lapping a ring).
-pub fn spinner(message: &str) -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    bar.set_message(message.to_string());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
-
-/// A counter of work done (rows, transactions) with its rate; a bar once given a length.
-pub fn counter(what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(0);
-    let style = ProgressStyle::with_template(
-        "{spinner} {human_pos}/{human_len} {msg} ({per_sec}, {elapsed})",
-    )
-    .expect("the template is valid");
-    bar.set_style(style);
-    bar.set_message(what.to_string());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
-
 /// `syncfs` on the file system holding `dir`: nothing dirty from before a slice is left to be
 /// written during it.
 pub fn flush_file_system(dir: &Path) -> anyhow::Result<()> {
@@ -236,60 +204,6 @@ pub fn flush_file_system(dir: &Path) -> anyhow::Result<()> {
         return Err(err).with_context(|| format!("syncfs on {}", dir.display()));
     }
     Ok(())
-}
-
-/// User + system CPU time of the whole process so far.
-pub(crate) fn process_cpu() -> Duration {
-    // SAFETY: getrusage writes only into the struct we pass; all-zero is a valid rusage.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
-/// Seconds of CPU (user + system) a process has used, all its threads (those that ended
-/// included): /proc/PID/stat fields 14 and 15, in clock ticks (10 ms here: fine for windows of
-/// seconds). `None` for no process, or one that is gone.
-pub(crate) fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields are counted after it.
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(ticks as f64 / per_second.max(1) as f64)
-}
-
-/// CPU time of the calling thread so far (CLOCK_THREAD_CPUTIME_ID: nanosecond precision; a
-/// system call of well under a microsecond).
-pub(crate) fn thread_cpu() -> Duration {
-    // SAFETY: clock_gettime writes only into the timespec we pass.
-    let t = unsafe {
-        let mut t: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
-        t
-    };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// `VmRSS` and `VmHWM` (resident now, and at its peak) of a process, in bytes.
-pub(crate) fn resident_bytes(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line[name.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kib * 1024)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! SQLite's settings (pragmas) as values, their two presets and the command line that chooses
-//! them.
+//! SQLite's settings (pragmas) as values, their two presets, the command line that chooses them,
+//! and applying them to a connection: one definition for every benchmark that runs SQLite (the
+//! TPC-C twin, kv). Knows pragmas; knows no benchmark's schema or statements.
 
 use std::time::Duration;
 
@@ -77,7 +78,7 @@ pub enum Preset {
 }
 
 /// SQLite's settings for one database: `page_size` counts when the file is created (by
-/// [`super::load`]); the others are applied to every connection.
+/// the benchmark's loader); the others are applied to every connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Settings {
     pub journal_mode: JournalMode,
