@@ -200,8 +200,8 @@ fn same(a: &Dynamic, b: &Dynamic) -> bool {
 /// looking.
 fn first_difference(a: &Tables, b: &Tables, app: &App) -> Option<String> {
     for (id, table) in app.schema().tables.iter().enumerate() {
-        let (a, b) = (a.map(id as _), b.map(id as _));
-        let mut rows = a.iter().zip(b.iter());
+        let id = id as pure_lang::TableId;
+        let mut rows = a.rows(id).zip(b.rows(id));
         if let Some(((ka, fa), (kb, fb))) = rows.find(|((ka, fa), (kb, fb))| {
             ka != kb
                 || (!fa.ptr_eq(fb)
@@ -213,12 +213,12 @@ fn first_difference(a: &Tables, b: &Tables, app: &App) -> Option<String> {
                 table.name
             ));
         }
-        if a.len() != b.len() {
+        if a.len(id) != b.len(id) {
             return Some(format!(
                 "{}: {} rows compiled, {} in Rhai",
                 table.name,
-                a.len(),
-                b.len()
+                a.len(id),
+                b.len(id)
             ));
         }
     }
