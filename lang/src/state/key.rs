@@ -245,7 +245,7 @@ fn has_zero(bytes: &[u8]) -> bool {
             return true;
         }
     }
-    words.remainder().iter().any(|&b| b == 0)
+    words.remainder().contains(&0)
 }
 
 /// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
