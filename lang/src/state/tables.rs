@@ -250,7 +250,13 @@ impl WriteSet {
         &self.changes
     }
 
+    /// No change to log and nothing to undo (the two have the same length: see the type's doc).
     pub fn is_empty(&self) -> bool {
+        assert_eq!(
+            self.changes.is_empty(),
+            self.undo.is_empty(),
+            "a write set is empty of changes exactly when it is empty of undo entries"
+        );
         self.changes.is_empty()
     }
 
