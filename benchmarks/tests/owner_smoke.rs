@@ -61,7 +61,15 @@ fn the_tpcc_part_answers_as_its_floor_and_reports_both() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("tpcc.json");
     let output = Command::new(BIN)
-        .args(["owner", "--only", "tpcc", "--transactions", "400", "--tpcc-app", app])
+        .args([
+            "owner",
+            "--only",
+            "tpcc",
+            "--transactions",
+            "400",
+            "--tpcc-app",
+            app,
+        ])
         .arg("--json")
         .arg(&json)
         .output()
@@ -80,10 +88,18 @@ fn the_tpcc_part_answers_as_its_floor_and_reports_both() {
         serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON is written"))
             .expect("JSON");
     for key in ["weighted_us", "floor_weighted_us"] {
-        let us = report[key].as_f64().unwrap_or_else(|| panic!("{key} in {report}"));
+        let us = report[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} in {report}"));
         assert!(us > 0.0 && us < 100_000.0, "{key}: {report}");
     }
-    for kind in ["new_order", "payment", "order_status", "delivery", "stock_level"] {
+    for kind in [
+        "new_order",
+        "payment",
+        "order_status",
+        "delivery",
+        "stock_level",
+    ] {
         for table in ["mean_us", "floor_mean_us"] {
             let us = report[table][kind].as_f64().unwrap_or(0.0);
             assert!(us > 0.0, "{table}.{kind}: {report}");

@@ -18,9 +18,6 @@ use crate::script::value::{self, RequestFields};
 use crate::script::world;
 use crate::state::tables::{Tables, WriteSet};
 
-/// The largest table whose indexes debug builds check whole after every write call.
-const INDEX_CHECK_ROWS_MAX: usize = 10_000;
-
 impl App {
     pub(super) fn write_with(
         &self,
@@ -57,8 +54,8 @@ impl App {
             tables.roll_back(writes);
         }
         debug_assert!(
-            tables.indexes_hold_their_rows(INDEX_CHECK_ROWS_MAX),
-            "after {handler}: an index does not hold one entry per indexed row"
+            tables.indexes_hold_rows_of(writes),
+            "after {handler}: an index does not hold the rows the call changed"
         );
         result
     }

@@ -234,12 +234,6 @@ impl Scripts {
                 syntax::missing_semicolon(&self.text, e.1),
                 "missing ; at the end of this statement".into(),
             ),
-            _ if syntax::word_at(&self.text, e.1) == Some("curry") => self.located(
-                e.1,
-                "curry is not available: a function pointer's curried values are outside what \
-                 the server can bound (pass the values as arguments instead)"
-                    .into(),
-            ),
             error => self.located(e.1, explain_compile_error(error, &self.text, schema)),
         }
     }

@@ -107,6 +107,16 @@ pub(crate) fn explain_compile_error(
     )
 }
 
+/// `curry` nests values in function pointers, which neither the depth rule nor Rhai's size
+/// checks look into: `f = Fn("g").curry(take(f))` built a million levels in half a second, and
+/// Rhai's drop of them overflowed the server's stack. With closures off (`no_closure`), it is
+/// the only way a value holds a value outside arrays and maps, so its calls do not load (the
+/// word itself stays free: a property or a variable named `curry` is fine).
+const CURRY: &str = "curry";
+const CURRY_REFUSED: &str = "curry is not available: a function pointer's curried values are \
+                             outside what the server can bound (pass the values as arguments \
+                             instead)";
+
 /// Rhai's own functions that are syntax rather than registered functions.
 const KEYWORD_FUNCTIONS: [&str; 10] = [
     "print",
@@ -140,13 +150,21 @@ pub(crate) fn check_calls(ast: &AST, builtin: &HashSet<String>) -> Result<(), (P
         .collect();
     let mut found = Ok(());
     ast.walk(&mut |path: &[ASTNode]| {
-        // A call is an expression, or a statement of its own.
+        // A call is an expression, or a statement of its own; a method call is checked only for
+        // `curry`.
         let (call, position) = match path.last() {
             Some(ASTNode::Expr(expr @ Expr::FnCall(call, ..))) => (call, expr.position()),
             Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => (call, *position),
+            Some(ASTNode::Expr(expr @ Expr::MethodCall(call, ..))) if call.name == CURRY => {
+                (call, expr.position())
+            }
             _ => return true,
         };
         let name = call.name.as_str();
+        if name == CURRY {
+            found = Err((position, CURRY_REFUSED.to_string()));
+            return false;
+        }
         if call.is_operator_call()
             || !name
                 .chars()

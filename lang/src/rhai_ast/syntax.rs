@@ -90,14 +90,3 @@ pub(crate) fn missing_semicolon(text: &str, found: Position) -> Position {
     }
     end
 }
-
-/// The word (letters, digits, `_`) of `text` at `at`, if one is there.
-pub(crate) fn word_at(text: &str, at: Position) -> Option<&str> {
-    let (line, column) = (at.line()?, at.position()?);
-    let line = text.lines().nth(line - 1)?;
-    let rest = line.get(column - 1..)?;
-    let end = rest
-        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .unwrap_or(rest.len());
-    (end > 0).then(|| &rest[..end])
-}

@@ -17,11 +17,6 @@ use crate::state::tables::IndexDef;
 pub(crate) fn build(schema: &Arc<Schema>, indexes: &[IndexDef], limits: &Limits) -> Engine {
     let mut engine = Engine::new();
     engine.disable_symbol("eval");
-    // `curry` nests values in function pointers, which neither the depth rule nor Rhai's size
-    // checks look into: `f = Fn("g").curry(take(f))` built a million levels in half a second,
-    // and Rhai's drop of them overflowed the server's stack (issue 36). With closures off
-    // (`no_closure`), it is the only way a value holds a value outside arrays and maps.
-    engine.disable_symbol("curry");
     // `Simple` does not evaluate registered functions at compile time: `Full` would call the
     // table API while compiling, with no tables there.
     engine.set_optimization_level(OptimizationLevel::Simple);

@@ -27,8 +27,8 @@
 //! engine stops the call at its next operation, which comes before any other function call,
 //! and the call ends with that error, which a `catch` does not see.
 //!
-//! `to_json` on a map (Rhai's `format_map_as_json`, which recurses natively) is given the rule's
-//! check before it runs, and `parse_json` reads text as a request body is read: counted against
+//! `to_json` on a map (Rhai's serde_json text of it, which recurses natively) is given the
+//! rule's check before it runs, and `parse_json` reads text as a request body is read: counted against
 //! the rule, then parsed (Rhai's refused text 128 levels deep, which the rule allows).
 //!
 //! Only the outermost of these calls on a thread walks its values: the others run inside it,
@@ -79,13 +79,16 @@ pub(crate) fn register(engine: &mut Engine) {
     engine.register_fn("parse_json", parse_json);
 }
 
-/// `map.to_json()`: Rhai's own text (`format_map_as_json`, which recurses natively, a level
-/// per level of the map) for a map within the rule; past it, an error naming the rule.
+/// `map.to_json()`: for a map within the rule, exactly Rhai's own (with the `metadata` feature:
+/// serde_json's text of the map, its keys in order, which recurses natively, a level per level
+/// of the map); past it, an error naming the rule.
 fn map_to_json(map: &mut Map) -> Fallible<String> {
     if !entries_within(map) {
         return Err(api_error(too_deep(AS_JSON)));
     }
-    Ok(rhai::format_map_as_json(map))
+    let ordered: std::collections::BTreeMap<&str, &Dynamic> =
+        map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    Ok(serde_json::to_string(&ordered).unwrap_or_else(|_| "ERROR".into()))
 }
 
 /// `parse_json(text)`: the JSON text's value, read as Pure reads a request body (the depth
