@@ -379,35 +379,32 @@ struct Bounds<'a> {
 }
 
 impl Bounds<'_> {
-    fn int(&self, key: &str) -> Result<Option<i64>, String> {
+    /// The bound `key`, if given, read by `read`; `what` names what it must be.
+    fn bound<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(&Value) -> Option<T>,
+        what: &str,
+    ) -> Result<Option<T>, String> {
         match self.object.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_i64()
+            Some(v) => read(v)
                 .map(Some)
-                .ok_or_else(|| bad(self.at, format!("{key:?} must be an integer"))),
+                .ok_or_else(|| bad(self.at, format!("{key:?} must be {what}"))),
         }
+    }
+
+    fn int(&self, key: &str) -> Result<Option<i64>, String> {
+        self.bound(key, Value::as_i64, "an integer")
     }
 
     fn float(&self, key: &str) -> Result<Option<f64>, String> {
-        match self.object.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| bad(self.at, format!("{key:?} must be a number"))),
-        }
+        self.bound(key, Value::as_f64, "a number")
     }
 
     fn count(&self, key: &str) -> Result<Option<usize>, String> {
-        match self.object.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .map(Some)
-                .ok_or_else(|| bad(self.at, format!("{key:?} must be a count (0 or more)"))),
-        }
+        let read = |v: &Value| v.as_u64().and_then(|n| usize::try_from(n).ok());
+        self.bound(key, read, "a count (0 or more)")
     }
 
     /// An error when both bounds are set and the minimum is above the maximum.
