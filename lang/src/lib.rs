@@ -1,6 +1,6 @@
 //! pure-lang: the Rhai side of Pure.
 //!
-//! It owns the in-memory state handlers work on (one persistent ordered map per table, with its
+//! It owns the in-memory state handlers work on (one copy-on-write ordered map per table, with its
 //! undo log, write set and indexes) and how a value and a row are encoded (`codec`, and the
 //! packed rows of `Fields`), which records and checkpoint images embed; the engine set-up
 //! (sandbox and limits) and the API scripts see (tables as global constants, rows as a compact

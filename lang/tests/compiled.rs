@@ -151,7 +151,7 @@ impl Pair {
         {
             let answer = match kind {
                 HandlerKind::Read => {
-                    app.run_read(handler, request, std::sync::Arc::new(tables.clone()))
+                    app.run_read(handler, request, std::sync::Arc::new(tables.snapshot()))
                 }
                 HandlerKind::Write => {
                     let mut writes = WriteSet::default();
@@ -582,14 +582,19 @@ fn the_scoreboard_runs_compiled_exactly_as_in_rhai() {
                     params: vec![("player".into(), player.to_string().into())],
                     ..Request::default()
                 };
+                let [compiled_state, interpreted_state] = &mut pair.state;
                 let answers: Vec<_> = [
-                    (&pair.compiled, &pair.state[0]),
-                    (&pair.interpreted, &pair.state[1]),
+                    (&pair.compiled, compiled_state),
+                    (&pair.interpreted, interpreted_state),
                 ]
                 .into_iter()
                 .map(|(app, tables)| {
-                    app.run_read("get_player", &request, std::sync::Arc::new(tables.clone()))
-                        .map_err(|e| e.to_json())
+                    app.run_read(
+                        "get_player",
+                        &request,
+                        std::sync::Arc::new(tables.snapshot()),
+                    )
+                    .map_err(|e| e.to_json())
                 })
                 .collect();
                 assert_eq!(answers[0], answers[1], "get_player({player})");

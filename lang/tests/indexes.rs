@@ -266,7 +266,7 @@ fn indexes_stay_exact_under_random_writes_throws_and_unique_violations() {
         assert!(refused > 20 && thrown > 100, "{refused} {thrown}");
 
         // Built from the rows, the indexes are the ones the writes kept.
-        let mut rebuilt = tables.clone();
+        let mut rebuilt = tables.snapshot();
         rebuilt
             .set_indexes(app.indexes().to_vec())
             .expect("the rows index");

@@ -139,13 +139,13 @@ impl Harness {
         result.map(|answer| answer.body)
     }
 
-    fn read(&self, handler: &str, body: Value) -> Result<Value, HandlerError> {
-        Self::read_with(&self.app, &self.tables, handler, body)
+    fn read(&mut self, handler: &str, body: Value) -> Result<Value, HandlerError> {
+        Self::read_with(&self.app, &mut self.tables, handler, body)
     }
 
     fn read_with(
         app: &App,
-        tables: &Tables,
+        tables: &mut Tables,
         handler: &str,
         body: Value,
     ) -> Result<Value, HandlerError> {
@@ -153,7 +153,7 @@ impl Harness {
             body: pure_lang::to_dynamic(&body),
             ..Request::default()
         };
-        app.run_read(handler, &request, Arc::new(tables.clone()))
+        app.run_read(handler, &request, Arc::new(tables.snapshot()))
             .map(|answer| answer.body)
     }
 
@@ -177,8 +177,9 @@ impl Harness {
     }
 }
 
-fn snapshot_json(h: &Harness) -> Value {
-    let read = |handler, body| Harness::read_with(&h.setup, &h.tables, handler, body).unwrap();
+fn snapshot_json(h: &mut Harness) -> Value {
+    let mut read =
+        |handler, body| Harness::read_with(&h.setup, &mut h.tables, handler, body).unwrap();
     json!([
         read("ids", Value::Null),
         read("sum_lines", Value::Null),
@@ -276,7 +277,7 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
             ),
             ("lines_add", Value::Null, Ok(json!([21, 22]))),
         ]);
-        let before = snapshot_json(&h);
+        let before = snapshot_json(&mut h);
         // Each of these handlers first changes rows, then throws or runs away.
         let error = h.write(handler, json!({"id": 9})).unwrap_err();
         match (&error, limit) {
@@ -299,7 +300,11 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
             }
             (other, _) => panic!("{handler}: expected {limit:?}, got {other:?}"),
         }
-        assert_eq!(snapshot_json(&h), before, "{handler} left nothing behind");
+        assert_eq!(
+            snapshot_json(&mut h),
+            before,
+            "{handler} left nothing behind"
+        );
         if handler == "spin" && limit == Some("wall-clock time") {
             assert_eq!(
                 h.app.fallbacks(),
@@ -382,11 +387,15 @@ fn put_all_and_delete_all_write_every_entry_or_nothing() {
         Ok(ids),
     )]);
 
-    let before = snapshot_json(&h);
+    let before = snapshot_json(&mut h);
     let rows = json!({"rows": {"e": [5], "f": [6]}});
     let thrown = h.write("bulk_then_throw", rows).unwrap_err();
     assert_eq!(thrown.status(), 400);
-    assert_eq!(snapshot_json(&h), before, "the throw took back every row");
+    assert_eq!(
+        snapshot_json(&mut h),
+        before,
+        "the throw took back every row"
+    );
 
     // One call of 200,000 rows is one operation to Rhai: the budget of time still stops it,
     // inside the call (not at the next statement, as the end of one operation would).
@@ -1052,7 +1061,7 @@ fn declared_byte_bounds_params_and_maps_refuse_requests_before_the_handler() {
 /// review: `sleep(2)` answered 200 after 2 s under a 100 ms budget).
 #[test]
 fn a_handler_cannot_sleep() {
-    let h = Harness::new(Limits::default());
+    let mut h = Harness::new(Limits::default());
     for seconds in [json!(1), json!(1.5)] {
         let got = h.read("nap", json!({ "s": seconds }));
         let error = got.expect_err("sleep is refused");

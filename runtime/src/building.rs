@@ -181,7 +181,7 @@ impl Building {
         loop {
             if !state.group.replies.is_empty() {
                 let mut group = std::mem::take(&mut state.group);
-                group.snapshot = Arc::new(state.tables.clone());
+                group.snapshot = Arc::new(state.tables.snapshot());
                 let taken = Taken {
                     group,
                     busy: std::mem::take(&mut state.busy),
@@ -236,7 +236,7 @@ impl Building {
     /// next write, as its record may have been in a refused group.
     pub(crate) fn roll_back(&self, durable: &Tables) -> Group {
         let mut state = self.lock();
-        state.tables = durable.clone();
+        state.tables = durable.thawed();
         state.schema_logged = false;
         state.busy = Duration::ZERO;
         state.failed = 0;

@@ -207,16 +207,16 @@ pub fn apply_record(
 }
 
 /// A writes record whose decoding needs the state as its earlier changes left it (see
-/// [`NEEDS_STATE`]): applied change by change, on a copy kept to undo them on an error.
+/// [`NEEDS_STATE`]): applied change by change, on a snapshot kept to undo them on an error.
 fn apply_in_order(bytes: &[u8], mapping: &Mapping, tables: &mut Tables) -> Result<(), String> {
-    let before = tables.clone();
+    let before = tables.snapshot();
     let mut r = Reader::new(bytes);
     r.byte()?;
     while !r.is_empty() {
         match decode_change(&mut r, mapping, Some(tables)) {
             Ok(change) => tables.apply(change),
             Err(reason) => {
-                *tables = before;
+                *tables = before.thawed();
                 return Err(reason);
             }
         }

@@ -94,7 +94,7 @@ impl Runtime {
         }
         // A frame holds at most half the log; groups stay under a quarter (see `Owner`).
         let group_bytes_max = (store.log_capacity_bytes() / 8).min(4 << 20) as usize;
-        let snapshot = Snapshot::new(Arc::new(state.tables.clone()), state.lsn.0);
+        let snapshot = Snapshot::new(Arc::new(state.tables.snapshot()), state.lsn.0);
         let shared = Arc::new(Shared::new(app, snapshot));
         shared.metrics.recovered(state.lsn.0);
         shared

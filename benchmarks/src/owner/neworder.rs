@@ -343,7 +343,7 @@ fn run_variant(
                 &mut tables.native
             };
             if snapshot_every.is_some_and(|n| calls.is_multiple_of(n)) {
-                snapshot = Some(variant_tables.clone());
+                snapshot = Some(variant_tables.snapshot());
             }
             match variant {
                 "script" | "script-snapshot" => {

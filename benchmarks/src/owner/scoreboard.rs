@@ -54,7 +54,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<()> {
         .collect();
     let mut call = |i: usize, tables: &mut Tables, snapshot: &mut Tables| {
         if i.is_multiple_of(SCOREBOARD_GROUP) {
-            *snapshot = tables.clone();
+            *snapshot = tables.snapshot();
         }
         app.run_write("post_score", &requests[i % requests.len()], tables, &mut ws)
             .expect("the handler runs");
@@ -62,7 +62,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<()> {
         record_bytes.clear();
         ws.clear();
     };
-    let mut snapshot = tables.clone();
+    let mut snapshot = tables.snapshot();
     match args.variant.as_deref() {
         Some("load") => return Ok(()),
         Some("script") => {

@@ -39,7 +39,7 @@ impl Timer {
         let mut i = 0;
         self.time(calls, || {
             if snapshot_every.is_some_and(|n| i % n == 0) {
-                snapshot = Some(tables.clone());
+                snapshot = Some(tables.snapshot());
             }
             step(i, tables, ws);
             ws.clear();

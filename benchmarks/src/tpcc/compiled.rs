@@ -88,7 +88,7 @@ impl Pair {
         let tables =
             inprocess::tables(&compiled, &SCALE, seed, WAREHOUSES).expect("the population");
         Pair {
-            state: [tables.clone(), tables],
+            state: [tables.thawed(), tables],
             compiled,
             interpreted,
             calls: 0,
@@ -121,7 +121,7 @@ impl Pair {
             .zip(self.state.iter_mut())
         {
             let answer = match kind {
-                HandlerKind::Read => app.run_read(handler, request, Arc::new(tables.clone())),
+                HandlerKind::Read => app.run_read(handler, request, Arc::new(tables.snapshot())),
                 HandlerKind::Write => {
                     let mut writes = WriteSet::default();
                     // Every other call as the runtime makes it: the compiled call may be lent

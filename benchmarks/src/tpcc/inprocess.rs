@@ -23,7 +23,7 @@ pub fn load(app_dir: &Path, seed: u64, warehouses: i64) -> Result<(App, Tables)>
 /// The app's tables holding the population of `warehouses` at `scale`, indexes built.
 pub fn tables(app: &App, scale: &Scale, seed: u64, warehouses: i64) -> Result<Tables> {
     let schema = app.schema().clone();
-    let mut rows = vec![RowSet::new(); schema.tables.len()];
+    let mut rows: Vec<RowSet> = (0..schema.tables.len()).map(|_| RowSet::new()).collect();
     let mut put = |table: &str, line: &str| -> Result<()> {
         let id = schema
             .table_id(table)
@@ -123,7 +123,7 @@ pub fn execute(
     request: &Request,
 ) -> Answer {
     let result = if is_read(handler) {
-        app.run_read(handler, request, Arc::new(tables.clone()))
+        app.run_read(handler, request, Arc::new(tables.snapshot()))
     } else {
         app.run_write(handler, request, tables, writes)
     };

@@ -378,7 +378,7 @@ fn via_break(request) { let r = loop { break request; }; r.method }
             serde_json::json!(2)
         );
         writes.clear();
-        let snapshot = Arc::new(tables.clone());
+        let snapshot = Arc::new(tables.snapshot());
         let error = app
             .run_read("read_panic", &request, snapshot.clone())
             .expect_err("it panics");

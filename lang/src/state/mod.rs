@@ -11,3 +11,4 @@ pub(crate) mod fields;
 pub(crate) mod key;
 pub(crate) mod schema;
 pub(crate) mod tables;
+pub(crate) mod tree;

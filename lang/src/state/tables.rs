@@ -3,8 +3,9 @@
 //! A write handler changes the owner's maps in place (so it sees its own writes) and records two
 //! things per change: an undo entry (the old row, to roll back on throw or limit: cheaper than
 //! keeping the old root alive, which would make every later change copy its path again) and a
-//! [`Change`] (the redo, which the runtime encodes as the transaction's record). A snapshot is
-//! a clone of [`Tables`]: O(1) per table.
+//! [`Change`] (the redo, which the runtime encodes as the transaction's record). A snapshot
+//! ([`Tables::snapshot`]) commits each changed table's tree and shares it read-only: the owner
+//! copies a node a snapshot shares the first time it changes it (`tree`).
 //!
 //! Declared indexes live beside the tables: one persistent map per index from the indexed
 //! fields' values (then the row's key, unless the index is unique) to the row's key. Every row
@@ -16,20 +17,19 @@ use std::ops::Bound;
 
 use std::sync::Arc;
 
-use imbl::OrdMap;
-
 pub use crate::state::fields::Fields;
 use rhai::{Dynamic, ImmutableString};
 
 use crate::state::key::{key_part, Key, KeyPart, PartRef};
 use crate::state::schema::TableId;
+use crate::state::tree::Tree;
 
 /// The rows of one table built apart from the tables, then given to them whole
 /// ([`Tables::set_rows`]): recovery reads a checkpoint image's rows in key order, import parses
 /// each file on a thread of its own.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct RowSet {
-    map: OrdMap<Key, Fields>,
+    map: Tree<Key, Fields>,
 }
 
 impl RowSet {
@@ -45,7 +45,7 @@ impl RowSet {
     /// Adds a row after every row so far: an error, changing nothing, for a key not greater
     /// than the last (rows read from a file that is not what it claims to be).
     pub fn push_sorted(&mut self, key: Key, fields: Fields) -> Result<(), String> {
-        if let Some((last, _)) = self.map.get_max() {
+        if let Some((last, _)) = self.map.last() {
             if *last >= key {
                 return Err(format!(
                     "row {key:?} after row {last:?}: rows out of key order"
@@ -61,22 +61,25 @@ impl RowSet {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len() == 0
     }
 }
 
 impl FromIterator<(Key, Fields)> for RowSet {
     fn from_iter<I: IntoIterator<Item = (Key, Fields)>>(rows: I) -> RowSet {
-        RowSet {
-            map: rows.into_iter().collect(),
+        let mut set = RowSet::new();
+        for (key, fields) in rows {
+            set.insert(key, fields);
         }
+        set
     }
 }
 
-/// The state of every table, and of the declared indexes on them.
-#[derive(Clone, Default)]
+/// The state of every table, and of the declared indexes on them: the owner's, which it
+/// changes, or a snapshot of it ([`Tables::snapshot`]), which nothing changes.
+#[derive(Default)]
 pub struct Tables {
-    maps: Vec<OrdMap<Key, Fields>>,
+    maps: Vec<Tree<Key, Fields>>,
     /// In the order of the app's declarations (an index's id is its position).
     indexes: Vec<Index>,
 }
@@ -109,10 +112,9 @@ pub enum IndexSource {
 
 /// An index's entries. Invariant: exactly one entry per row of `def.table` whose indexed
 /// fields are all set (none `()`), keyed by [`IndexDef::entry_key`], its value the row's key.
-#[derive(Clone)]
 struct Index {
     def: Arc<IndexDef>,
-    entries: OrdMap<Key, Key>,
+    entries: Tree<Key, Key>,
 }
 
 impl IndexDef {
@@ -280,9 +282,48 @@ impl WriteSet {
 impl Tables {
     pub fn new(table_count: usize) -> Tables {
         Tables {
-            maps: vec![OrdMap::new(); table_count],
+            maps: (0..table_count).map(|_| Tree::new()).collect(),
             indexes: Vec::new(),
         }
+    }
+
+    /// The state now, read-only, for readers on other threads: each table and index that
+    /// changed since the last snapshot commits its tree (`tree`), the others give the last
+    /// snapshot's again. What the owner changes next copies the nodes it shares with this.
+    pub fn snapshot(&mut self) -> Tables {
+        Tables {
+            maps: self.maps.iter_mut().map(Tree::snapshot).collect(),
+            indexes: self
+                .indexes
+                .iter_mut()
+                .map(|index| Index {
+                    def: index.def.clone(),
+                    entries: index.entries.snapshot(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Tables the owner can change, holding what these hold, which stay as they are: a copy of
+    /// every row and index entry. What going back to a snapshot costs (the log refused a group:
+    /// the owner's tables return to the last durable state).
+    pub fn thawed(&self) -> Tables {
+        Tables {
+            maps: self.maps.iter().map(Tree::thawed).collect(),
+            indexes: self
+                .indexes
+                .iter()
+                .map(|index| Index {
+                    def: index.def.clone(),
+                    entries: index.entries.thawed(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A snapshot, which nothing can change (not the owner's tables).
+    pub fn is_snapshot(&self) -> bool {
+        self.maps.iter().any(Tree::is_frozen)
     }
 
     /// Replaces the indexes with `defs`, each built from the rows: at start, once the rows are
@@ -293,8 +334,8 @@ impl Tables {
         self.indexes.clear();
         let mut built = Vec::with_capacity(defs.len());
         for def in defs {
-            let mut entries = OrdMap::new();
-            for (key, fields) in &self.maps[def.table as usize] {
+            let mut entries = Tree::new();
+            for (key, fields) in self.maps[def.table as usize].iter() {
                 let Some(entry) = def
                     .entry_key(key, fields)
                     .map_err(|e| format!("row {}: {e}", key.to_json()))?
@@ -479,7 +520,7 @@ impl Tables {
     /// Grows to `table_count` tables (a redeploy that declares new ones).
     pub fn ensure_tables(&mut self, table_count: usize) {
         if self.maps.len() < table_count {
-            self.maps.resize(table_count, OrdMap::new());
+            self.maps.resize_with(table_count, Tree::new);
         }
     }
 
@@ -510,7 +551,7 @@ impl Tables {
     }
 
     pub fn row_count(&self) -> usize {
-        self.maps.iter().map(OrdMap::len).sum()
+        self.maps.iter().map(Tree::len).sum()
     }
 
     /// Up to `limit` rows with `low <= key < high`, ascending, or descending when `reverse`.

@@ -65,13 +65,13 @@ pub fn import(
         .total
         .store(sources.iter().map(|s| s.bytes).sum(), Ordering::Relaxed);
     progress.set_stage("reading");
-    let tables = read_sources(schema, app.limits(), &sources, options.threads, progress)?;
+    let mut tables = read_sources(schema, app.limits(), &sources, options.threads, progress)?;
     // The server builds the app's indexes from these rows at start: rows that one cannot hold
     // (a duplicate in a unique index) would be imported only to keep it from starting.
     if !app.indexes().is_empty() {
         progress.set_stage("checking the indexes");
         tables
-            .clone()
+            .snapshot()
             .set_indexes(app.indexes().to_vec())
             .map_err(|e| {
                 TransferError::Files(format!(

@@ -160,7 +160,7 @@ fn time_calls(
         let is_write = matches!(kind, Kind::NewOrder | Kind::Payment | Kind::Delivery);
         let started = Instant::now();
         if is_write && writes.is_multiple_of(64) {
-            snapshot = Some(tables.clone());
+            snapshot = Some(tables.snapshot());
         }
         let answer = inprocess::execute(app, tables, &mut ws, handler, &request);
         if is_write {
