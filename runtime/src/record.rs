@@ -21,7 +21,7 @@
 //! It must not know where records go (the store) nor who writes or applies them.
 
 use pure_lang::codec::{put_int, put_str, put_varint, Reader, INT, STR};
-use pure_lang::{Change, FieldsBuilder, Key, KeyPart, PartBytes, Schema, TableSchema, Tables};
+use pure_lang::{Change, FieldsBuilder, Key, KeyBuilder, PartBytes, Schema, TableSchema, Tables};
 
 const SCHEMA: u8 = 1;
 const WRITES: u8 = 2;
@@ -136,15 +136,15 @@ pub fn read_key(r: &mut Reader<'_>) -> Result<Key, String> {
     if n == 0 {
         return Err("empty key".into());
     }
-    let mut parts = Vec::with_capacity(n);
+    let mut key = KeyBuilder::new();
     for _ in 0..n {
-        parts.push(match r.byte()? {
-            INT => KeyPart::Int(r.int()?),
-            STR => KeyPart::Str(r.str()?.into()),
+        match r.byte()? {
+            INT => key.int(r.int()?),
+            STR => key.str(r.str()?),
             tag => return Err(format!("bad key part tag {tag}")),
-        });
+        }
     }
-    Ok(Key::from_parts(parts))
+    Ok(key.finish())
 }
 
 pub fn read_schema(r: &mut Reader<'_>) -> Result<Schema, String> {
@@ -390,6 +390,7 @@ impl Mapping {
 mod tests {
     use super::*;
     use pure_lang::codec::UNIT;
+    use pure_lang::KeyPart;
 
     /// Keys of one part and of more than 127 (whose count takes two bytes) read back, with
     /// strings the key's encoding escapes (`00`) or leaves as they are (empty, not ASCII).

@@ -50,8 +50,7 @@ fn allocated(n: u64) -> u64 {
 fn estimate_bytes(tables: &Tables) -> u64 {
     (0..tables.table_count() as u32)
         .map(|table| {
-            let mut rows = tables.rows(table);
-            let len = rows.len() as u64;
+            let len = tables.len(table) as u64;
             let row = |(key, fields): (&pure_lang::Key, &pure_lang::Fields)| {
                 let key_heap = match key.heap_bytes() {
                     0 => 0,
@@ -65,9 +64,10 @@ fn estimate_bytes(tables: &Tables) -> u64 {
                 };
                 fields + key_heap
             };
-            let first = rows.next().map(row);
-            let last = rows.next_back().map(row).or(first);
-            let sample = (first.unwrap_or(0) + last.unwrap_or(0)) / 2;
+            // Per publish, for every table: a walk's set-up was 1.2% of the server's CPU.
+            let sample = tables
+                .first_and_last(table)
+                .map_or(0, |(first, last)| (row(first) + row(last)) / 2);
             len * (ENTRY_BYTES + sample)
         })
         .sum()

@@ -327,10 +327,15 @@ impl FieldsBuilder {
     }
 
     /// Makes room for `slot` (rare: only a logged row wider than the declared one).
+    #[inline]
     fn grow(&mut self, slot: usize) {
-        if slot < self.n {
-            return;
+        if slot >= self.n {
+            self.widen(slot);
         }
+    }
+
+    #[cold]
+    fn widen(&mut self, slot: usize) {
         let mut wider = FieldsBuilder::new(slot + 1);
         let (n, old) = (self.n, &self.bytes);
         wider.bytes[HEAD..HEAD + n].copy_from_slice(&old[HEAD..HEAD + n]);

@@ -189,6 +189,44 @@ impl Encoder {
     }
 }
 
+/// Builds a key a part at a time, without collecting the parts first: for decoders of keys
+/// (records, checkpoint images), which would otherwise allocate each string part and the list.
+pub struct KeyBuilder {
+    encoder: Encoder,
+    parts: usize,
+}
+
+impl Default for KeyBuilder {
+    fn default() -> Self {
+        KeyBuilder::new()
+    }
+}
+
+impl KeyBuilder {
+    pub fn new() -> KeyBuilder {
+        KeyBuilder {
+            encoder: Encoder::new(),
+            parts: 0,
+        }
+    }
+
+    pub fn int(&mut self, value: i64) {
+        self.encoder.int(value);
+        self.parts += 1;
+    }
+
+    pub fn str(&mut self, value: &str) {
+        self.encoder.str(value);
+        self.parts += 1;
+    }
+
+    /// The key of the parts given, in order: the same key as [`Key::from_parts`] of them.
+    pub fn finish(self) -> Key {
+        assert!(self.parts > 0, "a key has at least one part");
+        self.encoder.finish()
+    }
+}
+
 /// Writes the encoding of `v` at the start of `out`; returns its length (1 to 9).
 fn encode_int(out: &mut [u8; 9], v: i64) -> usize {
     let (code, bits) = if v >= 0 {

@@ -30,6 +30,9 @@ use crate::state::tree::Tree;
 #[derive(Default)]
 pub struct RowSet {
     map: Tree<Key, Fields>,
+    /// The greatest key so far: `push_sorted` compares with it instead of finding it in the
+    /// tree for every row.
+    last: Option<Key>,
 }
 
 impl RowSet {
@@ -39,19 +42,23 @@ impl RowSet {
 
     /// Adds a row, returning the one it replaced (a duplicate key).
     pub fn insert(&mut self, key: Key, fields: Fields) -> Option<Fields> {
+        if self.last.as_ref().is_none_or(|last| *last < key) {
+            self.last = Some(key.clone());
+        }
         self.map.insert(key, fields)
     }
 
     /// Adds a row after every row so far: an error, changing nothing, for a key not greater
     /// than the last (rows read from a file that is not what it claims to be).
     pub fn push_sorted(&mut self, key: Key, fields: Fields) -> Result<(), String> {
-        if let Some((last, _)) = self.map.last() {
+        if let Some(last) = &self.last {
             if *last >= key {
                 return Err(format!(
                     "row {key:?} after row {last:?}: rows out of key order"
                 ));
             }
         }
+        self.last = Some(key.clone());
         self.map.insert(key, fields);
         Ok(())
     }
@@ -540,6 +547,12 @@ impl Tables {
         table: TableId,
     ) -> impl DoubleEndedIterator<Item = (&Key, &Fields)> + ExactSizeIterator {
         self.maps[table as usize].iter()
+    }
+
+    /// The first row of `table` and its last (the same row in a table of one; `None` when
+    /// empty), without setting up a walk.
+    pub fn first_and_last(&self, table: TableId) -> Option<((&Key, &Fields), (&Key, &Fields))> {
+        self.maps[table as usize].ends()
     }
 
     pub fn get(&self, table: TableId, key: &Key) -> Option<&Fields> {

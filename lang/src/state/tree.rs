@@ -10,8 +10,8 @@
 //! node before changing it, the first time only. A snapshot costs a commit, not a reference
 //! count per child, and a node the owner replaced is retired with the generation that could
 //! still see it: it is freed when the last snapshot that can reach it is dropped, on the thread
-//! that drops it (the syncer, or an HTTP thread that read from it: never the owner, which holds
-//! no snapshot of its own past the one it made last).
+//! that drops it (the syncer, or an HTTP thread that read from it). Never in a write: a live tree
+//! keeps the snapshot it made last until it makes the next one, which the runtime's syncer does.
 //!
 //! Only this file knows which tree it is. It must not know rows, keys or indexes: it is a map.
 //!
@@ -53,8 +53,12 @@ enum State<K: Item + Ord + Debug, V: Item> {
 /// The owner's side. Field order matters: the transaction borrows `map` and is dropped first.
 struct Live<K: Item + Ord + Debug, V: Item> {
     txn: Option<BptreeMapWriteTxn<'static, K, V>>,
-    /// The last snapshot made, while nothing has changed since: taking another is then free.
+    /// The last snapshot made: while nothing has changed since (`changed`), taking another is
+    /// free. Replaced only by the next snapshot, never dropped by a write: the owner's thread
+    /// never lets go of a generation, so it never frees the nodes one retired.
     last: Option<Arc<Frozen<K, V>>>,
+    /// Changed since the last snapshot.
+    changed: bool,
     map: Arc<BptreeMap<K, V>>,
 }
 
@@ -103,6 +107,7 @@ impl<K: Item + Ord + Debug, V: Item> Live<K, V> {
         Live {
             txn,
             last: None,
+            changed: false,
             map,
         }
     }
@@ -115,7 +120,7 @@ impl<K: Item + Ord + Debug, V: Item> Live<K, V> {
 
     fn txn_mut(&mut self) -> &mut BptreeMapWriteTxn<'static, K, V> {
         // Changed: the next snapshot must commit.
-        self.last = None;
+        self.changed = true;
         self.txn
             .as_mut()
             .expect("a live tree's transaction is open")
@@ -184,11 +189,16 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
         }
     }
 
-    /// The greatest key and its value.
-    pub(crate) fn last(&self) -> Option<(&K, &V)> {
+    /// The least key and its value, and the greatest: two descents, where an iterator's set-up
+    /// costs more.
+    pub(crate) fn ends(&self) -> Option<((&K, &V), (&K, &V))> {
         match &self.state {
-            State::Live(live) => live.txn().last_key_value(),
-            State::Frozen(frozen) => frozen.txn.last_key_value(),
+            State::Live(live) => {
+                Some((live.txn().first_key_value()?, live.txn().last_key_value()?))
+            }
+            State::Frozen(frozen) => {
+                Some((frozen.txn.first_key_value()?, frozen.txn.last_key_value()?))
+            }
         }
     }
 
@@ -222,8 +232,8 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
         let frozen = match &mut self.state {
             State::Frozen(frozen) => frozen.clone(),
             State::Live(live) => match &live.last {
-                Some(last) => last.clone(),
-                None => {
+                Some(last) if !live.changed => last.clone(),
+                _ => {
                     live.txn
                         .take()
                         .expect("a live tree's transaction is open")
@@ -235,6 +245,7 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
                     });
                     live.txn = Some(unsafe { open_write(&live.map) });
                     live.last = Some(frozen.clone());
+                    live.changed = false;
                     frozen
                 }
             },
@@ -364,4 +375,78 @@ impl<K: Item + Ord + Debug, V: Item> ExactSizeIterator for Pairs<'_, K, V> {}
 fn trees_cross_threads() {
     fn send_and_sync<T: Send + Sync>() {}
     send_and_sync::<Tree<u64, u64>>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    /// A value that records on which thread each copy of it is dropped.
+    #[derive(Clone)]
+    struct Probe(Arc<Mutex<Vec<ThreadId>>>);
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push(std::thread::current().id());
+        }
+    }
+
+    /// What a generation retired is freed by the thread that lets go of the last snapshot that
+    /// could reach it, not by the owner's writes: the owner drops only the values its own
+    /// writes replaced (which it is handed), the copies in the nodes it replaced stay for the
+    /// snapshot.
+    #[test]
+    fn the_nodes_a_write_retires_are_freed_by_whoever_drops_the_last_snapshot() {
+        const ROWS: u64 = 500;
+        let drops = Arc::new(Mutex::new(Vec::new()));
+        let tree = Mutex::new(Tree::<u64, Probe>::new());
+        for key in 0..ROWS {
+            tree.lock().unwrap().insert(key, Probe(drops.clone()));
+        }
+        // The syncer's part: snapshots are made on a thread of their own.
+        let syncer = |tree: &Mutex<Tree<u64, Probe>>| {
+            std::thread::scope(|s| s.spawn(|| tree.lock().unwrap().snapshot()).join().unwrap())
+        };
+        let first = syncer(&tree);
+        let owner = std::thread::current().id();
+        for key in 0..ROWS {
+            let old = tree.lock().unwrap().insert(key, Probe(drops.clone()));
+            drop(old.expect("replaced"));
+        }
+        let second = syncer(&tree);
+        let on = |thread: ThreadId| {
+            drops
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|t| **t == thread)
+                .count()
+        };
+        assert_eq!(
+            on(owner),
+            ROWS as usize,
+            "the owner dropped only what its writes replaced"
+        );
+        let reader = std::thread::spawn(move || {
+            drop(first);
+            std::thread::current().id()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            on(reader),
+            ROWS as usize,
+            "the reader that held the last snapshot of the old rows freed their nodes"
+        );
+        assert_eq!(on(owner), ROWS as usize, "and the owner none of them");
+        drop(second);
+        drop(tree);
+        assert_eq!(
+            drops.lock().unwrap().len(),
+            3 * ROWS as usize,
+            "every copy dropped once"
+        );
+    }
 }
