@@ -157,7 +157,7 @@ impl Pair {
                     let mut writes = WriteSet::default();
                     // Every other call as the runtime makes it: the compiled call may be lent
                     // the body.
-                    let answer = if self.calls % 2 == 0 {
+                    let answer = if self.calls.is_multiple_of(2) {
                         let mut lent = request.clone();
                         app.run_write_taking_body(handler, &mut lent, tables, &mut writes)
                     } else {

@@ -225,9 +225,10 @@ fn run(ops: Vec<Op>, indexed: bool) {
             }
             Op::Patch { table, key, value } => {
                 let base = tables.get(table, &Key::int(key)).cloned();
-                let new = base
-                    .as_ref()
-                    .map_or(row(value, 0), |b| b.with(&[(0, Dynamic::from_int(value))]));
+                let new = base.as_ref().map_or_else(
+                    || row(value, 0),
+                    |b| b.with(&[(0, Dynamic::from_int(value))]),
+                );
                 let result =
                     tables.patch(&mut writes, table, &Key::int(key), 1, &new, base.as_ref());
                 match model[table as usize].get_mut(&key) {

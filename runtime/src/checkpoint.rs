@@ -10,8 +10,8 @@
 use std::io::Write;
 use std::sync::mpsc;
 
-use pure_lang::codec::{put_varint, Reader};
-use pure_lang::{Fields, FieldsBuilder, Key, RowSet, Schema, Tables};
+use pure_lang::codec::{put_varint, Reader, INT, STR};
+use pure_lang::{Fields, FieldsBuilder, RowSet, Schema, Tables};
 
 use crate::record::{put_key, put_schema, read_key, read_schema, Mapping};
 
@@ -49,6 +49,10 @@ pub fn write_image(out: &mut impl Write, schema: &Schema, tables: &Tables) -> st
 /// Rows decoded before they are handed to the thread that builds the tables' trees.
 const BATCH_ROWS: usize = 4096;
 
+/// Rows of the image's table at a position, on their way to the thread that builds its tree:
+/// each row's key still encoded (that thread decodes it), its fields decoded.
+type Batch<'a> = (usize, Vec<(&'a [u8], Fields)>);
+
 /// Reads an image into tables of the `state` schema (extended with names only the image has).
 /// Also returns the mapping of the image's schema, which records after it use until the next
 /// schema record.
@@ -71,7 +75,7 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
         .map(|t| state.table_id(&t.name).expect("mapped"))
         .collect();
     let sets = std::thread::scope(|scope| {
-        let (batches, receive) = mpsc::sync_channel::<(usize, Vec<(Key, Fields)>)>(4);
+        let (batches, receive) = mpsc::sync_channel::<Batch<'_>>(4);
         let builder = std::thread::Builder::new()
             .name("pure-image".into())
             .spawn_scoped(scope, move || build(receive))
@@ -100,11 +104,11 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
 
 /// Decodes every table's rows and sends them on in batches, with the table's position in the
 /// image: each table's rows in the image's order, every table (an empty one too).
-fn decode_rows(
-    r: &mut Reader<'_>,
+fn decode_rows<'a>(
+    r: &mut Reader<'a>,
     mapping: &Mapping,
     tables: usize,
-    batches: &mpsc::SyncSender<(usize, Vec<(Key, Fields)>)>,
+    batches: &mpsc::SyncSender<Batch<'a>>,
 ) -> Result<(), String> {
     let mut fields = FieldsBuilder::new(0);
     for index in 0..tables {
@@ -114,7 +118,7 @@ fn decode_rows(
             rows -= take;
             let mut batch = Vec::with_capacity(take);
             for _ in 0..take {
-                let key = read_key(r)?;
+                let key = pass_key(r)?;
                 let n = r.count()?;
                 if n > pure_lang::SLOTS_MAX {
                     return Err(format!(
@@ -140,9 +144,28 @@ fn decode_rows(
     Ok(())
 }
 
+/// The bytes of the key that starts here, found by its tags and lengths alone: the builder
+/// decodes it (`read_key`, which checks what this does not: its strings' UTF-8).
+fn pass_key<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], String> {
+    let start = r.position();
+    for _ in 0..r.count()? {
+        match r.byte()? {
+            INT => {
+                r.int()?;
+            }
+            STR => {
+                let n = r.count()?;
+                r.take(n)?;
+            }
+            tag => return Err(format!("bad key part tag {tag}")),
+        }
+    }
+    Ok(r.since(start))
+}
+
 /// Builds each table's rows as their batches come, until the decoding thread is done: one set
 /// per table, in the image's order.
-fn build(batches: mpsc::Receiver<(usize, Vec<(Key, Fields)>)>) -> Result<Vec<RowSet>, String> {
+fn build(batches: mpsc::Receiver<Batch<'_>>) -> Result<Vec<RowSet>, String> {
     let mut sets: Vec<RowSet> = Vec::new();
     for (index, batch) in batches {
         if sets.len() == index {
@@ -150,7 +173,7 @@ fn build(batches: mpsc::Receiver<(usize, Vec<(Key, Fields)>)>) -> Result<Vec<Row
         }
         let set = sets.last_mut().expect("a set per table so far");
         for (key, fields) in batch {
-            set.push_sorted(key, fields)?;
+            set.push_sorted(read_key(&mut Reader::new(key))?, fields)?;
         }
     }
     Ok(sets)
@@ -181,5 +204,103 @@ mod tests {
             .err()
             .expect("refused");
         assert!(error.contains("70000 fields"), "{error}");
+    }
+
+    fn two_tables() -> Schema {
+        Schema {
+            tables: ["a", "b"]
+                .map(|name| TableSchema {
+                    name: name.into(),
+                    fields: vec!["x".into(), "s".into()],
+                })
+                .to_vec(),
+        }
+    }
+
+    fn row(i: i64) -> pure_lang::Fields {
+        pure_lang::Fields::from_values(&[
+            pure_lang::Dynamic::from_int(i),
+            pure_lang::Dynamic::from(pure_lang::ImmutableString::from(format!("row {i}"))),
+        ])
+    }
+
+    /// Tables of several batches and an empty one read back as they were written, each row in
+    /// its table (the two threads hand rows over in batches).
+    #[test]
+    fn tables_of_many_batches_read_back_whole() {
+        let schema = Schema {
+            tables: ["a", "empty", "b"]
+                .map(|name| TableSchema {
+                    name: name.into(),
+                    fields: vec!["x".into(), "s".into()],
+                })
+                .to_vec(),
+        };
+        let mut tables = Tables::new(3);
+        let big = 2 * BATCH_ROWS as i64 + 17;
+        tables.set_rows(0, (0..big).map(|i| (Key::int(i), row(i))).collect());
+        tables.set_rows(
+            2,
+            (0..5)
+                .map(|i| (Key::string(&format!("k{i}")), row(-i)))
+                .collect(),
+        );
+        let mut image = Vec::new();
+        write_image(&mut image, &schema, &tables).expect("written");
+        let (read, _) = read_image(&image, &mut schema.clone()).expect("read");
+        for table in 0..3 {
+            let rows = |t: &Tables| {
+                t.rows(table)
+                    .map(|(k, f)| {
+                        (
+                            k.clone(),
+                            f.to_vec().iter().map(|v| v.to_string()).collect(),
+                        )
+                    })
+                    .collect::<Vec<(Key, Vec<String>)>>()
+            };
+            assert_eq!(rows(&read), rows(&tables), "table {table}");
+        }
+        assert_eq!(read.len(0), big as usize);
+        assert_eq!(read.len(1), 0);
+    }
+
+    /// Rows out of key order in the second table, or a key part of no known kind, are an error
+    /// that says so, whichever of the two threads finds it.
+    #[test]
+    fn rows_out_of_order_and_bad_keys_are_damage() {
+        let schema = two_tables();
+        let image = |second: &dyn Fn(&mut Vec<u8>)| {
+            let mut image = Vec::new();
+            image.extend_from_slice(MAGIC);
+            put_schema(&mut image, &schema);
+            put_varint(&mut image, 3);
+            for i in 0..3 {
+                put_key(&mut image, &Key::int(i));
+                put_varint(&mut image, 0);
+            }
+            second(&mut image);
+            image
+        };
+        let out_of_order = image(&|image| {
+            put_varint(image, 2);
+            for i in [5, 4] {
+                put_key(image, &Key::int(i));
+                put_varint(image, 0);
+            }
+        });
+        let error = read_image(&out_of_order, &mut schema.clone())
+            .err()
+            .expect("refused");
+        assert!(error.contains("out of key order"), "{error}");
+        let bad_key = image(&|image| {
+            put_varint(image, 1);
+            put_varint(image, 1);
+            image.push(0xEE);
+        });
+        let error = read_image(&bad_key, &mut schema.clone())
+            .err()
+            .expect("refused");
+        assert!(error.contains("bad key part tag"), "{error}");
     }
 }

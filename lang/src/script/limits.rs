@@ -151,7 +151,6 @@ impl Limits {
 }
 
 /// Operations between two wall-clock checks (a power of two: the check is a mask).
-
 pub(crate) const CLOCK_CHECK_OPERATIONS: u64 = 256;
 
 /// The value `on_progress` stops a handler with when its wall-clock budget is spent.

@@ -103,6 +103,11 @@ impl<'a> Reader<'a> {
         self.at
     }
 
+    /// The bytes read since `start`, a position of this reader.
+    pub fn since(&self, start: usize) -> &'a [u8] {
+        &self.bytes[start..self.at]
+    }
+
     /// The next byte, not consumed.
     pub fn peek(&self) -> Result<u8, String> {
         Ok(*self.bytes.get(self.at).ok_or("unexpected end")?)

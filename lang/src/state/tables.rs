@@ -82,6 +82,9 @@ impl FromIterator<(Key, Fields)> for RowSet {
     }
 }
 
+/// A stored row as the tables give it out: its key and fields.
+pub type RowRef<'a> = (&'a Key, &'a Fields);
+
 /// The state of every table, and of the declared indexes on them: the owner's, which it
 /// changes, or a snapshot of it ([`Tables::snapshot`]), which nothing changes.
 #[derive(Default)]
@@ -551,7 +554,7 @@ impl Tables {
 
     /// The first row of `table` and its last (the same row in a table of one; `None` when
     /// empty), without setting up a walk.
-    pub fn first_and_last(&self, table: TableId) -> Option<((&Key, &Fields), (&Key, &Fields))> {
+    pub fn first_and_last(&self, table: TableId) -> Option<(RowRef<'_>, RowRef<'_>)> {
         self.maps[table as usize].ends()
     }
 

@@ -37,6 +37,9 @@ use concread::internals::bptree::iter::{Iter, RangeIter};
 pub(crate) trait Item: Clone + Send + Sync + 'static {}
 impl<T: Clone + Send + Sync + 'static> Item for T {}
 
+/// A key and its value, as a tree gives them out.
+pub(crate) type Pair<'a, K, V> = (&'a K, &'a V);
+
 /// An ordered map, live or frozen (see the module doc).
 ///
 /// Invariants: a live tree's write transaction is always open (`Some`) outside `snapshot`; a
@@ -191,7 +194,7 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
 
     /// The least key and its value, and the greatest: two descents, where an iterator's set-up
     /// costs more.
-    pub(crate) fn ends(&self) -> Option<((&K, &V), (&K, &V))> {
+    pub(crate) fn ends(&self) -> Option<(Pair<'_, K, V>, Pair<'_, K, V>)> {
         match &self.state {
             State::Live(live) => {
                 Some((live.txn().first_key_value()?, live.txn().last_key_value()?))

@@ -128,13 +128,16 @@ struct Calls {
     differences: u64,
 }
 
+/// A transaction run, with its body's text and the app's answer.
+type Answered = (Txn, String, Answer);
+
 /// Runs `--transactions` calls of the mix from 10 terminals per warehouse, each timed alone;
 /// also gives back each transaction with its body's text and the app's answer.
 fn time_calls(
     args: &Args,
     app: &App,
     tables: &mut Tables,
-) -> anyhow::Result<(Calls, Vec<(Txn, String, Answer)>)> {
+) -> anyhow::Result<(Calls, Vec<Answered>)> {
     let terminals_n = (10 * args.warehouses) as usize;
     let mut terminals: Vec<Terminal> = (0..terminals_n)
         .map(|i| Terminal::new(1, i as u64, args.warehouses))
