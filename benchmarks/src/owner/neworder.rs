@@ -11,7 +11,7 @@ use pure_runtime::record;
 use pure_store::sim::SimRng;
 use serde_json::json;
 
-use super::timer::Timer;
+use super::timer::{Snapshots, Timer};
 use super::{body, Args};
 
 mod floor;
@@ -333,7 +333,7 @@ fn run_variant(
 ) -> anyhow::Result<()> {
     let snapshot_every = variant.ends_with("-snapshot").then_some(64);
     let mut ws = WriteSet::default();
-    let mut snapshot = None;
+    let mut snapshots = Snapshots::new();
     let mut calls = 0usize;
     for _ in 0..args.batches {
         for (request, order) in requests.iter().zip(orders) {
@@ -343,7 +343,7 @@ fn run_variant(
                 &mut tables.native
             };
             if snapshot_every.is_some_and(|n| calls.is_multiple_of(n)) {
-                snapshot = Some(variant_tables.snapshot());
+                snapshots.take(variant_tables);
             }
             match variant {
                 "script" | "script-snapshot" => {
@@ -366,7 +366,7 @@ fn run_variant(
             calls += 1;
         }
     }
-    drop(snapshot);
+    drop(snapshots);
     println!("ran {calls} calls of the {variant} variant");
     Ok(())
 }

@@ -9,7 +9,7 @@ use pure_runtime::record;
 use pure_store::sim::SimRng;
 use serde_json::json;
 
-use super::timer::Timer;
+use super::timer::{Snapshots, Timer};
 use super::{body, Args};
 
 /// Posts per snapshot in the scoreboard part: the group size pure-serve reaches at 64
@@ -52,9 +52,9 @@ pub(super) fn run(args: &Args) -> anyhow::Result<()> {
     let requests: Vec<Request> = (0..args.batch)
         .map(|_| post(rng.below(PLAYERS), rng.below(1_000_000)))
         .collect();
-    let mut call = |i: usize, tables: &mut Tables, snapshot: &mut Tables| {
+    let mut call = |i: usize, tables: &mut Tables, snapshots: &mut Snapshots| {
         if i.is_multiple_of(SCOREBOARD_GROUP) {
-            *snapshot = tables.snapshot();
+            snapshots.take(tables);
         }
         app.run_write("post_score", &requests[i % requests.len()], tables, &mut ws)
             .expect("the handler runs");
@@ -62,7 +62,8 @@ pub(super) fn run(args: &Args) -> anyhow::Result<()> {
         record_bytes.clear();
         ws.clear();
     };
-    let mut snapshot = tables.snapshot();
+    let mut snapshot = Snapshots::new();
+    snapshot.take(&mut tables);
     match args.variant.as_deref() {
         Some("load") => return Ok(()),
         Some("script") => {

@@ -11,6 +11,7 @@ use pure_lang::{App, Tables, WriteSet};
 use pure_runtime::record;
 use serde_json::json;
 
+use super::timer::Snapshots;
 use super::Args;
 use crate::tpcc::input::{Kind, Terminal, Txn};
 use crate::tpcc::{inprocess, population, population::LOAD_TIME, Answer};
@@ -151,7 +152,7 @@ fn time_calls(
     };
     let mut ws = WriteSet::default();
     let mut record = Vec::new();
-    let mut snapshot = None;
+    let mut snapshots = Snapshots::new();
     let mut writes = 0usize;
     let mut stream = Vec::with_capacity(args.transactions);
     for k in 0..args.transactions {
@@ -163,7 +164,7 @@ fn time_calls(
         let is_write = matches!(kind, Kind::NewOrder | Kind::Payment | Kind::Delivery);
         let started = Instant::now();
         if is_write && writes.is_multiple_of(64) {
-            snapshot = Some(tables.snapshot());
+            snapshots.take(tables);
         }
         let answer = inprocess::execute(app, tables, &mut ws, handler, &request);
         if is_write {
@@ -183,7 +184,7 @@ fn time_calls(
         }
         stream.push((txn, body, answer));
     }
-    drop(snapshot);
+    drop(snapshots);
     Ok((calls, stream))
 }
 
