@@ -85,9 +85,11 @@ pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping),
         let built = builder
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        // This thread's error first: the builder saw only the rows before it.
+        // The first damage in the image, as one thread reading it would find it: the builder
+        // is given every row before this thread's damage, so its error, if any, comes first.
+        let sets = built?;
         decoded?;
-        built
+        Ok::<_, String>(sets)
     })?;
     assert_eq!(sets.len(), ids.len(), "a set for each table of the image");
     for (index, set) in sets.into_iter().enumerate() {
@@ -117,7 +119,7 @@ fn decode_rows<'a>(
             let take = rows.min(BATCH_ROWS);
             rows -= take;
             let mut batch = Vec::with_capacity(take);
-            for _ in 0..take {
+            let decoded = (0..take).try_for_each(|_| {
                 let key = pass_key(r)?;
                 let n = r.count()?;
                 if n > pure_lang::SLOTS_MAX {
@@ -131,6 +133,13 @@ fn decode_rows<'a>(
                     mapping.place(index, slot, r, &mut fields)?;
                 }
                 batch.push((key, fields.build()));
+                Ok(())
+            });
+            if let Err(error) = decoded {
+                // The rows before the damage go to the builder all the same: damage among them
+                // comes first in the image, and is the error to report (`read_image`).
+                let _ = batches.send((index, batch));
+                return Err(error);
             }
             if batches.send((index, batch)).is_err() {
                 // The builder stopped at rows out of order: its error says which.
@@ -302,5 +311,35 @@ mod tests {
             .err()
             .expect("refused");
         assert!(error.contains("bad key part tag"), "{error}");
+    }
+
+    /// An image damaged in two places reports the first, however far apart the two are and
+    /// whichever thread finds each (the order of two keys is the builder's to check, a key's
+    /// tag the reading thread's): as one thread reading it would.
+    #[test]
+    fn the_first_damage_is_the_one_reported() {
+        let schema = two_tables();
+        for after in [0, 6_000, BATCH_ROWS * 2 - 2, 20_000] {
+            let mut image = Vec::new();
+            image.extend_from_slice(MAGIC);
+            put_schema(&mut image, &schema);
+            put_varint(&mut image, 2 + after as u64);
+            for i in [5, 4].into_iter().chain(6..6 + after as i64) {
+                put_key(&mut image, &Key::int(i));
+                put_varint(&mut image, 0);
+            }
+            put_varint(&mut image, 1);
+            put_varint(&mut image, 1);
+            image.push(0xEE);
+            for run in 0..10 {
+                let error = read_image(&image, &mut schema.clone())
+                    .err()
+                    .expect("refused");
+                assert!(
+                    error.contains("out of key order"),
+                    "{after} rows between the two, run {run}: {error}"
+                );
+            }
+        }
     }
 }

@@ -9,9 +9,13 @@
 //! state committed (the snapshot) and a new write transaction: from then on the owner copies a
 //! node before changing it, the first time only. A snapshot costs a commit, not a reference
 //! count per child, and a node the owner replaced is retired with the generation that could
-//! still see it: it is freed when the last snapshot that can reach it is dropped, on the thread
-//! that drops it (the syncer, or an HTTP thread that read from it). Never in a write: a live tree
+//! still see it. Generations are freed in the order they were made: a node is freed once the
+//! snapshot that could reach it and every older one are dropped, on the thread that drops the
+//! last of them (the syncer, or an HTTP thread that read from it). Never in a write: a live tree
 //! keeps the snapshot it made last until it makes the next one, which the runtime's syncer does.
+//! So one snapshot held long (the checkpoint's, while it writes the image; a slow read) keeps
+//! every node retired after it, including those that only later snapshots could reach: imbl
+//! kept only what the old snapshot could reach.
 //!
 //! Only this file knows which tree it is. It must not know rows, keys or indexes: it is a map.
 //!
@@ -188,6 +192,8 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
         Range {
             iter,
             bounds: kept,
+            front: None,
+            back: None,
             done: false,
         }
     }
@@ -268,12 +274,17 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
 /// The pairs of a tree within bounds, in key order from either end.
 ///
 /// concread's own range iterator can run past its lower bound when walked backwards (with
-/// `Excluded(k)` it went on to the first key of the tree: `lang/tests/tree_model.rs` found it), so
-/// every pair is held to the bounds here: one that falls short of the end walked towards is
-/// skipped, one past it ends the walk.
+/// `Excluded(k)` it went on to the first key of the tree: `lang/tests/tree_model.rs` found it),
+/// and walked from both ends it can pass the point where they meet and give pairs twice (its
+/// front can start past the end of a leaf, where the back never finds it). So every pair is held
+/// to the bounds here, and each end to the last key the other gave: a pair short of the end
+/// walked towards is skipped, one past it ends the walk.
 pub(crate) struct Range<'a, K: Item + Ord + Debug, V: Item> {
     iter: RangeIter<'a, K, V>,
     bounds: (Bound<K>, Bound<K>),
+    /// The last keys given from the front and from the back.
+    front: Option<&'a K>,
+    back: Option<&'a K>,
     done: bool,
 }
 
@@ -301,10 +312,11 @@ impl<'a, K: Item + Ord + Debug, V: Item> Iterator for Range<'a, K, V> {
             let Some((key, value)) = self.iter.next() else {
                 break;
             };
-            if !below(key, &self.bounds.1) {
+            if !below(key, &self.bounds.1) || self.back.is_some_and(|back| key >= back) {
                 break;
             }
             if above(key, &self.bounds.0) {
+                self.front = Some(key);
                 return Some((key, value));
             }
         }
@@ -319,10 +331,11 @@ impl<K: Item + Ord + Debug, V: Item> DoubleEndedIterator for Range<'_, K, V> {
             let Some((key, value)) = self.iter.next_back() else {
                 break;
             };
-            if !above(key, &self.bounds.0) {
+            if !above(key, &self.bounds.0) || self.front.is_some_and(|front| key <= front) {
                 break;
             }
             if below(key, &self.bounds.1) {
+                self.back = Some(key);
                 return Some((key, value));
             }
         }
@@ -393,6 +406,48 @@ mod tests {
     impl Drop for Probe {
         fn drop(&mut self) {
             self.0.lock().unwrap().push(std::thread::current().id());
+        }
+    }
+
+    /// A range walked from both ends, turn by turn in every proportion, gives each pair within
+    /// its bounds once, live or frozen: concread's own iterator gave pairs twice where its
+    /// front started past the end of a leaf (`Included(61)..` over keys 0, 10, .., 150).
+    #[test]
+    fn a_range_walked_from_both_ends_gives_each_pair_once() {
+        let mut tree = Tree::<u32, ()>::new();
+        for key in 0..16 {
+            tree.insert(key * 10, ());
+        }
+        let frozen = tree.snapshot();
+        let points = [0, 1, 9, 10, 11, 59, 60, 61, 67, 70, 99, 100, 149, 150, 151];
+        let bounds = |k: u32| [Bound::Included(k), Bound::Excluded(k)];
+        let mut lows: Vec<Bound<u32>> = points.iter().flat_map(|&k| bounds(k)).collect();
+        lows.push(Bound::Unbounded);
+        let highs = lows.clone();
+        for tree in [&tree, &frozen] {
+            for low in &lows {
+                for high in &highs {
+                    let expected: Vec<u32> = (0..16)
+                        .map(|k| k * 10)
+                        .filter(|k| above(k, low) && below(k, high))
+                        .collect();
+                    for from_back in 0..=expected.len() + 1 {
+                        let mut range = tree.range((*low, *high));
+                        let mut back: Vec<u32> = (&mut range)
+                            .rev()
+                            .take(from_back)
+                            .map(|(k, _)| *k)
+                            .collect();
+                        let mut got: Vec<u32> = range.map(|(k, _)| *k).collect();
+                        back.reverse();
+                        got.extend(back);
+                        assert_eq!(
+                            got, expected,
+                            "{low:?}..{high:?}, {from_back} from the back first"
+                        );
+                    }
+                }
+            }
         }
     }
 
