@@ -62,13 +62,13 @@ pub(super) fn run(args: &Args) -> anyhow::Result<()> {
         record_bytes.clear();
         ws.clear();
     };
-    let mut snapshot = Snapshots::new();
-    snapshot.take(&mut tables);
+    let mut snapshots = Snapshots::new();
+    snapshots.take(&mut tables);
     match args.variant.as_deref() {
         Some("load") => return Ok(()),
         Some("script") => {
             for i in 0..args.batch * args.batches {
-                call(i, &mut tables, &mut snapshot);
+                call(i, &mut tables, &mut snapshots);
             }
             println!("ran {} calls", args.batch * args.batches);
             return Ok(());
@@ -80,7 +80,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<()> {
     let mut i = 0;
     for round in 0..args.batches + 1 {
         timer.time(args.batch, || {
-            call(i, &mut tables, &mut snapshot);
+            call(i, &mut tables, &mut snapshots);
             i += 1;
         });
         if round == 0 {
