@@ -22,11 +22,14 @@
 //! at 64 connections the syncer stood idle about 0.8 ms per group, four times its commit.
 //! Research note 007.)
 //!
+//! When writes come one at a time, the caller that ran one commits its group itself rather than
+//! wake the syncer (`added` says when; the syncer's module doc says why).
+//!
 //! It owns the lock between the owner and the syncer, and the group it guards. It must not know
 //! how a write is run (`owner`) nor how a group is made durable (`syncer`): only when one may
 //! take or add.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -49,8 +52,8 @@ pub(crate) struct Building {
     room: Condvar,
     /// No more writes join a group past this many bytes (see `Owner`).
     group_bytes_max: usize,
-    /// Writes added so far: what the syncer watches while it waits awake (`take`).
-    added_total: AtomicU64,
+    /// Writes come one at a time (`set_lone_writes`).
+    lone_writes: AtomicBool,
 }
 
 pub(crate) struct State {
@@ -72,10 +75,12 @@ pub(crate) struct State {
     syncer_gone: bool,
 }
 
-/// What the syncer's wait ended with.
+/// What the syncer's wait, or its attempt to take a group, ended with.
 pub(crate) enum Take {
     Group(Taken),
-    /// Nothing came within the patience given.
+    /// The group holds a write (`wait_for_group`).
+    Ready,
+    /// Nothing came within the patience given; or, to `take`, the group holds no write.
     Idle,
     /// The owner has stopped and its last group is taken, or the owner panicked while changing
     /// the state (the tables may then hold a change that no record describes: nothing of it
@@ -107,7 +112,7 @@ impl Building {
             ready: Condvar::new(),
             room: Condvar::new(),
             group_bytes_max,
-            added_total: AtomicU64::new(0),
+            lone_writes: AtomicBool::new(false),
         }
     }
 
@@ -149,10 +154,11 @@ impl Building {
         }
     }
 
-    /// Called by the owner after adding a write's answer to the group, still under the lock.
-    pub(crate) fn added(&self, mut state: MutexGuard<'_, State>) {
-        // Cleared by the waker, not the woken: the writes added while the syncer waits for a
-        // core then cost no further system call.
+    /// Called by whoever ran a write after adding its answer to the group, still under the
+    /// lock. True when the caller is to commit the group itself (`may_commit_here`, lone
+    /// writes coming one at a time, the syncer asleep): the syncer is then left asleep, and the
+    /// caller must either commit the group or wake it (`wake_syncer`).
+    pub(crate) fn added(&self, mut state: MutexGuard<'_, State>, may_commit_here: bool) -> bool {
         assert!(
             state.group.replies.len() <= GROUP_WRITES_MAX,
             "a write runs only when the group has room for it"
@@ -161,53 +167,49 @@ impl Building {
             state.group.ends.len() <= state.group.replies.len() + 1,
             "a write adds at most one record, and a run's schema one more"
         );
-        let wake = std::mem::replace(&mut state.syncer_waits, false);
+        if !state.syncer_waits {
+            return false;
+        }
+        if may_commit_here && self.lone_writes.load(Ordering::Relaxed) {
+            return true;
+        }
+        // Cleared by the waker, not the woken: the writes added while the syncer waits for a
+        // core then cost no further system call.
+        state.syncer_waits = false;
         drop(state);
-        self.added_total.fetch_add(1, Ordering::Release);
-        if wake {
+        self.ready.notify_one();
+        false
+    }
+
+    /// Wakes the syncer if it sleeps: for a caller told to commit (`added`) that does not.
+    pub(crate) fn wake_syncer(&self) {
+        let mut state = self.lock();
+        if std::mem::replace(&mut state.syncer_waits, false) {
+            drop(state);
             self.ready.notify_one();
         }
     }
 
-    /// The syncer's wait for the next group: takes it as soon as it holds a write, watching for
-    /// one awake for up to `awake` before it sleeps, and asleep for up to `patience` (without
-    /// end if `None`).
-    pub(crate) fn take(&self, awake: Duration, patience: Option<Duration>) -> Take {
-        let mut awake_until = (!awake.is_zero()).then(|| Instant::now() + awake);
-        let give_up = patience.map(|patience| Instant::now() + awake + patience);
+    /// Whether writes now come one at a time, each within a moment of the previous answer: the
+    /// next then commits on the thread that ran it rather than wake the syncer (`added`). Set
+    /// by whoever commits a group, from that group.
+    pub(crate) fn set_lone_writes(&self, lone: bool) {
+        self.lone_writes.store(lone, Ordering::Relaxed);
+    }
+
+    /// The syncer thread's wait, without the syncer's role: until the group holds a write or
+    /// the owner has stopped, asleep for up to `patience` (without end if `None`).
+    pub(crate) fn wait_for_group(&self, patience: Option<Duration>) -> Take {
+        let give_up = patience.map(|patience| Instant::now() + patience);
         let Ok(mut state) = self.state.lock() else {
             return Take::Done;
         };
         loop {
             if !state.group.replies.is_empty() {
-                let mut group = std::mem::take(&mut state.group);
-                group.snapshot = Arc::new(state.tables.snapshot());
-                let taken = Taken {
-                    group,
-                    busy: std::mem::take(&mut state.busy),
-                    failed: std::mem::take(&mut state.failed),
-                };
-                let wake = std::mem::replace(&mut state.owner_waits, false);
-                drop(state);
-                if wake {
-                    self.room.notify_one();
-                }
-                return Take::Group(taken);
+                return Take::Ready;
             }
             if state.owner_done {
                 return Take::Done;
-            }
-            if let Some(until) = awake_until.take() {
-                let seen = self.added_total.load(Ordering::Acquire);
-                drop(state);
-                while self.added_total.load(Ordering::Acquire) == seen && Instant::now() < until {
-                    std::thread::yield_now();
-                }
-                state = match self.state.lock() {
-                    Ok(state) => state,
-                    Err(_) => return Take::Done,
-                };
-                continue;
             }
             let left = match give_up {
                 Some(at) if Instant::now() >= at => return Take::Idle,
@@ -228,6 +230,34 @@ impl Building {
             };
             state.syncer_waits = false;
         }
+    }
+
+    /// Takes the group, with a snapshot of the tables after it, if it holds a write. Only the
+    /// holder of the syncer's role calls this, so that groups are committed in the order they
+    /// were taken.
+    pub(crate) fn take(&self) -> Take {
+        let Ok(mut state) = self.state.lock() else {
+            return Take::Done;
+        };
+        if state.group.replies.is_empty() {
+            return match state.owner_done {
+                true => Take::Done,
+                false => Take::Idle,
+            };
+        }
+        let mut group = std::mem::take(&mut state.group);
+        group.snapshot = Arc::new(state.tables.snapshot());
+        let taken = Taken {
+            group,
+            busy: std::mem::take(&mut state.busy),
+            failed: std::mem::take(&mut state.failed),
+        };
+        let wake = std::mem::replace(&mut state.owner_waits, false);
+        drop(state);
+        if wake {
+            self.room.notify_one();
+        }
+        Take::Group(taken)
     }
 
     /// Undoes every write that is not durable: the tables go back to `durable` (the published

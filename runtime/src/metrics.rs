@@ -16,6 +16,9 @@ pub struct Metrics {
     /// failed sync, a stop. None of them is ever applied later.
     pub writes_refused_total: u64,
     pub groups_total: u64,
+    /// Groups committed on the thread that ran their one write, the syncer left asleep (writes
+    /// coming one at a time: see `pure_runtime`'s syncer).
+    pub groups_committed_here_total: u64,
     /// (upper bound, cumulative count), Prometheus style.
     pub group_records_buckets: Vec<(u64, u64)>,
     pub group_records_sum: u64,
@@ -72,6 +75,7 @@ struct Counts {
     writes_failed_total: u64,
     writes_refused_total: u64,
     groups_total: u64,
+    groups_committed_here_total: u64,
     group_records: [u64; GROUP_RECORDS_BOUNDS.len() + 1],
     group_records_sum: u64,
     sync: [u64; SYNC_SECONDS_BOUNDS.len() + 1],
@@ -139,6 +143,10 @@ impl MetricsCell {
         c.durable_lsn = durable_lsn;
     }
 
+    pub(crate) fn group_committed_here(&self) {
+        self.lock().groups_committed_here_total += 1;
+    }
+
     pub(crate) fn log(&self, used: u64, capacity: u64) {
         let mut c = self.lock();
         c.log_bytes = used;
@@ -181,6 +189,7 @@ impl MetricsCell {
             writes_failed_total: c.writes_failed_total,
             writes_refused_total: c.writes_refused_total,
             groups_total: c.groups_total,
+            groups_committed_here_total: c.groups_committed_here_total,
             group_records_buckets: GROUP_RECORDS_BOUNDS.iter().copied().zip(group).collect(),
             group_records_sum: c.group_records_sum,
             sync_seconds_buckets: SYNC_SECONDS_BOUNDS.iter().copied().zip(sync).collect(),

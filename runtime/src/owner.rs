@@ -94,7 +94,9 @@ impl Owner {
         // rather than held here while the group is full.
         while self.building.wait_for_room() {
             match self.inbox.wait() {
-                Wait::Queued => self.run_queued(&mut self.role(), None),
+                Wait::Queued => {
+                    self.run_queued(&mut self.role(), None);
+                }
                 // Closed and drained after a shutdown, or the syncer is gone (after a panic
                 // there): take the role for good, and run what a caller queued meanwhile.
                 Wait::Stop => {
@@ -111,42 +113,57 @@ impl Owner {
 
     /// Called by a caller that has just queued a write: runs the queued writes on this thread
     /// unless someone holds the role (who then runs them), for at most `RUN_HERE_BUDGET`; what
-    /// is left then goes to the owner thread. Never waits for the role.
-    pub fn run_here(&self) {
+    /// is left then goes to the owner thread. Never waits for the role. True when the caller
+    /// is to commit the group now (`Building::added`): it ran the group's last write, nothing
+    /// is queued behind it, and the syncer was left asleep.
+    #[must_use = "a caller told to commit must commit, or the syncer sleeps on the group"]
+    pub fn run_here(&self) -> bool {
         let deadline = Instant::now() + RUN_HERE_BUDGET;
+        // Whether the last write run here left the syncer asleep for this thread to commit.
+        let mut commit = false;
         loop {
             let mut scratch = match self.scratch.try_lock() {
                 Ok(scratch) => scratch,
-                Err(TryLockError::WouldBlock) => return,
+                Err(TryLockError::WouldBlock) => return commit,
                 // Only a panic of the owner thread poisons the role (a caller's is caught
                 // below), and that thread has stopped: leave it to its stop guard.
-                Err(TryLockError::Poisoned(_)) => return,
+                Err(TryLockError::Poisoned(_)) => return commit,
             };
             let ran = panic::catch_unwind(AssertUnwindSafe(|| {
                 self.run_queued(&mut scratch, Some(deadline))
             }));
             drop(scratch);
-            if let Err(panicked) = ran {
-                // Not re-raised: the write that panicked may be another caller's, and this one
-                // has nothing to do with it. That write's reply went with it (its caller sees
-                // the answer dropped); the poison answers every later write.
-                let message = panic_message(panicked.as_ref());
-                eprintln!("pure-runtime: running a write panicked: {message}");
-                self.shared.poison(format!(
-                    "internal error: running a write panicked ({message}); writes cannot be \
-                     made durable: restart to recover the durable state from the log"
-                ));
-                return self.inbox.wake_owner_thread();
+            match ran {
+                Ok(Some(here)) => commit = here,
+                Ok(None) => {}
+                Err(panicked) => {
+                    // Not re-raised: the write that panicked may be another caller's, and this
+                    // one has nothing to do with it. That write's reply went with it (its
+                    // caller sees the answer dropped); the poison answers every later write.
+                    let message = panic_message(panicked.as_ref());
+                    eprintln!("pure-runtime: running a write panicked: {message}");
+                    self.shared.poison(format!(
+                        "internal error: running a write panicked ({message}); writes cannot \
+                         be made durable: restart to recover the durable state from the log"
+                    ));
+                    self.building.wake_syncer();
+                    self.inbox.wake_owner_thread();
+                    return false;
+                }
             }
             // A write queued while this thread held the role, by a caller that found the role
             // taken, is this thread's to run: look again now that the role is free.
             if self.inbox.is_empty() {
-                return;
+                return commit;
             }
             if !self.building.has_room_now() || Instant::now() >= deadline {
                 // The owner thread waits for room, or takes over a steady stream of writes, so
                 // that no caller waits for it.
-                return self.inbox.wake_owner_thread();
+                if commit {
+                    self.building.wake_syncer();
+                }
+                self.inbox.wake_owner_thread();
+                return false;
             }
         }
     }
@@ -156,22 +173,26 @@ impl Owner {
     }
 
     /// Runs queued writes until the queue is empty, the group is full, or `deadline` has passed
-    /// (after at least one write).
-    fn run_queued(&self, scratch: &mut Scratch, deadline: Option<Instant>) {
+    /// (after at least one write). A caller (`deadline` set) may be told to commit: the last
+    /// write's answer from `Building::added`, `None` if it ran none.
+    fn run_queued(&self, scratch: &mut Scratch, deadline: Option<Instant>) -> Option<bool> {
         let mut room = self.building.has_room_now();
-        let mut ran = false;
+        let mut commit = None;
         while room {
-            if ran && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                return;
+            if commit.is_some() && deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                break;
             }
-            let Some(job) = self.inbox.pop() else { return };
-            room = self.run_job(job, scratch);
-            ran = true;
+            let Some(job) = self.inbox.pop() else { break };
+            let here;
+            (room, here) = self.run_job(job, scratch, deadline.is_some());
+            commit = Some(here);
         }
+        commit
     }
 
-    /// Runs one write into the group; whether the group still has room after it.
-    fn run_job(&self, mut job: Job, scratch: &mut Scratch) -> bool {
+    /// Runs one write into the group; whether the group still has room after it, and whether
+    /// this thread is to commit it (only if `may_commit_here`: see `Building::added`).
+    fn run_job(&self, mut job: Job, scratch: &mut Scratch, may_commit_here: bool) -> (bool, bool) {
         let started = Instant::now();
         let depth = self
             .shared
@@ -196,8 +217,8 @@ impl Owner {
         state.group.replies.push((job.reply, result));
         state.busy += started.elapsed();
         let room = self.building.has_room(&state);
-        self.building.added(state);
-        room
+        let here = self.building.added(state, may_commit_here);
+        (room, here)
     }
 }
 

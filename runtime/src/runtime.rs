@@ -22,7 +22,7 @@ use crate::owner::Owner;
 use crate::recovery::{recover, Recovery};
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
-use crate::syncer::Syncer;
+use crate::syncer::{SyncRole, Syncer};
 
 struct Inner {
     shared: Arc<Shared>,
@@ -32,6 +32,9 @@ struct Inner {
     /// owner thread has stopped, the group being built (and the answers it holds) must go with
     /// it, or a caller would wait forever for an answer that cannot come.
     owner: Weak<Owner>,
+    /// Callers commit a lone write with it, rather than wake the syncer thread. Weak, as
+    /// `owner`: once the syncer thread has stopped, the group being built goes with it.
+    sync: Weak<SyncRole>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: Recovery,
 }
@@ -113,7 +116,10 @@ impl Runtime {
             commit_gate: options.commit_gate.clone(),
             checkpoint: None,
             log_full: Default::default(),
+            answered_at: std::time::Instant::now(),
+            lone_write_gap: options.lone_write_gap,
         };
+        let sync = Arc::new(SyncRole::new(syncer));
         let owner = Arc::new(Owner {
             shared: shared.clone(),
             building,
@@ -124,9 +130,10 @@ impl Runtime {
             run_gate: options.run_gate.clone(),
         });
         let owner_role = Arc::downgrade(&owner);
+        let sync_role = Arc::downgrade(&sync);
         let syncer = std::thread::Builder::new()
             .name("pure-syncer".into())
-            .spawn(move || syncer.run())
+            .spawn(move || sync.run())
             .map_err(OpenError::Thread)?;
         let owner_handle = std::thread::Builder::new()
             .name("pure-owner".into())
@@ -137,6 +144,7 @@ impl Runtime {
             shared,
             inbox,
             owner: owner_role,
+            sync: sync_role,
             threads: Mutex::new(vec![owner_handle, syncer]),
             recovery,
         };
@@ -215,8 +223,14 @@ impl Runtime {
             reply,
         }) {
             Ok(()) => {
-                if let Some(owner) = self.inner.owner.upgrade() {
-                    owner.run_here();
+                let commit_here = match self.inner.owner.upgrade() {
+                    Some(owner) => owner.run_here(),
+                    None => false,
+                };
+                if commit_here {
+                    if let Some(sync) = self.inner.sync.upgrade() {
+                        sync.commit_here();
+                    }
                 }
                 Ok(receiver)
             }

@@ -1,4 +1,14 @@
-//! The syncer thread: owns the store; makes each group durable, then publishes and answers it.
+//! The syncer's role: owns the store; makes each group durable, then publishes and answers it.
+//!
+//! The role is a lock (`SyncRole`). The syncer thread takes it whenever a group is ready. A
+//! caller that has just run a write alone in its group, when writes come one at a time (the last
+//! group was one write, within `RuntimeOptions::lone_write_gap` of the answer before it) and the
+//! syncer sleeps, takes it instead and commits on its own thread (`commit_here`): a woken syncer
+//! waits 30-80 µs for a core on a busy 2-core machine, on every such write's path, and keeping it
+//! awake for the next one (spinning on `sched_yield`, as it did) cost a core's time between
+//! writes: 60 µs of CPU per TPC-C transaction at one terminal (research note 024). Groups are
+//! taken only under the role, so they are committed in the order they were built, whoever
+//! commits them.
 //!
 //! Steps per group (in the order the owner made them):
 //! 0. take the group being built, as soon as it holds a write (`Building::take`);
@@ -24,16 +34,19 @@
 //! the syncer keeps trying, so writes resume by themselves once space returns.
 //!
 //! It must not know how writes are run: it sees groups of records and answers, made by the
-//! owner through `Building`.
+//! owner through `Building`. A caller commits only a group of lone writes, never while a test's
+//! commit gate is set, and never with the log half full: waiting for a checkpoint to free the
+//! log is the syncer thread's, not a caller's.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pure_lang::{Answer, HandlerError, Schema, Tables};
+use pure_lang::{panic_message, Answer, HandlerError, Schema, Tables};
 use pure_store::{CheckpointDone, Error as StoreError, Lsn, Store};
 
-use crate::building::{Building, Take};
+use crate::building::{Building, Take, Taken};
 use crate::checkpoint::write_image;
 use crate::group::Group;
 use crate::inbox::Inbox;
@@ -51,17 +64,16 @@ const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// How often a group waiting for log space looks whether a stop has begun.
 const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
-/// How long the syncer stays awake for the next write, yielding its core to any thread that
-/// wants it, after a group of one write that came within this long of the previous answer. Such
-/// writes come one at a time from a client waiting for each answer: the next comes about 100 µs
-/// after this answer leaves, and a sleeping syncer put its wake-up on that write's path. Paired
-/// runs at 1 connection: 1.13x the posts/s, for about 60 µs more CPU per post; at 4, 16 and 64
-/// connections within the noise. Writes spaced wider than this find the syncer asleep, as
-/// before, rather than cost it 300 µs awake each; so do the first two after a pause, as the
-/// decision uses the gap before the group just taken. A syncer that spun without yielding, after
-/// every group, ran 0.83x at 64 connections: it took a core from the threads that make the
-/// writes (research note 010).
-const AWAKE_AFTER_LONE_WRITE: Duration = Duration::from_micros(300);
+/// The syncer's role: whoever holds it takes and commits groups, so that groups are committed
+/// one at a time, in the order they were taken. The syncer thread takes it when a group is
+/// ready; a caller that has just run a lone write takes it instead of waking the syncer
+/// (`commit_here`).
+pub(crate) struct SyncRole {
+    syncer: Mutex<Syncer>,
+    building: Arc<Building>,
+    inbox: Arc<Inbox>,
+    shared: Arc<Shared>,
+}
 
 pub(crate) struct Syncer {
     pub shared: Arc<Shared>,
@@ -76,6 +88,10 @@ pub(crate) struct Syncer {
     /// The checkpoint being written on its own thread, if any.
     pub checkpoint: Option<Receiver<CheckpointResult>>,
     pub log_full: LogFull,
+    /// When the last group's answers were sent.
+    pub answered_at: Instant,
+    /// See `RuntimeOptions::lone_write_gap`.
+    pub lone_write_gap: Duration,
 }
 
 /// What the syncer knows of a full log.
@@ -103,59 +119,132 @@ enum Outcome {
     Failed(String),
 }
 
-impl Syncer {
-    pub fn run(mut self) {
+impl SyncRole {
+    pub fn new(syncer: Syncer) -> SyncRole {
+        SyncRole {
+            building: syncer.building.clone(),
+            inbox: syncer.inbox.clone(),
+            shared: syncer.shared.clone(),
+            syncer: Mutex::new(syncer),
+        }
+    }
+
+    /// The role, waiting for it; `None` once a panic while it was held poisoned it.
+    fn lock(&self) -> Option<MutexGuard<'_, Syncer>> {
+        self.syncer.lock().ok()
+    }
+
+    /// The syncer thread: takes the role whenever a group is ready and commits it, until the
+    /// owner has stopped and its last group is committed.
+    pub fn run(&self) {
         let _gone = SyncerGone {
             inbox: self.inbox.clone(),
             building: self.building.clone(),
         };
-        let mut awake = Duration::ZERO;
-        let mut answered_at = Instant::now();
         loop {
             // With a full log, wake up now and then to try to free it even without writes.
-            let patience = self.log_full.since.map(|_| RETRY_PAUSE_MAX / 4);
-            let taken = match self.building.take(awake, patience) {
-                Take::Group(taken) => taken,
+            let Some(syncer) = self.lock() else { return };
+            let patience = syncer.log_full.since.map(|_| RETRY_PAUSE_MAX / 4);
+            drop(syncer);
+            match self.building.wait_for_group(patience) {
+                Take::Ready | Take::Group(_) => {}
                 Take::Idle => {
-                    awake = Duration::ZERO;
-                    self.free_log_space(Instant::now() + RETRY_PAUSE_MIN);
+                    let Some(mut syncer) = self.lock() else {
+                        return;
+                    };
+                    syncer.free_log_space(Instant::now() + RETRY_PAUSE_MIN);
                     continue;
                 }
                 Take::Done => break,
+            }
+            let Some(mut syncer) = self.lock() else {
+                return;
             };
-            let group = taken.group;
-            let count = group.replies.len() as u64;
-            assert!(
-                count > 0,
-                "Building::take hands over a group once it holds a write"
-            );
-            let back_to_back = answered_at.elapsed() < AWAKE_AFTER_LONE_WRITE;
-            awake = if count == 1 && back_to_back {
-                AWAKE_AFTER_LONE_WRITE
-            } else {
-                Duration::ZERO
-            };
-            self.shared
-                .metrics
-                .owner_group(taken.busy, count, taken.failed);
-            self.poll_checkpoint();
-            self.commit_group(group);
-            answered_at = Instant::now();
-            let used = self.store.log_used_bytes();
-            self.shared
-                .metrics
-                .log(used, self.store.log_capacity_bytes());
-            if self.checkpoint.is_none()
-                && used > self.checkpoint_interval_bytes
-                && !self.is_poisoned()
-            {
-                self.start_checkpoint();
+            match self.building.take() {
+                Take::Group(taken) => syncer.commit_taken(taken),
+                // A caller committed it meanwhile.
+                Take::Idle | Take::Ready => {}
+                Take::Done => break,
             }
         }
-        if let Some(running) = self.checkpoint.take() {
+        // After any caller's commit still under way.
+        let Some(mut syncer) = self.lock() else {
+            return;
+        };
+        if let Some(running) = syncer.checkpoint.take() {
             if let Ok(result) = running.recv() {
-                self.install(result);
+                syncer.install(result);
             }
+        }
+    }
+
+    /// Called by a caller that ran the group's last write and was told to commit it
+    /// (`Building::added`): commits it on this thread when the role is free and the log has
+    /// room to spare, and wakes the syncer otherwise.
+    pub fn commit_here(&self) {
+        let mut syncer = match self.syncer.try_lock() {
+            Ok(syncer) => syncer,
+            // Someone commits now (and the syncer thread takes what follows), or a panic
+            // poisoned the role: either way, the syncer thread's.
+            Err(_) => return self.building.wake_syncer(),
+        };
+        if !syncer.may_commit_here() {
+            drop(syncer);
+            return self.building.wake_syncer();
+        }
+        let Take::Group(taken) = self.building.take() else {
+            // Another caller, or the syncer thread, took it first.
+            return;
+        };
+        self.shared.metrics.group_committed_here();
+        let committed = panic::catch_unwind(AssertUnwindSafe(|| syncer.commit_taken(taken)));
+        drop(syncer);
+        if let Err(panicked) = committed {
+            // Not re-raised on a caller's thread. Nothing later is made durable: the poison
+            // refuses every group after this one, whoever commits it.
+            let message = panic_message(panicked.as_ref());
+            eprintln!("pure-runtime: committing a group panicked: {message}");
+            self.shared.poison(format!(
+                "internal error: committing a group panicked ({message}); writes cannot be made \
+                 durable: restart to recover the durable state from the log"
+            ));
+            self.building.wake_syncer();
+        }
+    }
+}
+
+impl Syncer {
+    /// Whether a caller may commit a lone write on its own thread: not with a test's commit gate
+    /// (which holds the committing thread, and is documented as the syncer's), nor with a log
+    /// that may fill (waiting for a checkpoint to free it is the syncer thread's). A group of
+    /// one write takes at most an eighth of the log.
+    fn may_commit_here(&self) -> bool {
+        self.commit_gate.is_none()
+            && self.log_full.since.is_none()
+            && self.store.log_used_bytes() <= self.store.log_capacity_bytes() / 2
+    }
+
+    /// Commits a group the role's holder took, then starts a checkpoint if the log calls for
+    /// one.
+    fn commit_taken(&mut self, taken: Taken) {
+        let group = taken.group;
+        let count = group.replies.len() as u64;
+        assert!(count > 0, "a group is taken once it holds a write");
+        let back_to_back = self.answered_at.elapsed() < self.lone_write_gap;
+        self.building.set_lone_writes(count == 1 && back_to_back);
+        self.shared
+            .metrics
+            .owner_group(taken.busy, count, taken.failed);
+        self.poll_checkpoint();
+        self.commit_group(group);
+        self.answered_at = Instant::now();
+        let used = self.store.log_used_bytes();
+        self.shared
+            .metrics
+            .log(used, self.store.log_capacity_bytes());
+        if self.checkpoint.is_none() && used > self.checkpoint_interval_bytes && !self.is_poisoned()
+        {
+            self.start_checkpoint();
         }
     }
 

@@ -328,7 +328,7 @@ fn render_runtime(out: &mut String, m: &Metrics) {
     } else {
         0.0
     };
-    let figures: [(&str, &str, &str, f64); 19] = [
+    let figures: [(&str, &str, &str, f64); 20] = [
         (
             "pure_write_queue_depth",
             "Writes waiting for the owner.",
@@ -358,6 +358,12 @@ fn render_runtime(out: &mut String, m: &Metrics) {
             "Commit groups synced.",
             "counter",
             m.groups_total as f64,
+        ),
+        (
+            "pure_groups_committed_here_total",
+            "Commit groups of one write committed on the thread that ran it (writes coming one at a time), not by the syncer.",
+            "counter",
+            m.groups_committed_here_total as f64,
         ),
         (
             "pure_syncs_total",

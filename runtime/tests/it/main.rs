@@ -4,6 +4,7 @@ mod compat;
 mod crash;
 mod durability;
 mod layers;
+mod lone_writes;
 mod record_model;
 mod state_after_failures;
 mod support;
