@@ -29,7 +29,7 @@
 //! how a write is run (`owner`) nor how a group is made durable (`syncer`): only when one may
 //! take or add.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -52,8 +52,12 @@ pub(crate) struct Building {
     room: Condvar,
     /// No more writes join a group past this many bytes (see `Owner`).
     group_bytes_max: usize,
+    /// Writes added so far: what the syncer watches while it waits awake (`wait_for_group`).
+    added_total: AtomicU64,
     /// Writes come one at a time (`set_lone_writes`).
     lone_writes: AtomicBool,
+    /// A caller told to commit found the syncer's role taken (`contended`).
+    contended: AtomicBool,
 }
 
 pub(crate) struct State {
@@ -73,6 +77,8 @@ pub(crate) struct State {
     owner_done: bool,
     /// The syncer has stopped: no group will be taken again.
     syncer_gone: bool,
+    /// See `wake_syncer_for_the_log`.
+    log_needs_syncer: bool,
 }
 
 /// What the syncer's wait, or its attempt to take a group, ended with.
@@ -93,6 +99,8 @@ pub(crate) struct Taken {
     pub group: Group,
     pub busy: Duration,
     pub failed: u64,
+    /// `added_total` when it was taken: the writes added since are the next group's.
+    pub added_before: u64,
 }
 
 impl Building {
@@ -108,11 +116,14 @@ impl Building {
                 owner_waits: false,
                 owner_done: false,
                 syncer_gone: false,
+                log_needs_syncer: false,
             }),
             ready: Condvar::new(),
             room: Condvar::new(),
             group_bytes_max,
+            added_total: AtomicU64::new(0),
             lone_writes: AtomicBool::new(false),
+            contended: AtomicBool::new(false),
         }
     }
 
@@ -167,6 +178,7 @@ impl Building {
             state.group.ends.len() <= state.group.replies.len() + 1,
             "a write adds at most one record, and a run's schema one more"
         );
+        self.added_total.fetch_add(1, Ordering::Release);
         if !state.syncer_waits {
             return false;
         }
@@ -190,6 +202,16 @@ impl Building {
         }
     }
 
+    /// Makes the syncer's wait return `Idle` at once, group or none: a caller's commit found
+    /// the log full, and the syncer (which may sleep without a timeout) must start freeing it.
+    pub(crate) fn wake_syncer_for_the_log(&self) {
+        let mut state = self.lock();
+        state.log_needs_syncer = true;
+        state.syncer_waits = false;
+        drop(state);
+        self.ready.notify_one();
+    }
+
     /// Whether writes now come one at a time, each within a moment of the previous answer: the
     /// next then commits on the thread that ran it rather than wake the syncer (`added`). Set
     /// by whoever commits a group, from that group.
@@ -197,19 +219,52 @@ impl Building {
         self.lone_writes.store(lone, Ordering::Relaxed);
     }
 
+    /// A caller told to commit found someone committing: writes do not come one at a time.
+    pub(crate) fn contended(&self) {
+        self.lone_writes.store(false, Ordering::Relaxed);
+        self.contended.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether `contended` was called since the last call of this.
+    pub(crate) fn take_contended(&self) -> bool {
+        self.contended.swap(false, Ordering::Relaxed)
+    }
+
+    /// Writes added to groups so far (without the lock: the group being built may hold more).
+    pub(crate) fn added_total(&self) -> u64 {
+        self.added_total.load(Ordering::Relaxed)
+    }
+
     /// The syncer thread's wait, without the syncer's role: until the group holds a write or
-    /// the owner has stopped, asleep for up to `patience` (without end if `None`).
-    pub(crate) fn wait_for_group(&self, patience: Option<Duration>) -> Take {
-        let give_up = patience.map(|patience| Instant::now() + patience);
+    /// the owner has stopped, watching for one awake for up to `awake` before it sleeps, and
+    /// asleep for up to `patience` (without end if `None`).
+    pub(crate) fn wait_for_group(&self, awake: Duration, patience: Option<Duration>) -> Take {
+        let mut awake_until = (!awake.is_zero()).then(|| Instant::now() + awake);
+        let give_up = patience.map(|patience| Instant::now() + awake + patience);
         let Ok(mut state) = self.state.lock() else {
             return Take::Done;
         };
         loop {
+            if std::mem::take(&mut state.log_needs_syncer) {
+                return Take::Idle;
+            }
             if !state.group.replies.is_empty() {
                 return Take::Ready;
             }
             if state.owner_done {
                 return Take::Done;
+            }
+            if let Some(until) = awake_until.take() {
+                let seen = self.added_total.load(Ordering::Acquire);
+                drop(state);
+                while self.added_total.load(Ordering::Acquire) == seen && Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                state = match self.state.lock() {
+                    Ok(state) => state,
+                    Err(_) => return Take::Done,
+                };
+                continue;
             }
             let left = match give_up {
                 Some(at) if Instant::now() >= at => return Take::Idle,
@@ -232,10 +287,10 @@ impl Building {
         }
     }
 
-    /// Takes the group, with a snapshot of the tables after it, if it holds a write. Only the
-    /// holder of the syncer's role calls this, so that groups are committed in the order they
-    /// were taken.
-    pub(crate) fn take(&self) -> Take {
+    /// Takes the group, with a snapshot of the tables after it, if it holds a write and
+    /// `fits(records, bytes)` says its records fit; `Idle` otherwise. Only the holder of the
+    /// syncer's role calls this, so that groups are committed in the order they were taken.
+    pub(crate) fn take(&self, fits: impl FnOnce(usize, u64) -> bool) -> Take {
         let Ok(mut state) = self.state.lock() else {
             return Take::Done;
         };
@@ -245,12 +300,17 @@ impl Building {
                 false => Take::Idle,
             };
         }
+        if !fits(state.group.ends.len(), state.group.bytes.len() as u64) {
+            return Take::Idle;
+        }
         let mut group = std::mem::take(&mut state.group);
         group.snapshot = Arc::new(state.tables.snapshot());
         let taken = Taken {
             group,
             busy: std::mem::take(&mut state.busy),
             failed: std::mem::take(&mut state.failed),
+            // Exact: `added` counts under the lock held here.
+            added_before: self.added_total.load(Ordering::Relaxed),
         };
         let wake = std::mem::replace(&mut state.owner_waits, false);
         drop(state);

@@ -16,8 +16,8 @@ pub struct Metrics {
     /// failed sync, a stop. None of them is ever applied later.
     pub writes_refused_total: u64,
     pub groups_total: u64,
-    /// Groups committed on the thread that ran their one write, the syncer left asleep (writes
-    /// coming one at a time: see `pure_runtime`'s syncer).
+    /// Groups whose commit ran on the thread that ran their writes (writes coming one at a
+    /// time), not on the syncer thread; one whose commit failed counts too.
     pub groups_committed_here_total: u64,
     /// (upper bound, cumulative count), Prometheus style.
     pub group_records_buckets: Vec<(u64, u64)>,

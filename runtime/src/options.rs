@@ -8,12 +8,6 @@ use std::time::Duration;
 
 use pure_store::SyncMode;
 
-/// The default `lone_write_gap`. A client waiting for each answer sends its next write about
-/// 100 µs after the answer leaves; a sleeping syncer would then put its wake-up on every write's
-/// path (on a busy 2-core machine a woken thread waits 30-80 µs for a core). Writes spaced wider
-/// than this wake the syncer, as do the first two after a pause.
-pub const LONE_WRITE_GAP: Duration = Duration::from_micros(300);
-
 #[derive(Clone, Debug)]
 pub struct RuntimeOptions {
     pub sync: SyncMode,
@@ -26,13 +20,13 @@ pub struct RuntimeOptions {
     /// The longest a write waits for room in a full log (for checkpoints to free it) before it
     /// is refused with `Unavailable` and undone, never to be applied.
     pub write_timeout: Duration,
-    /// A group of one write that comes within this long of the previous answer says that
-    /// writes come one at a time, each client waiting for its answer: the next lone write is
-    /// then committed on the thread that ran it instead of waking the syncer thread. `ZERO`
-    /// leaves every commit to the syncer thread.
-    pub lone_write_gap: Duration,
+    /// Whether a write that comes alone (no write has been concurrent with another for a while)
+    /// is committed on the thread that ran it, the syncer thread left asleep, while syncs are
+    /// quick (a log in RAM, or `SyncMode::None`); `false` leaves every commit to the syncer
+    /// thread.
+    pub lone_writes_here: bool,
     /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync). With a
-    /// gate set, every commit is the syncer thread's (`lone_write_gap` is ignored).
+    /// gate set, every commit is the syncer thread's (`lone_writes_here` is ignored).
     pub commit_gate: Option<CommitGate>,
     /// Test hook: called by whoever runs a write, after its handler, under the group's lock
     /// (e.g. to make running writes panic).
@@ -47,7 +41,7 @@ impl Default for RuntimeOptions {
             checkpoint_interval_bytes: 64 << 20,
             queue_capacity: 4096,
             write_timeout: Duration::from_secs(5),
-            lone_write_gap: LONE_WRITE_GAP,
+            lone_writes_here: true,
             commit_gate: None,
             run_gate: None,
         }

@@ -117,7 +117,11 @@ impl Runtime {
             checkpoint: None,
             log_full: Default::default(),
             answered_at: std::time::Instant::now(),
-            lone_write_gap: options.lone_write_gap,
+            lone_writes_here: options.lone_writes_here,
+            // Until writes are seen to be concurrent, a lone write is its caller's to commit.
+            quiet_groups: u32::MAX,
+            last_sync: std::time::Duration::ZERO,
+            stay_awake: std::time::Duration::ZERO,
         };
         let sync = Arc::new(SyncRole::new(syncer));
         let owner = Arc::new(Owner {
@@ -183,8 +187,10 @@ impl Runtime {
 
     /// Queues a write handler call and, when the owner's role is free, runs the queued writes
     /// right here, this one included, for about a millisecond at most (a single write may take
-    /// longer, up to the script limits); it never waits for another write, for room in a group,
-    /// or for the disk. Handlers then run on the caller's stack, or on a fresh one when less is
+    /// longer, up to the script limits); it never waits for room in a group. When writes come
+    /// one at a time and this one ran alone, it also commits it here (one write and one sync of
+    /// the log, and the running write's lock at most) rather than wake the syncer thread; it
+    /// never waits for log space. Handlers then run on the caller's stack, or on a fresh one when less is
     /// left of it than `pure_lang::Limits::stack_bytes` (2.9 MiB by default, in a release
     /// build): about 11 µs more per call on such a thread, so give callers a larger stack. The
     /// reply arrives after the group holding this write is durable (or with the handler's

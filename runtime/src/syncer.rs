@@ -1,14 +1,15 @@
 //! The syncer's role: owns the store; makes each group durable, then publishes and answers it.
 //!
 //! The role is a lock (`SyncRole`). The syncer thread takes it whenever a group is ready. A
-//! caller that has just run a write alone in its group, when writes come one at a time (the last
-//! group was one write, within `RuntimeOptions::lone_write_gap` of the answer before it) and the
-//! syncer sleeps, takes it instead and commits on its own thread (`commit_here`): a woken syncer
-//! waits 30-80 µs for a core on a busy 2-core machine, on every such write's path, and keeping it
-//! awake for the next one (spinning on `sched_yield`, as it did) cost a core's time between
-//! writes: 60 µs of CPU per TPC-C transaction at one terminal (research note 024). Groups are
-//! taken only under the role, so they are committed in the order they were built, whoever
-//! commits them.
+//! caller that has just run a write alone in its group takes it instead, when writes come one
+//! at a time (for the last 64 groups each held one write and none was added while another was
+//! committed), syncs are quick (a log in RAM, or `--sync none`), and the syncer sleeps: it
+//! commits on its own thread (`commit_here`). A woken syncer waits 30-80 µs for a core on a
+//! busy 2-core machine, on every such write's path; keeping it awake for the next one,
+//! spinning on `sched_yield`, cost 120 µs of CPU per TPC-C transaction at one terminal
+//! (research note 024). Otherwise the syncer stays awake a moment after a lone write, as
+//! before: under load the next group grows meanwhile. Groups are taken only under the role, so
+//! they are committed in the order they were built, whoever commits them.
 //!
 //! Steps per group (in the order the owner made them):
 //! 0. take the group being built, as soon as it holds a write (`Building::take`);
@@ -39,6 +40,7 @@
 //! log is the syncer thread's, not a caller's.
 
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -63,6 +65,27 @@ const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// How often a group waiting for log space looks whether a stop has begun.
 const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How many groups in a row must pass with no sign of concurrent writes before a lone write is
+/// committed on its caller's thread again: under load a group of one is an accident, and a
+/// caller committing at once would only make the next groups smaller (see `commit_taken`).
+const QUIET_GROUPS: u32 = 64;
+
+/// Callers commit lone writes only while a commit's write and sync take less than this (a log in
+/// RAM, or `--sync none`). On this machine's disk, where a sync takes 100-150 µs, a caller that
+/// waits for it ran the scoreboard at one connection at 0.94-0.96x the posts/s of a syncer that
+/// stays awake for the next write (research note 024); the reason was not found.
+const QUICK_SYNC: Duration = Duration::from_micros(50);
+
+/// How long the syncer stays awake for the next write, yielding its core to any thread that
+/// wants it, after a group of one write that came within this long of the previous answer,
+/// when callers do not commit lone writes (writes were concurrent lately). Under load such a
+/// group is an accident, and the wait lets the next group grow while the threads that make the
+/// writes run: without it, groups at 64 TPC-C terminals held 2-4 writes instead of 6-13, and the
+/// server ran 3-9% slower (research note 024). A syncer that spun without yielding, after every
+/// group, ran 0.83x at 64 connections: it took a core from the threads that make the writes
+/// (research note 010).
+const AWAKE_AFTER_LONE_WRITE: Duration = Duration::from_micros(300);
 
 /// The syncer's role: whoever holds it takes and commits groups, so that groups are committed
 /// one at a time, in the order they were taken. The syncer thread takes it when a group is
@@ -90,8 +113,14 @@ pub(crate) struct Syncer {
     pub log_full: LogFull,
     /// When the last group's answers were sent.
     pub answered_at: Instant,
-    /// See `RuntimeOptions::lone_write_gap`.
-    pub lone_write_gap: Duration,
+    /// See `RuntimeOptions::lone_writes_here`.
+    pub lone_writes_here: bool,
+    /// Groups committed in a row with no sign of concurrent writes (see `commit_taken`).
+    pub quiet_groups: u32,
+    /// How long the last commit's write and sync took.
+    pub last_sync: Duration,
+    /// How long the syncer thread watches for the next write, awake, before it sleeps.
+    pub stay_awake: Duration,
 }
 
 /// What the syncer knows of a full log.
@@ -145,8 +174,9 @@ impl SyncRole {
             // With a full log, wake up now and then to try to free it even without writes.
             let Some(syncer) = self.lock() else { return };
             let patience = syncer.log_full.since.map(|_| RETRY_PAUSE_MAX / 4);
+            let awake = syncer.stay_awake;
             drop(syncer);
-            match self.building.wait_for_group(patience) {
+            match self.building.wait_for_group(awake, patience) {
                 Take::Ready | Take::Group(_) => {}
                 Take::Idle => {
                     let Some(mut syncer) = self.lock() else {
@@ -160,7 +190,7 @@ impl SyncRole {
             let Some(mut syncer) = self.lock() else {
                 return;
             };
-            match self.building.take() {
+            match self.building.take(|_, _| true) {
                 Take::Group(taken) => syncer.commit_taken(taken),
                 // A caller committed it meanwhile.
                 Take::Idle | Take::Ready => {}
@@ -184,20 +214,32 @@ impl SyncRole {
     pub fn commit_here(&self) {
         let mut syncer = match self.syncer.try_lock() {
             Ok(syncer) => syncer,
-            // Someone commits now (and the syncer thread takes what follows), or a panic
-            // poisoned the role: either way, the syncer thread's.
-            Err(_) => return self.building.wake_syncer(),
+            // Someone commits now (and the syncer thread takes what follows): writes do not
+            // come one at a time. Or a panic poisoned the role. Either way, the syncer thread's.
+            Err(_) => {
+                self.building.contended();
+                return self.building.wake_syncer();
+            }
         };
         if !syncer.may_commit_here() {
             drop(syncer);
             return self.building.wake_syncer();
         }
-        let Take::Group(taken) = self.building.take() else {
-            // Another caller, or the syncer thread, took it first.
-            return;
+        // Only a group whose frame fits the log now: a caller never waits for a checkpoint to
+        // free the log (its thread serves other connections). A larger one is the syncer's.
+        let store = &syncer.store;
+        let taken = match self
+            .building
+            .take(|records, bytes| store.has_room_for(records, bytes))
+        {
+            Take::Group(taken) => taken,
+            Take::Idle => return self.building.wake_syncer(),
+            // Another caller, or the syncer thread, took it first; or the owner has stopped.
+            Take::Ready | Take::Done => return,
         };
         self.shared.metrics.group_committed_here();
         let committed = panic::catch_unwind(AssertUnwindSafe(|| syncer.commit_taken(taken)));
+        let log_full = syncer.log_full.since.is_some();
         drop(syncer);
         if let Err(panicked) = committed {
             // Not re-raised on a caller's thread. Nothing later is made durable: the poison
@@ -209,35 +251,60 @@ impl SyncRole {
                  durable: restart to recover the durable state from the log"
             ));
             self.building.wake_syncer();
+        } else if log_full {
+            // Not expected (the group fit), but a full log left to a sleeping syncer would
+            // refuse writes until a restart: it is the syncer's to free.
+            self.building.wake_syncer_for_the_log();
         }
     }
 }
 
 impl Syncer {
     /// Whether a caller may commit a lone write on its own thread: not with a test's commit gate
-    /// (which holds the committing thread, and is documented as the syncer's), nor with a log
-    /// that may fill (waiting for a checkpoint to free it is the syncer thread's). A group of
-    /// one write takes at most an eighth of the log.
+    /// (which holds the committing thread, and is documented as the syncer's), nor with a full
+    /// log (waiting for a checkpoint to free it is the syncer thread's; `commit_here` also
+    /// takes only a group that fits).
     fn may_commit_here(&self) -> bool {
-        self.commit_gate.is_none()
-            && self.log_full.since.is_none()
-            && self.store.log_used_bytes() <= self.store.log_capacity_bytes() / 2
+        self.commit_gate.is_none() && self.log_full.since.is_none()
     }
 
     /// Commits a group the role's holder took, then starts a checkpoint if the log calls for
     /// one.
     fn commit_taken(&mut self, taken: Taken) {
+        let added_before = taken.added_before;
         let group = taken.group;
         let count = group.replies.len() as u64;
         assert!(count > 0, "a group is taken once it holds a write");
-        let back_to_back = self.answered_at.elapsed() < self.lone_write_gap;
-        self.building.set_lone_writes(count == 1 && back_to_back);
+        let back_to_back = self.answered_at.elapsed() < AWAKE_AFTER_LONE_WRITE;
         self.shared
             .metrics
             .owner_group(taken.busy, count, taken.failed);
         self.poll_checkpoint();
         self.commit_group(group);
         self.answered_at = Instant::now();
+        // Writes come one at a time while nothing says otherwise: each group holds one write, no
+        // write joined the next group or the queue while it was committed, and no caller found
+        // the role taken. One sign of concurrent writes turns callers' commits off for `QUIET_GROUPS` groups: a
+        // caller that commits a group of one at once, under load, only makes the next groups
+        // smaller (each costs a snapshot and a sync), where a syncer that takes its time lets
+        // them grow.
+        // Counters, not locks: the group's lock is held by every write the owner runs.
+        let concurrent = count > 1
+            || self.building.take_contended()
+            || self.building.added_total() != added_before
+            || self.shared.queue_depth.load(Ordering::Relaxed) > 0;
+        self.quiet_groups = match concurrent {
+            true => 0,
+            false => self.quiet_groups.saturating_add(1),
+        };
+        let lone_writes = self.lone_writes_here
+            && self.quiet_groups >= QUIET_GROUPS
+            && self.last_sync < QUICK_SYNC;
+        self.building.set_lone_writes(lone_writes);
+        self.stay_awake = match count == 1 && back_to_back && !lone_writes {
+            true => AWAKE_AFTER_LONE_WRITE,
+            false => Duration::ZERO,
+        };
         let used = self.store.log_used_bytes();
         self.shared
             .metrics
@@ -264,6 +331,9 @@ impl Syncer {
                     "the snapshot published holds the group's records on top of the one it replaces"
                 );
                 self.shared.metrics.committed(records, sync, last_lsn.0);
+                if let Some(sync) = sync {
+                    self.last_sync = sync;
+                }
                 self.answer(group.replies, last_lsn);
                 drop(replaced);
             }

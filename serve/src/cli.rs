@@ -183,11 +183,12 @@ pub struct Options {
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     pub write_timeout_ms: u64,
 
-    /// Writes that come one at a time (a write alone in its group, within this long of the
-    /// previous answer) are committed on the HTTP thread that ran them, rather than by waking
-    /// the syncer thread for each. 0 leaves every commit to the syncer thread.
-    #[arg(long, value_name = "µS", default_value_t = pure_runtime::LONE_WRITE_GAP.as_micros() as u64)]
-    pub lone_write_gap_us: u64,
+    /// Commit every group on the syncer thread. By default, while syncs are quick (a data
+    /// directory in RAM, or --sync none), a write that comes alone (clients writing one at a
+    /// time) is committed on the HTTP thread that ran it, which saves waking the syncer thread
+    /// for each.
+    #[arg(long)]
+    pub lone_writes_on_syncer: bool,
 
     /// A checkpoint is taken when the log since the last one exceeds this.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]

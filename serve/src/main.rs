@@ -189,7 +189,7 @@ fn runtime_options(options: &Options) -> RuntimeOptions {
         checkpoint_interval_bytes: options.checkpoint_interval,
         queue_capacity: options.queue_capacity,
         write_timeout: Duration::from_millis(options.write_timeout_ms),
-        lone_write_gap: Duration::from_micros(options.lone_write_gap_us),
+        lone_writes_here: !options.lone_writes_on_syncer,
         ..RuntimeOptions::default()
     }
 }

@@ -361,7 +361,7 @@ fn render_runtime(out: &mut String, m: &Metrics) {
         ),
         (
             "pure_groups_committed_here_total",
-            "Commit groups of one write committed on the thread that ran it (writes coming one at a time), not by the syncer.",
+            "Commit groups whose commit ran on the thread that ran their writes (writes coming one at a time), not on the syncer thread.",
             "counter",
             m.groups_committed_here_total as f64,
         ),

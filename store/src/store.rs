@@ -212,6 +212,23 @@ impl Store {
         }
     }
 
+    /// Whether `records` records of `bytes` bytes in all, appended now, would commit without
+    /// `LogFull` (nothing is pending, and no checkpoint is installed meanwhile): the frame they
+    /// make, at its worst size, fits both the largest frame and the log's free space where it
+    /// would be placed.
+    pub fn has_room_for(&self, records: usize, bytes: u64) -> bool {
+        if self.pending_count != 0 || records as u64 >= u64::from(u32::MAX) {
+            return false;
+        }
+        // Each record takes a length varint of at most 10 bytes (see `append`).
+        let frame_len = HEADER_BYTES as u64 + bytes + 10 * records as u64;
+        if frame_len > self.frame_bytes_max() {
+            return false;
+        }
+        let position = ring::place(self.end, frame_len, self.capacity);
+        position + frame_len - self.tail <= self.capacity
+    }
+
     /// Bytes of log space in use (from the oldest record still needed to the end).
     pub fn log_used_bytes(&self) -> u64 {
         self.end - self.tail

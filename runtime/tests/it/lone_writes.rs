@@ -10,24 +10,20 @@ use pure_store::sim::{Faults, SimDisk};
 
 use crate::{app, check_ledger, state, transfer};
 
-/// Every lone write counts as coming back to back, however busy the machine: which thread
-/// commits is then decided by the code, not by the scheduler. A small log: each power loss
-/// copies the simulated disk.
-fn lone(gap: Duration) -> RuntimeOptions {
+/// A small log: each power loss copies the simulated disk.
+fn lone(here: bool) -> RuntimeOptions {
     RuntimeOptions {
-        lone_write_gap: gap,
+        lone_writes_here: here,
         log_capacity_bytes: 4 << 20,
         ..RuntimeOptions::default()
     }
 }
 
-const FOREVER: Duration = Duration::from_secs(3600);
-
 #[test]
 fn lone_writes_commit_on_the_callers_thread_and_survive_a_power_loss_once_answered() {
     let disk = SimDisk::new(11);
     let dir = Path::new("/sim/data");
-    let rt = Runtime::open_with_io(app("ledger"), dir, lone(FOREVER), disk.clone()).unwrap();
+    let rt = Runtime::open_with_io(app("ledger"), dir, lone(true), disk.clone()).unwrap();
     let writes = 100;
     let mut forks = Vec::new();
     for i in 0..writes {
@@ -38,11 +34,12 @@ fn lone_writes_commit_on_the_callers_thread_and_survive_a_power_loss_once_answer
         }
     }
     let metrics = rt.metrics();
-    // The first lone write wakes the syncer, whose commit shows that writes come one at a
-    // time; after that each caller commits its own (the syncer, asleep, is never woken). A
-    // second may still find the syncer awake after its commit.
+    // The first lone write is the syncer's: its group of one shows that writes come one at a
+    // time. After that each caller commits its own (the syncer, asleep, is never woken); one
+    // may still find the syncer awake after its commit, and a sync slowed by a preemption (on a
+    // busy machine) leaves the next write to the syncer.
     assert!(
-        metrics.groups_committed_here_total >= writes as u64 - 3,
+        metrics.groups_committed_here_total >= writes as u64 - 10,
         "{} of {writes} lone writes were committed on the caller's thread",
         metrics.groups_committed_here_total
     );
@@ -55,7 +52,7 @@ fn lone_writes_commit_on_the_callers_thread_and_survive_a_power_loss_once_answer
     for (acknowledged, fork) in forks {
         fork.power_loss();
         fork.process_crash();
-        let rt = Runtime::open_with_io(app("ledger"), dir, lone(FOREVER), fork).unwrap();
+        let rt = Runtime::open_with_io(app("ledger"), dir, lone(true), fork).unwrap();
         let seq = check_ledger(&state(&rt));
         assert!(
             seq >= acknowledged,
@@ -69,8 +66,8 @@ fn lone_writes_commit_on_the_callers_thread_and_survive_a_power_loss_once_answer
 fn a_failed_sync_in_a_callers_commit_poisons_and_refuses_the_write() {
     let disk = SimDisk::new(12);
     let dir = Path::new("/sim/data");
-    let rt = Runtime::open_with_io(app("ledger"), dir, lone(FOREVER), disk.clone()).unwrap();
-    for _ in 0..10 {
+    let rt = Runtime::open_with_io(app("ledger"), dir, lone(true), disk.clone()).unwrap();
+    for _ in 0..20 {
         transfer(&rt, 1, 2, 1, "").unwrap();
     }
     let durable = state(&rt);
@@ -100,16 +97,16 @@ fn a_failed_sync_in_a_callers_commit_poisons_and_refuses_the_write() {
 
     disk.power_loss();
     disk.process_crash();
-    let rt = Runtime::open_with_io(app("ledger"), dir, lone(FOREVER), disk).unwrap();
+    let rt = Runtime::open_with_io(app("ledger"), dir, lone(true), disk).unwrap();
     let seq = check_ledger(&state(&rt));
-    assert!(seq == 10 || seq == 11, "{seq}");
+    assert!(seq == 20 || seq == 21, "{seq}");
     rt.shutdown();
 }
 
 #[test]
-fn with_no_gap_every_commit_is_the_syncers() {
+fn with_lone_writes_on_the_syncer_every_commit_is_the_syncers() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = Runtime::open(app("ledger"), dir.path(), lone(Duration::ZERO)).unwrap();
+    let rt = Runtime::open(app("ledger"), dir.path(), lone(false)).unwrap();
     for _ in 0..30 {
         transfer(&rt, 1, 2, 1, "").unwrap();
     }
@@ -124,7 +121,7 @@ fn with_no_gap_every_commit_is_the_syncers() {
 fn callers_and_the_syncer_commit_in_turn_without_losing_a_write() {
     let disk = SimDisk::new(13);
     let dir = Path::new("/sim/data");
-    let rt = Runtime::open_with_io(app("ledger"), dir, lone(FOREVER), disk.clone()).unwrap();
+    let rt = Runtime::open_with_io(app("ledger"), dir, lone(true), disk.clone()).unwrap();
     let answered: u64 = std::thread::scope(|s| {
         let writers: Vec<_> = (0..4)
             .map(|w| {
@@ -147,7 +144,7 @@ fn callers_and_the_syncer_commit_in_turn_without_losing_a_write() {
     rt.shutdown();
     disk.power_loss();
     disk.process_crash();
-    let rt = Runtime::open_with_io(app("ledger"), dir, lone(FOREVER), disk).unwrap();
+    let rt = Runtime::open_with_io(app("ledger"), dir, lone(true), disk).unwrap();
     assert_eq!(check_ledger(&state(&rt)), answered);
     rt.shutdown();
 }

@@ -5,6 +5,7 @@ mod crash;
 mod durability;
 mod layers;
 mod lone_writes;
+mod lone_writes_faults;
 mod record_model;
 mod state_after_failures;
 mod support;

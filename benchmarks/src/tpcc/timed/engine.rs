@@ -60,6 +60,8 @@ pub struct Counters {
     pub owner_busy_seconds: Option<f64>,
     /// Commits (Pure: groups; SQLite: COMMITs), and the transactions they held.
     pub commits: Option<u64>,
+    /// Of the commits, those made on the thread that ran their lone write (Pure).
+    pub commits_here: Option<u64>,
     pub committed: Option<u64>,
     /// Syncs to the device (Pure); SQLite syncs once per commit.
     pub syncs: Option<u64>,
@@ -170,6 +172,7 @@ impl Engine for PureHttp {
         Ok(Counters {
             owner_busy_seconds: metric("pure_owner_busy_seconds_total"),
             commits: metric("pure_groups_total").map(|v| v as u64),
+            commits_here: metric("pure_groups_committed_here_total").map(|v| v as u64),
             committed: metric("pure_group_records_sum").map(|v| v as u64),
             syncs: metric("pure_syncs_total").map(|v| v as u64),
             state_bytes: metric("pure_state_bytes").map(|v| v as u64),
@@ -271,6 +274,7 @@ impl Engine for PureInprocess {
         Ok(Counters {
             owner_busy_seconds: Some(m.owner_busy_seconds_total),
             commits: Some(m.groups_total),
+            commits_here: Some(m.groups_committed_here_total),
             committed: Some(m.group_records_sum),
             syncs: Some(m.syncs_total),
             state_bytes: Some(m.state_bytes),

@@ -530,6 +530,7 @@ fn figures(
     let minutes = args.seconds as f64 / 60.0;
     let delta = |f: fn(&Counters) -> Option<u64>| Some(f(&b.counters)? - f(&a.counters)?);
     let commits = delta(|c| c.commits);
+    let commits_here = delta(|c| c.commits_here);
     let committed = delta(|c| c.committed);
     let syncs = delta(|c| c.syncs);
     let http = args.engine == EngineKind::Pure;
@@ -596,6 +597,10 @@ fn figures(
             .filter(|(c, _)| *c > 0)
             .map(|(c, t)| t as f64 / c as f64),
         syncs_per_s: syncs.map(|s| s as f64 / elapsed),
+        commits_here_share: commits_here
+            .zip(commits)
+            .filter(|(_, c)| *c > 0)
+            .map(|(h, c)| h as f64 / c as f64),
         checkpoints: delta(|c| c.checkpoints),
         handler_fallbacks: delta(|c| c.handler_fallbacks),
         unfinished_at_end: driven.unfinished,

@@ -75,6 +75,8 @@ pub struct Figures {
     /// COMMITs (the grouped engine's batches carry its reads too).
     pub commits_per_s: Option<f64>,
     pub tx_per_commit: Option<f64>,
+    /// Of Pure's commits, the share made on the thread that ran their lone write.
+    pub commits_here_share: Option<f64>,
     pub syncs_per_s: Option<f64>,
     /// Checkpoints Pure wrote in the window (each writes the whole state).
     pub checkpoints: Option<u64>,
@@ -275,6 +277,12 @@ pub fn text(f: &Figures) -> String {
                 .map(|s| format!("; {s:.0} syncs/s"))
                 .unwrap_or_default()
         ));
+        if let Some(share) = f.commits_here_share {
+            line(format!(
+                "{:.0}% of the commits made by the thread that ran their lone write",
+                100.0 * share
+            ));
+        }
     }
     if let Some(c) = f.checkpoints {
         line(format!("checkpoints in the window: {c}"));
