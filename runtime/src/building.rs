@@ -212,9 +212,9 @@ impl Building {
         self.ready.notify_one();
     }
 
-    /// Whether writes now come one at a time, each within a moment of the previous answer: the
-    /// next then commits on the thread that ran it rather than wake the syncer (`added`). Set
-    /// by whoever commits a group, from that group.
+    /// Whether writes now come one at a time (no sign of concurrent writes for a while, and
+    /// quick syncs: see `Syncer::commit_taken`): the next lone write then commits on the thread
+    /// that ran it rather than wake the syncer (`added`). Set by whoever commits a group.
     pub(crate) fn set_lone_writes(&self, lone: bool) {
         self.lone_writes.store(lone, Ordering::Relaxed);
     }

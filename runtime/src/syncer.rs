@@ -36,8 +36,8 @@
 //!
 //! It must not know how writes are run: it sees groups of records and answers, made by the
 //! owner through `Building`. A caller commits only a group of lone writes, never while a test's
-//! commit gate is set, and never with the log half full: waiting for a checkpoint to free the
-//! log is the syncer thread's, not a caller's.
+//! commit gate is set, and only a group that fits the log now: waiting for a checkpoint to free
+//! the log is the syncer thread's, not a caller's.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -209,8 +209,8 @@ impl SyncRole {
     }
 
     /// Called by a caller that ran the group's last write and was told to commit it
-    /// (`Building::added`): commits it on this thread when the role is free and the log has
-    /// room to spare, and wakes the syncer otherwise.
+    /// (`Building::added`): commits it on this thread when the role is free and the group fits
+    /// the log now, and wakes the syncer otherwise.
     pub fn commit_here(&self) {
         let mut syncer = match self.syncer.try_lock() {
             Ok(syncer) => syncer,
@@ -284,11 +284,11 @@ impl Syncer {
         self.answered_at = Instant::now();
         // Writes come one at a time while nothing says otherwise: each group holds one write, no
         // write joined the next group or the queue while it was committed, and no caller found
-        // the role taken. One sign of concurrent writes turns callers' commits off for `QUIET_GROUPS` groups: a
-        // caller that commits a group of one at once, under load, only makes the next groups
-        // smaller (each costs a snapshot and a sync), where a syncer that takes its time lets
-        // them grow.
-        // Counters, not locks: the group's lock is held by every write the owner runs.
+        // the role taken. One sign of concurrent writes turns callers' commits off for
+        // `QUIET_GROUPS` groups: a caller that commits a group of one at once, under load, only
+        // makes the next groups smaller (each costs a snapshot and a sync), where a syncer that
+        // takes its time lets them grow. Counters, not locks: the group's lock is held by every
+        // write the owner runs.
         let concurrent = count > 1
             || self.building.take_contended()
             || self.building.added_total() != added_before
