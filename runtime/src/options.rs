@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use pure_store::SyncMode;
 
+/// The default `lone_write_sync_max`.
+pub const LONE_WRITE_SYNC_MAX: Duration = Duration::from_micros(50);
+
 #[derive(Clone, Debug)]
 pub struct RuntimeOptions {
     pub sync: SyncMode,
@@ -20,13 +23,14 @@ pub struct RuntimeOptions {
     /// The longest a write waits for room in a full log (for checkpoints to free it) before it
     /// is refused with `Unavailable` and undone, never to be applied.
     pub write_timeout: Duration,
-    /// Whether a write that comes alone (no write has been concurrent with another for a while)
-    /// is committed on the thread that ran it, the syncer thread left asleep, while syncs are
-    /// quick (a log in RAM, or `SyncMode::None`); `false` leaves every commit to the syncer
-    /// thread.
-    pub lone_writes_here: bool,
+    /// A write that comes alone (no write has been concurrent with another for a while) is
+    /// committed on the thread that ran it, the syncer thread left asleep, while a commit's
+    /// write and sync take less than this: by default 50 µs, a log in RAM or `SyncMode::None`
+    /// (on a disk, a caller waiting for its sync measured slower than a syncer kept awake:
+    /// research note 024). `None` leaves every commit to the syncer thread.
+    pub lone_write_sync_max: Option<Duration>,
     /// Test hook: called on the syncer thread before every commit (e.g. to hold a sync). With a
-    /// gate set, every commit is the syncer thread's (`lone_writes_here` is ignored).
+    /// gate set, every commit is the syncer thread's (`lone_write_sync_max` is ignored).
     pub commit_gate: Option<CommitGate>,
     /// Test hook: called by whoever runs a write, after its handler, under the group's lock
     /// (e.g. to make running writes panic).
@@ -41,7 +45,7 @@ impl Default for RuntimeOptions {
             checkpoint_interval_bytes: 64 << 20,
             queue_capacity: 4096,
             write_timeout: Duration::from_secs(5),
-            lone_writes_here: true,
+            lone_write_sync_max: Some(LONE_WRITE_SYNC_MAX),
             commit_gate: None,
             run_gate: None,
         }

@@ -117,7 +117,7 @@ impl Runtime {
             checkpoint: None,
             log_full: Default::default(),
             answered_at: std::time::Instant::now(),
-            lone_writes_here: options.lone_writes_here,
+            lone_write_sync_max: options.lone_write_sync_max,
             // Until writes are seen to be concurrent, a lone write is its caller's to commit.
             quiet_groups: u32::MAX,
             last_sync: std::time::Duration::ZERO,

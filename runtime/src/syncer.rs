@@ -71,12 +71,6 @@ const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 /// caller committing at once would only make the next groups smaller (see `commit_taken`).
 const QUIET_GROUPS: u32 = 64;
 
-/// Callers commit lone writes only while a commit's write and sync take less than this (a log in
-/// RAM, or `--sync none`). On this machine's disk, where a sync takes 100-150 µs, a caller that
-/// waits for it ran the scoreboard at one connection at 0.94-0.96x the posts/s of a syncer that
-/// stays awake for the next write (research note 024); the reason was not found.
-const QUICK_SYNC: Duration = Duration::from_micros(50);
-
 /// How long the syncer stays awake for the next write, yielding its core to any thread that
 /// wants it, after a group of one write that came within this long of the previous answer,
 /// when callers do not commit lone writes (writes were concurrent lately). Under load such a
@@ -113,8 +107,8 @@ pub(crate) struct Syncer {
     pub log_full: LogFull,
     /// When the last group's answers were sent.
     pub answered_at: Instant,
-    /// See `RuntimeOptions::lone_writes_here`.
-    pub lone_writes_here: bool,
+    /// See `RuntimeOptions::lone_write_sync_max`.
+    pub lone_write_sync_max: Option<Duration>,
     /// Groups committed in a row with no sign of concurrent writes (see `commit_taken`).
     pub quiet_groups: u32,
     /// How long the last commit's write and sync took.
@@ -297,9 +291,10 @@ impl Syncer {
             true => 0,
             false => self.quiet_groups.saturating_add(1),
         };
-        let lone_writes = self.lone_writes_here
-            && self.quiet_groups >= QUIET_GROUPS
-            && self.last_sync < QUICK_SYNC;
+        let lone_writes = self.quiet_groups >= QUIET_GROUPS
+            && self
+                .lone_write_sync_max
+                .is_some_and(|max| self.last_sync < max);
         self.building.set_lone_writes(lone_writes);
         self.stay_awake = match count == 1 && back_to_back && !lone_writes {
             true => AWAKE_AFTER_LONE_WRITE,

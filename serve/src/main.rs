@@ -189,7 +189,10 @@ fn runtime_options(options: &Options) -> RuntimeOptions {
         checkpoint_interval_bytes: options.checkpoint_interval,
         queue_capacity: options.queue_capacity,
         write_timeout: Duration::from_millis(options.write_timeout_ms),
-        lone_writes_here: !options.lone_writes_on_syncer,
+        lone_write_sync_max: match options.lone_writes_on_syncer {
+            true => None,
+            false => Some(pure_runtime::LONE_WRITE_SYNC_MAX),
+        },
         ..RuntimeOptions::default()
     }
 }

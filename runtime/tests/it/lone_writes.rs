@@ -10,10 +10,11 @@ use pure_store::sim::{Faults, SimDisk};
 
 use crate::{app, check_ledger, state, transfer};
 
-/// A small log: each power loss copies the simulated disk.
+/// A small log: each power loss copies the simulated disk. Any sync counts as quick: on a busy
+/// machine a simulated sync may take longer than the default bound.
 fn lone(here: bool) -> RuntimeOptions {
     RuntimeOptions {
-        lone_writes_here: here,
+        lone_write_sync_max: here.then_some(Duration::MAX),
         log_capacity_bytes: 4 << 20,
         ..RuntimeOptions::default()
     }
@@ -36,10 +37,9 @@ fn lone_writes_commit_on_the_callers_thread_and_survive_a_power_loss_once_answer
     let metrics = rt.metrics();
     // The first lone write is the syncer's: its group of one shows that writes come one at a
     // time. After that each caller commits its own (the syncer, asleep, is never woken); one
-    // may still find the syncer awake after its commit, and a sync slowed by a preemption (on a
-    // busy machine) leaves the next write to the syncer.
+    // may still find the syncer awake after its commit.
     assert!(
-        metrics.groups_committed_here_total >= writes as u64 - 10,
+        metrics.groups_committed_here_total >= writes as u64 - 2,
         "{} of {writes} lone writes were committed on the caller's thread",
         metrics.groups_committed_here_total
     );

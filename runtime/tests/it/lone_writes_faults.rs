@@ -17,7 +17,7 @@ use crate::{app, body, check_ledger, state, transfer, WAIT};
 
 fn lone() -> RuntimeOptions {
     RuntimeOptions {
-        lone_writes_here: true,
+        lone_write_sync_max: Some(Duration::MAX),
         log_capacity_bytes: 4 << 20,
         ..RuntimeOptions::default()
     }
@@ -416,7 +416,7 @@ fn stage(seed: u64) -> Staged {
         }
     }));
     let options = RuntimeOptions {
-        lone_writes_here: true,
+        lone_write_sync_max: Some(Duration::MAX),
         log_capacity_bytes: CAP,
         checkpoint_interval_bytes: INTERVAL,
         write_timeout: LIMIT,
