@@ -190,11 +190,11 @@ impl Runtime {
     /// longer, up to the script limits); it never waits for room in a group. When writes come
     /// one at a time and this one ran alone, it also commits it here (one write and one sync of
     /// the log, and the running write's lock at most) rather than wake the syncer thread; it
-    /// never waits for log space. Handlers then run on the caller's stack, or on a fresh one when less is
-    /// left of it than `pure_lang::Limits::stack_bytes` (2.9 MiB by default, in a release
-    /// build): about 11 µs more per call on such a thread, so give callers a larger stack. The
-    /// reply arrives after the group holding this write is durable (or with the handler's
-    /// error, or `Unavailable`).
+    /// never waits for log space. Handlers then run on the caller's stack, or on a fresh one
+    /// when less is left of it than `pure_lang::Limits::stack_bytes` (2.9 MiB by default, in a
+    /// release build): about 11 µs more per call on such a thread, so give callers a larger
+    /// stack. The reply arrives after the group holding this write is durable (or with the
+    /// handler's error, or `Unavailable`).
     pub fn write(&self, handler: &str, request: Request) -> Result<WriteReply, HandlerError> {
         self.write_on(&self.app(), handler, request)
     }
