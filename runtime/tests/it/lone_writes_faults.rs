@@ -201,10 +201,32 @@ fn until_callers_commit(rt: &Runtime) -> u64 {
             return n;
         }
         // A write sent while the syncer, having answered, has not yet gone back to sleep is
-        // the syncer's: give it the time to (the gap is an hour, so this is still lone).
+        // the syncer's: give it the time to (a pause is no sign of concurrent writes).
         std::thread::sleep(Duration::from_millis(5));
     }
     panic!("no lone write was ever committed by its caller");
+}
+
+/// A lone write on a thread of its own, "caller-a", held in its sync (which it makes itself: the
+/// lone write is its caller's); syncs stay held until `hooks.hold(false)`.
+fn caller_held_in_its_sync(
+    rt: &Runtime,
+    hooks: &Hooks,
+) -> std::thread::JoinHandle<Result<serde_json::Value, HandlerError>> {
+    hooks.hold(true);
+    let a = std::thread::Builder::new()
+        .name("caller-a".into())
+        .spawn({
+            let rt = rt.clone();
+            move || transfer(&rt, 1, 2, 1, "")
+        })
+        .unwrap();
+    assert_eq!(
+        hooks.wait_held(1),
+        ["caller-a"],
+        "the lone write is its caller's"
+    );
+    a
 }
 
 fn send(rt: &Runtime) -> WriteReply {
@@ -223,19 +245,7 @@ fn a_write_arriving_during_a_callers_commit_is_committed_after_it_by_the_syncer(
     let (_disk, hooks, io) = hooked(31);
     let rt = Runtime::open_with_io(app("ledger"), Path::new("/sim/a"), lone(), io).unwrap();
     let n = until_callers_commit(&rt);
-    hooks.hold(true);
-    let a = std::thread::Builder::new()
-        .name("caller-a".into())
-        .spawn({
-            let rt = rt.clone();
-            move || transfer(&rt, 1, 2, 1, "")
-        })
-        .unwrap();
-    assert_eq!(
-        hooks.wait_held(1),
-        ["caller-a"],
-        "the lone write is its caller's"
-    );
+    let a = caller_held_in_its_sync(&rt, &hooks);
     let mut b = send(&rt);
     assert_eq!(b.try_recv().unwrap_err(), TryRecvError::Empty);
     assert_eq!(seq(&rt), n, "nothing is published before its sync");
@@ -263,15 +273,7 @@ fn shutdown_during_a_callers_commit_waits_for_it_and_loses_nothing() {
     let dir = Path::new("/sim/b");
     let rt = Runtime::open_with_io(app("ledger"), dir, lone(), io).unwrap();
     let n = until_callers_commit(&rt);
-    hooks.hold(true);
-    let a = std::thread::Builder::new()
-        .name("caller-a".into())
-        .spawn({
-            let rt = rt.clone();
-            move || transfer(&rt, 1, 2, 1, "")
-        })
-        .unwrap();
-    assert_eq!(hooks.wait_held(1), ["caller-a"]);
+    let a = caller_held_in_its_sync(&rt, &hooks);
     let b = send(&rt);
     let stop = std::thread::spawn({
         let rt = rt.clone();
