@@ -47,4 +47,4 @@ pub use state::depth::{json_text_depth, parse_json, too_deep, DEPTH_MAX};
 pub use state::fields::{Fields, FieldsBuilder, SLOTS_MAX};
 pub use state::key::{Key, KeyBuilder, KeyPart, PartBytes, PartRef, KEY_PARTS_MAX};
 pub use state::schema::{Schema, TableId, TableSchema, FIELDS_MAX};
-pub use state::tables::{Change, IndexDef, IndexSource, RowSet, Tables, WriteSet};
+pub use state::tables::{Change, IndexDef, IndexRange, IndexSource, RowSet, Tables, WriteSet};

@@ -167,7 +167,7 @@ fn assert_holds(tables: &Tables, model: &Model) {
             .index_range(0, Unbounded, Unbounded)
             .map(|(entry, row)| {
                 let parts: Vec<i64> = entry_ints(entry);
-                assert_eq!(parts[1], key_int(row), "an entry ends with its row's key");
+                assert_eq!(parts[1], key_int(&row), "an entry ends with its row's key");
                 (parts[0], parts[1])
             })
             .collect();
@@ -324,11 +324,13 @@ fn run(ops: Vec<Op>, indexed: bool) {
             }
         }
         assert!(!tables.is_snapshot(), "the owner's tables stay live");
+        tables.check_trees();
     }
     assert_holds(&tables, &model);
     assert!(tables.indexes_hold_their_rows(usize::MAX));
     for (snapshot, at_model) in &snapshots {
         assert_holds(snapshot, at_model);
+        snapshot.check_trees();
     }
 }
 

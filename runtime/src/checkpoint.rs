@@ -57,9 +57,9 @@ type Batch<'a> = (usize, Vec<(&'a [u8], Fields)>);
 /// Also returns the mapping of the image's schema, which records after it use until the next
 /// schema record.
 ///
-/// Decoding the rows and inserting them into the trees run on two threads (concread has no
-/// bulk build from sorted input): this one decodes rows in batches, a second inserts each into
-/// its table's tree in key order. (Handing over rows with their fields still encoded, for the
+/// Decoding the rows and building the trees run on two threads: this one decodes rows in
+/// batches, a second builds each table's tree from its rows in key order (`RowSet::push_sorted`,
+/// bottom-up, with no search). (Handing over rows with their fields still encoded, for the
 /// second thread to decode, was slower: 344-386 MB/s against 457-467 on the TPC-C W=4 image.)
 pub fn read_image(bytes: &[u8], state: &mut Schema) -> Result<(Tables, Mapping), String> {
     let mut r = Reader::new(bytes);

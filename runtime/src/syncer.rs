@@ -274,19 +274,23 @@ impl Syncer {
             .metrics
             .owner_group(taken.busy, count, taken.failed);
         self.poll_checkpoint();
-        self.commit_group(group);
-        self.answered_at = Instant::now();
         // Writes come one at a time while nothing says otherwise: each group holds one write, no
         // write joined the next group or the queue while it was committed, and no caller found
         // the role taken. One sign of concurrent writes turns callers' commits off for
         // `QUIET_GROUPS` groups: a caller that commits a group of one at once, under load, only
         // makes the next groups smaller (each costs a snapshot and a sync), where a syncer that
         // takes its time lets them grow. Counters, not locks: the group's lock is held by every
-        // write the owner runs.
-        let concurrent = count > 1
-            || self.building.take_contended()
-            || self.building.added_total() != added_before
-            || self.shared.queue_depth.load(Ordering::Relaxed) > 0;
+        // write the owner runs. The signs are read before the group is answered: after it, the
+        // writer it answered may already have sent its next write (on a busy machine, before
+        // this thread runs again), which is one writer, not two.
+        let signs = move |syncer: &Syncer| {
+            count > 1
+                || syncer.building.take_contended()
+                || syncer.building.added_total() != added_before
+                || syncer.shared.queue_depth.load(Ordering::Relaxed) > 0
+        };
+        let concurrent = self.commit_group(group, signs);
+        self.answered_at = Instant::now();
         self.quiet_groups = match concurrent {
             true => 0,
             false => self.quiet_groups.saturating_add(1),
@@ -314,7 +318,9 @@ impl Syncer {
         self.shared.poison_reason().is_some()
     }
 
-    fn commit_group(&mut self, group: Group) {
+    /// Commits `group` and answers it: what `signs` said of the writes just before the answers
+    /// went (a group refused or failed counts as a sign).
+    fn commit_group(&mut self, group: Group, signs: impl FnOnce(&Syncer) -> bool) -> bool {
         let records = group.ends.len() as u64;
         match self.make_durable(&group) {
             Outcome::Durable { sync, last_lsn } => {
@@ -329,8 +335,10 @@ impl Syncer {
                 if let Some(sync) = sync {
                     self.last_sync = sync;
                 }
+                let concurrent = signs(self);
                 self.answer(group.replies, last_lsn);
                 drop(replaced);
+                concurrent
             }
             Outcome::Refused(reason) => {
                 self.store.discard_pending();
@@ -343,10 +351,12 @@ impl Syncer {
                 let behind = self.building.roll_back(&durable.tables);
                 self.refuse(group, &reason);
                 self.refuse(behind, &reason);
+                true
             }
             Outcome::Failed(reason) => {
                 self.shared.poison(reason.clone());
                 self.refuse(group, &reason);
+                true
             }
         }
     }

@@ -443,12 +443,12 @@ pub(crate) fn index_rows(
             return Err(NOT_BUILT.to_string());
         }
         let range = t.index_range(index.id, low, high);
-        let row = |(_, key): (&Key, &Key)| {
+        let row = |(_, key): (&Key, Key)| {
             let fields = t
-                .get(index.table, key)
+                .get(index.table, &key)
                 .cloned()
                 .expect("an entry's row exists");
-            Row::new(index.table, key.clone(), fields)
+            Row::new(index.table, key, fields)
         };
         let limit = limit as usize;
         Ok(if reverse {

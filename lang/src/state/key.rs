@@ -286,6 +286,28 @@ fn has_zero(bytes: &[u8]) -> bool {
     words.remainder().contains(&0)
 }
 
+/// The encoded length of the part at the start of `bytes`, which must start with a valid part.
+fn part_len(bytes: &[u8]) -> usize {
+    let code = bytes[0];
+    if code == STR {
+        // The terminator is the first `00` not followed by `FF` (an escaped `00`).
+        let mut at = 1;
+        loop {
+            match bytes[at..].iter().position(|&b| b == 0) {
+                Some(zero) if bytes.get(at + zero + 1) == Some(&0xFF) => at += zero + 2,
+                Some(zero) => return at + zero + 1,
+                None => unreachable!("a key's string part is terminated"),
+            }
+        }
+    }
+    let n = if code >= INT_ZERO {
+        code - INT_ZERO
+    } else {
+        INT_ZERO - 1 - code
+    };
+    1 + n as usize
+}
+
 /// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
 fn decode_part_bytes(bytes: &[u8]) -> (PartBytes<'_>, usize) {
     let code = bytes[0];
@@ -408,6 +430,16 @@ impl Key {
         parts.iter().for_each(|p| encoder.part(p));
         encoder.push(tail.as_bytes());
         encoder.finish()
+    }
+
+    /// The key of the parts after the first `n` (a non-unique index entry's row key, after
+    /// its `n` indexed values).
+    pub(crate) fn without_parts(&self, n: usize) -> Key {
+        let mut rest = self.as_bytes();
+        for _ in 0..n {
+            rest = &rest[part_len(rest)..];
+        }
+        Key::from_encoded(rest)
     }
 
     /// The order-preserving encoding (see the module doc).
@@ -629,6 +661,31 @@ mod tests {
             for b in 0..=255u8 {
                 let bytes = [b'x', b'x', b'x', a, b, b'x', b'x', b'x', b'x'];
                 assert_eq!(has_zero(&bytes), a == 0 || b == 0, "{a:#x} {b:#x}");
+            }
+        }
+    }
+
+    /// An index entry's row key is found after its values, whatever they are: strings with
+    /// `00` bytes (escaped), negative and large integers, keys inline or on the heap.
+    #[test]
+    fn the_parts_after_the_first_n_are_the_row_key() {
+        let values = [
+            KeyPart::Int(-1),
+            KeyPart::Str("a\0b\0".into()),
+            KeyPart::Int(i64::MIN),
+            KeyPart::Str("".into()),
+            KeyPart::Int(300),
+        ];
+        let rows = [
+            k(&[KeyPart::Int(7)]),
+            k(&[KeyPart::Str("player-0000000042".into())]),
+            k(&[KeyPart::Str("a long name that does not fit inline \0".into()), KeyPart::Int(-5)]),
+        ];
+        for n in 0..=values.len() {
+            for row in &rows {
+                let entry = Key::from_parts_then(&values[..n], row);
+                assert_eq!(entry.without_parts(n), *row, "{n} values before {row:?}");
+                assert_eq!(entry.without_parts(n).as_bytes(), row.as_bytes());
             }
         }
     }

@@ -22,17 +22,19 @@ use rhai::{Dynamic, ImmutableString};
 
 use crate::state::key::{key_part, Key, KeyPart, PartRef};
 use crate::state::schema::TableId;
-use crate::state::tree::Tree;
+use crate::state::tree::{Builder, Tree};
 
 /// The rows of one table built apart from the tables, then given to them whole
 /// ([`Tables::set_rows`]): recovery reads a checkpoint image's rows in key order, import parses
 /// each file on a thread of its own.
+///
+/// Rows pushed in key order (`push_sorted`) are built into a tree bottom-up, with no search;
+/// a row inserted in any order (`insert`) moves them into a tree that takes inserts.
 #[derive(Default)]
 pub struct RowSet {
+    sorted: Builder<Key, Fields>,
+    /// Empty while every row came in order.
     map: Tree<Key, Fields>,
-    /// The greatest key so far: `push_sorted` compares with it instead of finding it in the
-    /// tree for every row.
-    last: Option<Key>,
 }
 
 impl RowSet {
@@ -42,8 +44,10 @@ impl RowSet {
 
     /// Adds a row, returning the one it replaced (a duplicate key).
     pub fn insert(&mut self, key: Key, fields: Fields) -> Option<Fields> {
-        if self.last.as_ref().is_none_or(|last| *last < key) {
-            self.last = Some(key.clone());
+        if self.sorted.len() > 0 {
+            let sorted = std::mem::take(&mut self.sorted);
+            debug_assert_eq!(self.map.len(), 0, "rows came in order until now");
+            self.map = sorted.finish();
         }
         self.map.insert(key, fields)
     }
@@ -51,24 +55,36 @@ impl RowSet {
     /// Adds a row after every row so far: an error, changing nothing, for a key not greater
     /// than the last (rows read from a file that is not what it claims to be).
     pub fn push_sorted(&mut self, key: Key, fields: Fields) -> Result<(), String> {
-        if let Some(last) = &self.last {
+        if self.map.len() > 0 {
+            let last = self.map.ends().map(|(_, (last, _))| last.clone());
+            if let Some(last) = last.filter(|last| *last >= key) {
+                return Err(format!("row {key:?} after row {last:?}: rows out of key order"));
+            }
+            self.map.insert(key, fields);
+            return Ok(());
+        }
+        if let Some(last) = self.sorted.last_key() {
             if *last >= key {
-                return Err(format!(
-                    "row {key:?} after row {last:?}: rows out of key order"
-                ));
+                return Err(format!("row {key:?} after row {last:?}: rows out of key order"));
             }
         }
-        self.last = Some(key.clone());
-        self.map.insert(key, fields);
+        self.sorted.push(key, fields);
         Ok(())
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.sorted.len() + self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
+        self.len() == 0
+    }
+
+    fn into_tree(mut self) -> Tree<Key, Fields> {
+        match self.sorted.len() {
+            0 => std::mem::take(&mut self.map),
+            _ => std::mem::take(&mut self.sorted).finish(),
+        }
     }
 }
 
@@ -121,10 +137,140 @@ pub enum IndexSource {
 }
 
 /// An index's entries. Invariant: exactly one entry per row of `def.table` whose indexed
-/// fields are all set (none `()`), keyed by [`IndexDef::entry_key`], its value the row's key.
+/// fields are all set (none `()`), keyed by [`IndexDef::entry_key`], that leads to the row's key.
 struct Index {
     def: Arc<IndexDef>,
-    entries: Tree<Key, Key>,
+    entries: Entries,
+}
+
+/// The entries of a unique index hold the row's key; those of another index end with it (so
+/// that rows with equal values have entries of their own), and hold nothing more: a third less
+/// memory per entry.
+enum Entries {
+    Unique(Tree<Key, Key>),
+    Multi(Tree<Key, ()>),
+}
+
+impl Entries {
+    fn new(unique: bool) -> Entries {
+        match unique {
+            true => Entries::Unique(Tree::new()),
+            false => Entries::Multi(Tree::new()),
+        }
+    }
+
+    fn snapshot(&mut self) -> Entries {
+        match self {
+            Entries::Unique(tree) => Entries::Unique(tree.snapshot()),
+            Entries::Multi(tree) => Entries::Multi(tree.snapshot()),
+        }
+    }
+
+    fn thawed(&self) -> Entries {
+        match self {
+            Entries::Unique(tree) => Entries::Unique(tree.thawed()),
+            Entries::Multi(tree) => Entries::Multi(tree.thawed()),
+        }
+    }
+
+    fn check(&self) {
+        match self {
+            Entries::Unique(tree) => tree.check(),
+            Entries::Multi(tree) => tree.check(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Entries::Unique(tree) => tree.len(),
+            Entries::Multi(tree) => tree.len(),
+        }
+    }
+
+    /// Whether `entry` is there and leads to the row `key`.
+    fn leads_to(&self, entry: &Key, key: &Key) -> bool {
+        match self {
+            Entries::Unique(tree) => tree.get(entry) == Some(key),
+            // The entry ends with the row's key.
+            Entries::Multi(tree) => tree.get(entry).is_some(),
+        }
+    }
+
+    /// The row key of a unique index's entry.
+    fn unique_get(&self, entry: &Key) -> Option<&Key> {
+        match self {
+            Entries::Unique(tree) => tree.get(entry),
+            Entries::Multi(_) => None,
+        }
+    }
+
+    /// Adds an entry for row `key`: the row key of the entry it replaced, if any (a duplicate
+    /// in a unique index).
+    fn insert(&mut self, entry: Key, key: &Key) -> Option<Key> {
+        match self {
+            Entries::Unique(tree) => tree.insert(entry, key.clone()),
+            Entries::Multi(tree) => tree.insert(entry, ()).map(|()| key.clone()),
+        }
+    }
+
+    /// Removes an entry: whether it was there.
+    fn remove(&mut self, entry: &Key, key: &Key) -> bool {
+        match self {
+            Entries::Unique(tree) => {
+                let removed = tree.remove(entry);
+                assert!(
+                    removed.as_ref().is_none_or(|row| row == key),
+                    "a unique entry leads to its own row"
+                );
+                removed.is_some()
+            }
+            Entries::Multi(tree) => tree.remove(entry).is_some(),
+        }
+    }
+}
+
+/// The entries of an index within bounds, in its order from either end: entry key and row key.
+pub struct IndexRange<'a> {
+    walk: Walk<'a>,
+    /// Parts of a (non-unique) entry before its row key.
+    values: usize,
+}
+
+enum Walk<'a> {
+    Unique(crate::state::tree::Range<'a, Key, Key>),
+    Multi(crate::state::tree::Range<'a, Key, ()>),
+}
+
+impl IndexRange<'_> {
+    fn row_key(&self, entry: &Key) -> Key {
+        entry.without_parts(self.values)
+    }
+}
+
+impl<'a> Iterator for IndexRange<'a> {
+    type Item = (&'a Key, Key);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.walk {
+            Walk::Unique(range) => range.next().map(|(entry, key)| (entry, key.clone())),
+            Walk::Multi(range) => {
+                let (entry, ()) = range.next()?;
+                Some((entry, self.row_key(entry)))
+            }
+        }
+    }
+}
+
+impl DoubleEndedIterator for IndexRange<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match &mut self.walk {
+            Walk::Unique(range) => range.next_back().map(|(entry, key)| (entry, key.clone())),
+            Walk::Multi(range) => {
+                let (entry, ()) = range.next_back()?;
+                Some((entry, self.row_key(entry)))
+            }
+        }
+    }
 }
 
 impl IndexDef {
@@ -344,7 +490,7 @@ impl Tables {
         self.indexes.clear();
         let mut built = Vec::with_capacity(defs.len());
         for def in defs {
-            let mut entries = Tree::new();
+            let mut entries = Entries::new(def.unique);
             for (key, fields) in self.maps[def.table as usize].iter() {
                 let Some(entry) = def
                     .entry_key(key, fields)
@@ -352,7 +498,7 @@ impl Tables {
                 else {
                     continue;
                 };
-                if let Some(other) = entries.insert(entry, key.clone()) {
+                if let Some(other) = entries.insert(entry, key) {
                     return Err(duplicate(&def, &other, key));
                 }
             }
@@ -387,10 +533,10 @@ impl Tables {
                     let (before, after) = (entry(undo.old.as_ref()), entry(now));
                     let holds = after
                         .as_ref()
-                        .is_none_or(|e| index.entries.get(e) == Some(&undo.key));
+                        .is_none_or(|e| index.entries.leads_to(e, &undo.key));
                     let released = match (&before, &after) {
                         (Some(b), after) if after.as_ref() != Some(b) => {
-                            index.entries.get(b) != Some(&undo.key)
+                            !index.entries.leads_to(b, &undo.key)
                         }
                         _ => true,
                     };
@@ -414,7 +560,7 @@ impl Tables {
                     .all(|(key, fields)| match index.def.entry_key(key, fields) {
                         Ok(Some(entry)) => {
                             made += 1;
-                            index.entries.get(&entry) == Some(key)
+                            index.entries.leads_to(&entry, key)
                         }
                         Ok(None) | Err(_) => true,
                     });
@@ -437,18 +583,20 @@ impl Tables {
 
     /// The entries of an index with `low <= entry < high`, ascending (`.rev()`: descending):
     /// entry key and row key.
-    pub fn index_range(
-        &self,
-        index: usize,
-        low: Bound<Key>,
-        high: Bound<Key>,
-    ) -> impl DoubleEndedIterator<Item = (&Key, &Key)> {
-        self.indexes[index].entries.range((low, high))
+    pub fn index_range(&self, index: usize, low: Bound<Key>, high: Bound<Key>) -> IndexRange<'_> {
+        let index = &self.indexes[index];
+        IndexRange {
+            walk: match &index.entries {
+                Entries::Unique(tree) => Walk::Unique(tree.range((low, high))),
+                Entries::Multi(tree) => Walk::Multi(tree.range((low, high))),
+            },
+            values: index.def.sources.len(),
+        }
     }
 
-    /// The row key an index entry leads to.
+    /// The row key a unique index's entry leads to (`None` for another index).
     pub fn index_get(&self, index: usize, entry: &Key) -> Option<&Key> {
-        self.indexes[index].entries.get(entry)
+        self.indexes[index].entries.unique_get(entry)
     }
 
     /// The entries of an index: one per row whose indexed fields are all set.
@@ -496,7 +644,7 @@ impl Tables {
                 continue;
             }
             if let (true, Some(after)) = (check && index.def.unique, &after) {
-                if let Some(other) = index.entries.get(after).filter(|other| *other != key) {
+                if let Some(other) = index.entries.unique_get(after).filter(|other| *other != key) {
                     return Err(duplicate(&index.def, other, key));
                 }
             }
@@ -509,14 +657,11 @@ impl Tables {
             // index's entry ends with the row's own key; a roll-back restores, newest first,
             // entries that the change it undoes had removed).
             if let Some(before) = before {
-                let removed = entries.remove(&before);
-                assert!(
-                    removed.as_ref() == Some(key),
-                    "the old row's entry was in the index"
-                );
+                let removed = entries.remove(&before, key);
+                assert!(removed, "the old row's entry was in the index");
             }
             if let Some(after) = after {
-                let replaced = entries.insert(after, key.clone());
+                let replaced = entries.insert(after, key);
                 assert!(replaced.is_none(), "an entry never replaces another row's");
             }
         }
@@ -541,7 +686,7 @@ impl Tables {
             self.indexes.is_empty(),
             "a table is replaced before its indexes are built: they would not hold its rows"
         );
-        self.maps[table as usize] = rows.map;
+        self.maps[table as usize] = rows.into_tree();
     }
 
     /// Every row of `table` in key order (`.rev()`: descending; `.len()`: how many).
@@ -564,6 +709,14 @@ impl Tables {
 
     pub fn len(&self, table: TableId) -> usize {
         self.maps[table as usize].len()
+    }
+
+    /// Panics unless every table's and index's tree keeps its invariants (for tests: the
+    /// order of keys across nodes, the counts, the generations).
+    #[doc(hidden)]
+    pub fn check_trees(&self) {
+        self.maps.iter().for_each(Tree::check);
+        self.indexes.iter().for_each(|index| index.entries.check());
     }
 
     pub fn row_count(&self) -> usize {
@@ -645,14 +798,13 @@ impl Tables {
         base: Option<&Fields>,
     ) -> Result<Fields, String> {
         let map = &mut self.maps[table as usize];
-        let Some(slot) = map.get_mut(key) else {
+        let Some((old, new)) = map.update(key, |stored| match base {
+            Some(base) if base.ptr_eq(stored) => fields.clone(),
+            _ => stored.merge(fields, mask),
+        }) else {
             return Err("update: the row no longer exists".into());
         };
-        let new = match base {
-            Some(base) if base.ptr_eq(slot) => fields.clone(),
-            _ => slot.merge(fields, mask),
-        };
-        let old = std::mem::replace(slot, new.clone());
+        let new = new.clone();
         if let Err(error) = self.reindex(table, key, (Some(&old), Some(&new)), mask, true) {
             self.maps[table as usize].insert(key.clone(), old);
             return Err(error);
@@ -775,4 +927,51 @@ fn duplicate(def: &IndexDef, other: &Key, key: &Key) -> String {
         other.to_json(),
         key.to_json()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(value: i64) -> Fields {
+        Fields::from_values(&[Dynamic::from_int(value)])
+    }
+
+    fn rows(set: RowSet) -> Vec<(i64, i64)> {
+        let mut tables = Tables::new(1);
+        tables.set_rows(0, set);
+        tables
+            .rows(0)
+            .map(|(k, f)| (k.to_json().as_i64().unwrap(), f.int(0).unwrap()))
+            .collect()
+    }
+
+    /// Rows pushed in order, then inserted out of order, then pushed again, end as one table;
+    /// a row pushed out of order is refused and changes nothing, before and after the switch.
+    #[test]
+    fn a_row_set_takes_rows_in_order_then_in_any_order() {
+        let mut set = RowSet::new();
+        for k in 0..40 {
+            set.push_sorted(Key::int(k * 2), row(k)).unwrap();
+        }
+        assert!(set.push_sorted(Key::int(78), row(0)).is_err());
+        assert!(set.push_sorted(Key::int(10), row(0)).is_err());
+        assert_eq!(set.len(), 40);
+        assert!(set.insert(Key::int(5), row(-5)).is_none());
+        assert_eq!(set.insert(Key::int(4), row(-4)).map(|f| f.int(0)), Some(Some(2)));
+        assert!(set.push_sorted(Key::int(78), row(0)).is_err());
+        set.push_sorted(Key::int(100), row(100)).unwrap();
+        let mut expected: Vec<(i64, i64)> = (0..40).map(|k| (k * 2, k)).collect();
+        expected[2].1 = -4;
+        expected.insert(3, (5, -5));
+        expected.push((100, 100));
+        assert_eq!(set.len(), expected.len());
+        assert_eq!(rows(set), expected);
+
+        let mut sorted = RowSet::new();
+        for k in 0..1_000 {
+            sorted.push_sorted(Key::int(k), row(k)).unwrap();
+        }
+        assert_eq!(rows(sorted), (0..1_000).map(|k| (k, k)).collect::<Vec<_>>());
+    }
 }
