@@ -1594,26 +1594,45 @@ mod tests {
     #[test]
     fn a_tree_and_its_snapshots_hold_what_the_model_holds() {
         use std::collections::BTreeMap;
-        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-        static VALUES: AtomicUsize = AtomicUsize::new(0);
-        /// A value that counts its live copies.
-        #[derive(Debug, PartialEq)]
-        struct Counted(u64);
+        use std::collections::HashSet;
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        static LIVE: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+        /// A value each copy of which is known by an id while it lives: a copy dropped twice,
+        /// or read after its drop (a snapshot's value the owner let go of too early), fails.
+        #[derive(Debug)]
+        struct Counted {
+            id: u64,
+            value: u64,
+        }
+        impl Counted {
+            fn new(value: u64) -> Counted {
+                let id = NEXT.fetch_add(1, Relaxed);
+                LIVE.lock().unwrap().get_or_insert_default().insert(id);
+                Counted { id, value }
+            }
+            fn get(&self) -> u64 {
+                let live = LIVE.lock().unwrap();
+                assert!(
+                    live.as_ref().is_some_and(|live| live.contains(&self.id)),
+                    "a value read after it was dropped"
+                );
+                self.value
+            }
+        }
         impl Clone for Counted {
             fn clone(&self) -> Counted {
-                VALUES.fetch_add(1, Relaxed);
-                Counted(self.0)
+                Counted::new(self.get())
             }
         }
         impl Drop for Counted {
             fn drop(&mut self) {
-                VALUES.fetch_sub(1, Relaxed);
+                let mut live = LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let removed = live.get_or_insert_default().remove(&self.id);
+                assert!(removed, "a value dropped twice");
             }
         }
-        let counted = |v: u64| {
-            VALUES.fetch_add(1, Relaxed);
-            Counted(v)
-        };
+        let counted = Counted::new;
         // Heap keys (a `String` is 24 bytes): what a key that owns memory does when copied.
         let key = |k: u64| format!("{k:08}");
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -1637,13 +1656,13 @@ mod tests {
                 match (round / 100, rng.below(10)) {
                     // Grow in the first half, shrink in the second.
                     (0 | 1, 0..=6) | (2 | 3, 0..=1) => {
-                        let old = tree.insert(key(k), counted(value)).map(|c| c.0);
+                        let old = tree.insert(key(k), counted(value)).map(|c| c.get());
                         assert_eq!(old, model.insert(key(k), value));
                     }
                     (0 | 1, 7) | (2 | 3, 2) => {
                         let got = tree
-                            .update(&key(k), |old| counted(old.0 + value))
-                            .map(|(old, new)| (old.0, new.0));
+                            .update(&key(k), |old| counted(old.get() + value))
+                            .map(|(old, new)| (old.get(), new.get()));
                         let expected = model.get_mut(&key(k)).map(|stored| {
                             *stored += value;
                             (*stored - value, *stored)
@@ -1651,7 +1670,7 @@ mod tests {
                         assert_eq!(got, expected);
                     }
                     _ => {
-                        let removed = tree.remove(&key(k)).map(|c| c.0);
+                        let removed = tree.remove(&key(k)).map(|c| c.get());
                         assert_eq!(removed, model.remove(&key(k)));
                     }
                 }
@@ -1665,7 +1684,7 @@ mod tests {
                 let at = rng.below(snapshots.len() as u64) as usize;
                 let (snapshot, at_model) = snapshots.remove(at);
                 snapshot.check();
-                let got: Vec<(&String, u64)> = snapshot.iter().map(|(k, v)| (k, v.0)).collect();
+                let got: Vec<(&String, u64)> = snapshot.iter().map(|(k, v)| (k, v.get())).collect();
                 let expected: Vec<(&String, u64)> = at_model.iter().map(|(k, v)| (k, *v)).collect();
                 assert_eq!(got, expected, "a snapshot keeps its state");
             }
@@ -1683,7 +1702,7 @@ mod tests {
         let thawed = tree.thawed();
         thawed.check();
         assert_eq!(
-            thawed.iter().map(|(k, v)| (k.clone(), v.0)).collect::<Vec<_>>(),
+            thawed.iter().map(|(k, v)| (k.clone(), v.get())).collect::<Vec<_>>(),
             full
         );
         assert!(census.live() > 0 || !cfg!(debug_assertions));
@@ -1692,7 +1711,8 @@ mod tests {
         assert!(census.live() > 0 || snapshots.is_empty() || !cfg!(debug_assertions));
         drop(snapshots);
         assert_eq!(census.live(), 0, "every node made was freed once");
-        assert_eq!(VALUES.load(Relaxed), 0, "every value dropped once");
+        let left = LIVE.lock().unwrap().as_ref().map_or(0, HashSet::len);
+        assert_eq!(left, 0, "every value dropped once");
     }
 
     /// A tree built from sorted pairs is the tree those pairs inserted one by one make, its
