@@ -57,7 +57,9 @@ fn main() -> anyhow::Result<()> {
     let app = App::load(std::path::Path::new("apps/scoreboard"))?;
     let mut tables = Tables::new(app.schema().tables.len());
     if indexed {
-        tables.set_indexes(app.indexes().to_vec()).map_err(anyhow::Error::msg)?;
+        tables
+            .set_indexes(app.indexes().to_vec())
+            .map_err(anyhow::Error::msg)?;
     }
     let (retired, dropped) = std::sync::mpsc::channel::<Tables>();
     let dropper = std::thread::spawn(move || dropped.into_iter().for_each(drop));

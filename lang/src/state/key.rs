@@ -679,7 +679,10 @@ mod tests {
         let rows = [
             k(&[KeyPart::Int(7)]),
             k(&[KeyPart::Str("player-0000000042".into())]),
-            k(&[KeyPart::Str("a long name that does not fit inline \0".into()), KeyPart::Int(-5)]),
+            k(&[
+                KeyPart::Str("a long name that does not fit inline \0".into()),
+                KeyPart::Int(-5),
+            ]),
         ];
         for n in 0..=values.len() {
             for row in &rows {

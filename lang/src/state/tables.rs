@@ -58,14 +58,18 @@ impl RowSet {
         if self.map.len() > 0 {
             let last = self.map.ends().map(|(_, (last, _))| last.clone());
             if let Some(last) = last.filter(|last| *last >= key) {
-                return Err(format!("row {key:?} after row {last:?}: rows out of key order"));
+                return Err(format!(
+                    "row {key:?} after row {last:?}: rows out of key order"
+                ));
             }
             self.map.insert(key, fields);
             return Ok(());
         }
         if let Some(last) = self.sorted.last_key() {
             if *last >= key {
-                return Err(format!("row {key:?} after row {last:?}: rows out of key order"));
+                return Err(format!(
+                    "row {key:?} after row {last:?}: rows out of key order"
+                ));
             }
         }
         self.sorted.push(key, fields);
@@ -644,7 +648,11 @@ impl Tables {
                 continue;
             }
             if let (true, Some(after)) = (check && index.def.unique, &after) {
-                if let Some(other) = index.entries.unique_get(after).filter(|other| *other != key) {
+                if let Some(other) = index
+                    .entries
+                    .unique_get(after)
+                    .filter(|other| *other != key)
+                {
                     return Err(duplicate(&index.def, other, key));
                 }
             }
@@ -958,7 +966,10 @@ mod tests {
         assert!(set.push_sorted(Key::int(10), row(0)).is_err());
         assert_eq!(set.len(), 40);
         assert!(set.insert(Key::int(5), row(-5)).is_none());
-        assert_eq!(set.insert(Key::int(4), row(-4)).map(|f| f.int(0)), Some(Some(2)));
+        assert_eq!(
+            set.insert(Key::int(4), row(-4)).map(|f| f.int(0)),
+            Some(Some(2))
+        );
         assert!(set.push_sorted(Key::int(78), row(0)).is_err());
         set.push_sorted(Key::int(100), row(100)).unwrap();
         let mut expected: Vec<(i64, i64)> = (0..40).map(|k| (k * 2, k)).collect();

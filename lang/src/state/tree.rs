@@ -35,14 +35,17 @@
 //!
 //! Nodes are allocated whole at [`NODE_BYTES`]: a leaf holds as many entries as fit (15 of a
 //! row key and a row, 20 of an index entry), a branch as many children (16). A node is searched
-//! by a scan from its start. A full leaf splits where the key goes in when that continues a run:
-//! at its end (or start) it keeps its entries and a new leaf starts with the key, so keys
-//! inserted in order (or in reverse) leave leaves full; just after (or before) the place of the
-//! leaf's last insert, as several writers each adding keys in order do, it splits there.
-//! Elsewhere it splits in the middle. A full branch at the tree's right edge keeps its children
-//! and a new branch starts with the new child (a table loaded in key order ends with full
-//! branches); elsewhere it splits in the middle, which bounds the depth: only the rightmost
-//! branch of a level can be less than half full for want of inserts. An emptied leaf or branch
+//! by a scan from its start. A full leaf splits where the key goes in when that continues a run
+//! (the leaf remembers where its last key went in): a run in order at its end keeps the leaf's
+//! entries and starts a new leaf with the key, and one in order inside it (several writers each
+//! adding keys in order, each at a place of its own) splits at the key; a run in reverse moves
+//! the entry before the key into the new leaf with it, so that the run's next keys go there too;
+//! a key at the start starts a leaf of its own. So keys inserted in order or in reverse, from
+//! one writer or several, leave leaves full. Elsewhere a leaf splits in the middle. A full
+//! branch at the tree's right edge keeps its children and a new branch starts with the new child
+//! (a table loaded in key order ends with full branches); elsewhere it splits in the middle,
+//! which bounds the depth: only the rightmost branch of a level can be less than half full for
+//! want of inserts, and branches are at least 16 wide (`Shape::WIDE_ENOUGH`). An emptied leaf or branch
 //! leaves its parent, and a root with one child gives way to it; nodes are not merged otherwise.
 //!
 //! Only this file knows how the map is built. It must not know rows, keys or indexes: it is a
@@ -155,6 +158,12 @@ impl<K, V> Shape<K, V> {
         4,
         64,
     );
+    /// The depth bound (`DEPTH_MAX`) holds for branches that keep at least 8 children after a
+    /// split: a key too large for 16 children a branch fails the build of the tree using it.
+    const WIDE_ENOUGH: () = assert!(
+        Self::BRANCH_CAP >= 16,
+        "keys this large make branches too narrow for DEPTH_MAX"
+    );
     const BRANCH_KEYS: usize = round_up(Self::HEADER, align_of::<K>());
     const BRANCH_KIDS: usize = round_up(
         Self::BRANCH_KEYS + (Self::BRANCH_CAP - 1) * size_of::<K>(),
@@ -210,9 +219,7 @@ impl<K, V> Shape<K, V> {
 
     /// A branch's separators: `keys[i]` is the least key its child `i + 1` may hold.
     unsafe fn branch_keys<'a>(branch: Node) -> &'a [K] {
-        unsafe {
-            std::slice::from_raw_parts(Self::branch_keys_ptr(branch), Self::len(branch) - 1)
-        }
+        unsafe { std::slice::from_raw_parts(Self::branch_keys_ptr(branch), Self::len(branch) - 1) }
     }
 
     unsafe fn kids<'a>(branch: Node) -> &'a [Node] {
@@ -225,6 +232,8 @@ impl<K, V> Shape<K, V> {
 
     /// A new empty node of `generation`.
     fn new_node(leaf: bool, generation: u64) -> Node {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::WIDE_ENOUGH;
         let layout = if leaf { Self::LEAF } else { Self::BRANCH };
         // SAFETY: both layouts have a non-zero size (a header at least).
         let raw = unsafe { alloc(layout) }.cast::<Header>();
@@ -281,7 +290,10 @@ impl<K, V> Shape<K, V> {
         unsafe {
             let len = Self::len(node);
             if Self::is_leaf(node) {
-                ptr::drop_in_place(ptr::slice_from_raw_parts_mut(Self::leaf_keys_ptr(node), len));
+                ptr::drop_in_place(ptr::slice_from_raw_parts_mut(
+                    Self::leaf_keys_ptr(node),
+                    len,
+                ));
                 ptr::drop_in_place(ptr::slice_from_raw_parts_mut(Self::values_ptr(node), len));
             } else {
                 ptr::drop_in_place(ptr::slice_from_raw_parts_mut(
@@ -303,9 +315,7 @@ impl<K, V> Shape<K, V> {
     where
         K: Ord,
     {
-        unsafe {
-            linear_search(Self::leaf_keys(leaf), key)
-        }
+        unsafe { linear_search(Self::leaf_keys(leaf), key) }
     }
 
     /// The child of `branch` whose keys may include `key`.
@@ -394,7 +404,10 @@ impl<K, V> Retired<K, V> {
     }
 
     fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.keys.is_empty() && self.values.is_empty() && self.whole.is_none()
+        self.nodes.is_empty()
+            && self.keys.is_empty()
+            && self.values.is_empty()
+            && self.whole.is_none()
     }
 }
 
@@ -645,14 +658,20 @@ impl<K: Ord + Clone, V: Clone> Live<K, V> {
             // the run, so that the leaf behind it stays full as it would at the end. Elsewhere,
             // half and half. `mid` entries stay; the key goes left when `left`.
             let hint = (*leaf.as_ptr()).hint as usize;
-            let (mid, left) = if pos == len {
+            let (mid, left) = if pos == len && hint + 1 == len {
+                // A run in order at the leaf's end: the leaf stays full. Its hint no longer
+                // says where a run goes on: a key that comes to its end again comes from a
+                // run in reverse (the run in order goes on in the new leaf).
+                (*leaf.as_ptr()).hint = NO_HINT;
                 (len, false)
             } else if pos == 0 {
                 (0, true)
             } else if pos == hint + 1 {
                 (pos, true)
-            } else if pos == hint {
-                (pos, false)
+            } else if pos == hint || pos == len {
+                // A run in reverse: the entry before the key goes to the new leaf with it, as
+                // its least key, so that the run's next keys (between the two) go there too.
+                (max(pos - 1, 1), false)
             } else {
                 (len / 2, pos <= len / 2)
             };
@@ -687,10 +706,7 @@ impl<K: Ord + Clone, V: Clone> Live<K, V> {
         let cap = Shape::<K, V>::BRANCH_CAP;
         loop {
             if level == 0 {
-                assert!(
-                    path.depth < DEPTH_MAX,
-                    "a tree deeper than {DEPTH_MAX} levels: more nodes than memory could hold"
-                );
+                debug_assert!(path.depth < DEPTH_MAX, "checked by `Tree::insert`");
                 let root = Shape::<K, V>::new_node(false, self.generation);
                 self.census.made(1);
                 // SAFETY: a new branch with room for two children and one key.
@@ -852,10 +868,14 @@ impl<K, V> Drop for Live<K, V> {
             Some(last) => {
                 // Snapshots may still read it: the whole tree goes with what this generation
                 // retired, freed after them.
-                let mut retired = std::mem::replace(&mut self.pending, Retired::new(self.census.clone()));
+                let mut retired =
+                    std::mem::replace(&mut self.pending, Retired::new(self.census.clone()));
                 retired.whole = whole;
                 let set = last.generation.after.set((retired, None));
-                assert!(set.is_ok(), "the last snapshot's generation has no successor yet");
+                assert!(
+                    set.is_ok(),
+                    "the last snapshot's generation has no successor yet"
+                );
             }
         }
     }
@@ -991,11 +1011,20 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
             live.changed = true;
             return None;
         };
+        // Before anything changes: a split that reached the root would make the tree one level
+        // deeper than the path.
+        assert!(
+            path.depth < DEPTH_MAX,
+            "a tree {DEPTH_MAX} levels deep: more nodes than memory could hold"
+        );
         live.own_path(&mut path);
         if path.found {
             // SAFETY: the path's leaf is owned and holds an entry at `pos`.
             let old = unsafe {
-                ptr::replace(Shape::<K, V>::values_ptr(path.leaf()).add(path.pos()), value)
+                ptr::replace(
+                    Shape::<K, V>::values_ptr(path.leaf()).add(path.pos()),
+                    value,
+                )
             };
             drop(key);
             return Some(live.give_back(old));
@@ -1073,10 +1102,8 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
                         len: live.len,
                         generation: generation.clone(),
                     });
-                    let retired = std::mem::replace(
-                        &mut live.pending,
-                        Retired::new(live.census.clone()),
-                    );
+                    let retired =
+                        std::mem::replace(&mut live.pending, Retired::new(live.census.clone()));
                     match live.last.replace(frozen.clone()) {
                         Some(last) => {
                             let set = last.generation.after.set((retired, Some(generation)));
@@ -1218,7 +1245,9 @@ impl<K: Item + Ord + Debug, V: Item> Builder<K, V> {
                         Shape::<K, V>::kids_ptr(branch).add(i).write(kid);
                         if i > 0 {
                             let least = least_key::<K, V>(kid).clone();
-                            Shape::<K, V>::branch_keys_ptr(branch).add(i - 1).write(least);
+                            Shape::<K, V>::branch_keys_ptr(branch)
+                                .add(i - 1)
+                                .write(least);
                         }
                     }
                 }
@@ -1260,13 +1289,23 @@ fn check_node<'a, K: Ord + Debug, V>(
         assert!(len > 0, "an empty node");
         if Shape::<K, V>::is_leaf(node) {
             assert!(len <= Shape::<K, V>::LEAF_CAP);
-            assert_eq!(*leaf_depth.get_or_insert(depth), depth, "leaves at one depth");
+            assert_eq!(
+                *leaf_depth.get_or_insert(depth),
+                depth,
+                "leaves at one depth"
+            );
             for key in Shape::<K, V>::leaf_keys(node) {
                 if let Some(last) = last {
                     assert!(*last < key, "keys ascending: {key:?} after {last:?}");
                 }
-                assert!(low.is_none_or(|low| low <= key), "{key:?} under its separator");
-                assert!(high.is_none_or(|high| key < high), "{key:?} past its separator");
+                assert!(
+                    low.is_none_or(|low| low <= key),
+                    "{key:?} under its separator"
+                );
+                assert!(
+                    high.is_none_or(|high| key < high),
+                    "{key:?} past its separator"
+                );
                 *last = Some(key);
             }
             *count += len;
@@ -1495,7 +1534,8 @@ impl<K: Item + Ord + Debug, V: Item> DoubleEndedIterator for Range<'_, K, V> {
         if self.front.same_place(&self.back) {
             return None;
         }
-        self.back.retreat(self.root.expect("a range with pairs has a root"));
+        self.back
+            .retreat(self.root.expect("a range with pairs has a root"));
         // SAFETY: at or past the front, the back is at an entry of the borrowed tree.
         Some(unsafe { self.back.pair() })
     }
@@ -1702,7 +1742,10 @@ mod tests {
         let thawed = tree.thawed();
         thawed.check();
         assert_eq!(
-            thawed.iter().map(|(k, v)| (k.clone(), v.get())).collect::<Vec<_>>(),
+            thawed
+                .iter()
+                .map(|(k, v)| (k.clone(), v.get()))
+                .collect::<Vec<_>>(),
             full
         );
         assert!(census.live() > 0 || !cfg!(debug_assertions));
@@ -1734,6 +1777,72 @@ mod tests {
                 assert_eq!(leaves, n.div_ceil(cap), "{n} pairs in full leaves");
             }
         }
+    }
+
+    /// Keys in reverse order fill their leaves as keys in order do, wherever the run starts:
+    /// just past the end of a full leaf (rows appended, or built from sorted rows as recovery
+    /// builds them), or just before its last entry. Each key made a leaf of its own (or of two)
+    /// when a full leaf met a key at its end and always kept its entries (found by review).
+    #[test]
+    fn a_reverse_run_fills_its_leaves_wherever_it_starts() {
+        let cap = Shape::<u64, u64>::LEAF_CAP as u64;
+        let n = 10 * cap;
+        for built in [false, true] {
+            let mut tree = match built {
+                true => Tree::from_sorted((0..n).map(|k| (k, k))),
+                false => {
+                    let mut tree = Tree::new();
+                    (0..n).for_each(|k| {
+                        tree.insert(k, k);
+                    });
+                    tree
+                }
+            };
+            let (before, _) = leaf_fill(&tree);
+            for k in (n..2 * n).rev() {
+                tree.insert(k, k);
+            }
+            tree.check();
+            let (after, entries) = leaf_fill(&tree);
+            assert_eq!(entries, 2 * n as usize);
+            assert!(
+                (after - before) as u64 <= 2 * n.div_ceil(cap),
+                "{n} keys in reverse took {} leaves (cap {cap}, built: {built})",
+                after - before
+            );
+        }
+        let mut tree = Tree::from_sorted((0..cap).map(|k| (k * 1000, k)));
+        let (before, _) = leaf_fill(&tree);
+        let top = (cap - 1) * 1000;
+        for k in (top - n..top).rev() {
+            tree.insert(k, k);
+        }
+        tree.check();
+        let (after, _) = leaf_fill(&tree);
+        assert!(
+            (after - before) as u64 <= 2 * n.div_ceil(cap),
+            "{n} keys in reverse before a leaf's last entry took {} leaves",
+            after - before
+        );
+    }
+
+    /// Groups each filled newest first (a key of a group, then a time descending), one group
+    /// after another: the leaves end at least half full.
+    #[test]
+    fn groups_filled_newest_first_fill_their_leaves() {
+        let mut tree = Tree::<(u64, std::cmp::Reverse<u64>), ()>::new();
+        for group in 0..8 {
+            for time in 0..1_000 {
+                tree.insert((group, std::cmp::Reverse(time)), ());
+            }
+        }
+        tree.check();
+        let (leaves, entries) = leaf_fill(&tree);
+        let cap = Shape::<(u64, std::cmp::Reverse<u64>), ()>::LEAF_CAP;
+        assert!(
+            leaves <= 2 * entries.div_ceil(cap),
+            "{entries} entries in {leaves} leaves (cap {cap})"
+        );
     }
 
     /// Leaves and entries of a tree.
