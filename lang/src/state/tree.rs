@@ -652,11 +652,13 @@ impl<K: Ord + Clone, V: Clone> Live<K, V> {
                 leaf_insert(leaf, pos, key, value);
                 return;
             }
-            // Full. At its end (or its start), a new leaf of the one key: keys that come in
-            // order (or in reverse) fill leaves. Where a run goes on inside the leaf (several
-            // writers each adding keys in order, each at a place of its own), the split is at
-            // the run, so that the leaf behind it stays full as it would at the end. Elsewhere,
-            // half and half. `mid` entries stay; the key goes left when `left`.
+            // Full. Where the key continues a run (the hint says where the last key went in),
+            // the split leaves the leaf behind the run full and the run room ahead of it: at
+            // the end after a run in order, a new leaf of the one key; inside the leaf (several
+            // writers each adding keys in order, each at a place of its own), a split at the
+            // key; for a run in reverse, a new leaf of the key and the entry before it. At the
+            // start, a leaf of the one key. Elsewhere, half and half. `mid` entries stay; the
+            // key goes left when `left`.
             let hint = (*leaf.as_ptr()).hint as usize;
             let (mid, left) = if pos == len && hint + 1 == len {
                 // A run in order at the leaf's end: the leaf stays full. Its hint no longer
