@@ -310,26 +310,12 @@ fn part_len(bytes: &[u8]) -> usize {
 
 /// The part at the start of `bytes` and its encoded length. `bytes` must start with a valid part.
 fn decode_part_bytes(bytes: &[u8]) -> (PartBytes<'_>, usize) {
+    let len = part_len(bytes);
     let code = bytes[0];
     if code == STR {
-        let body = &bytes[1..];
-        let mut end = 0;
-        let mut escaped = false;
-        loop {
-            match body[end..].iter().position(|&b| b == 0) {
-                Some(at) if body.get(end + at + 1) == Some(&0xFF) => {
-                    escaped = true;
-                    end += at + 2;
-                }
-                Some(at) => {
-                    end += at;
-                    break;
-                }
-                None => unreachable!("a key's string part is terminated"),
-            }
-        }
-        let raw = &body[..end];
-        let text = if escaped {
+        let raw = &bytes[1..len - 1];
+        // Every `00` inside a string part is escaped as `00 FF`.
+        let text = if has_zero(raw) {
             let mut out = Vec::with_capacity(raw.len());
             let mut i = 0;
             while i < raw.len() {
@@ -340,20 +326,16 @@ fn decode_part_bytes(bytes: &[u8]) -> (PartBytes<'_>, usize) {
         } else {
             Cow::Borrowed(raw)
         };
-        return (PartBytes::Str(text), 1 + end + 1);
+        return (PartBytes::Str(text), len);
     }
     debug_assert!(
         (INT_MIN_CODE..=INT_MAX_CODE).contains(&code),
         "code {code:#x}"
     );
-    let (n, negative) = if code >= INT_ZERO {
-        ((code - INT_ZERO) as usize, false)
-    } else {
-        ((INT_ZERO - 1 - code) as usize, true)
-    };
-    let mut word = if negative { [0xFF; 8] } else { [0; 8] };
-    word[8 - n..].copy_from_slice(&bytes[1..1 + n]);
-    (PartBytes::Int(i64::from_be_bytes(word)), 1 + n)
+    let n = len - 1;
+    let mut word = if code < INT_ZERO { [0xFF; 8] } else { [0; 8] };
+    word[8 - n..].copy_from_slice(&bytes[1..len]);
+    (PartBytes::Int(i64::from_be_bytes(word)), len)
 }
 
 impl Key {

@@ -372,7 +372,7 @@ impl Census {
     }
 
     /// Nodes made and not yet freed (always 0 without debug assertions).
-    #[allow(dead_code)]
+    #[cfg(test)]
     pub(crate) fn live(&self) -> isize {
         #[cfg(debug_assertions)]
         return self.live.load(std::sync::atomic::Ordering::Relaxed);
@@ -1135,7 +1135,7 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
 
     /// Counts the nodes of a live tree and of every snapshot it made (in builds with debug
     /// assertions).
-    #[allow(dead_code)]
+    #[cfg(test)]
     pub(crate) fn census(&self) -> Census {
         match &self.state {
             State::Live(live) => live.census.clone(),
@@ -1587,6 +1587,8 @@ fn trees_cross_threads() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
     use std::sync::Mutex;
     use std::thread::ThreadId;
 
@@ -1613,18 +1615,6 @@ mod tests {
             Bound::Included(high) => key <= high,
             Bound::Excluded(high) => key < high,
             Bound::Unbounded => true,
-        }
-    }
-
-    /// A small generator, so that the model test below needs no crate.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
         }
     }
 
@@ -1677,25 +1667,25 @@ mod tests {
         let counted = Counted::new;
         // Heap keys (a `String` is 24 bytes): what a key that owns memory does when copied.
         let key = |k: u64| format!("{k:08}");
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = StdRng::seed_from_u64(0x9E37_79B9_7F4A_7C15);
         let mut tree = Tree::<String, Counted>::new();
         let census = tree.census();
         let mut model = BTreeMap::new();
         let mut snapshots: Vec<(Tree<String, Counted>, BTreeMap<String, u64>)> = Vec::new();
         for round in 0..400u64 {
             let (start, step, count) = match round % 4 {
-                0 => (rng.below(50_000), 1, 150),
-                1 => (rng.below(50_000) + 1_000, u64::MAX, 150),
+                0 => (rng.random_range(0..50_000), 1, 150),
+                1 => (rng.random_range(0..50_000) + 1_000, u64::MAX, 150),
                 _ => (0, 0, 150),
             };
             for i in 0..count {
                 let k = match step {
                     1 => start + i,
                     u64::MAX => start - i,
-                    _ => rng.below(50_000),
+                    _ => rng.random_range(0..50_000),
                 };
-                let value = rng.below(1_000_000);
-                match (round / 100, rng.below(10)) {
+                let value = rng.random_range(0..1_000_000);
+                match (round / 100, rng.random_range(0..10)) {
                     // Grow in the first half, shrink in the second.
                     (0 | 1, 0..=6) | (2 | 3, 0..=1) => {
                         let old = tree.insert(key(k), counted(value)).map(|c| c.get());
@@ -1719,18 +1709,21 @@ mod tests {
             }
             tree.check();
             assert_eq!(tree.len(), model.len());
-            if rng.below(3) == 0 {
+            if rng.random_range(0..3) == 0 {
                 snapshots.push((tree.snapshot(), model.clone()));
             }
-            if snapshots.len() > 6 || (rng.below(4) == 0 && !snapshots.is_empty()) {
-                let at = rng.below(snapshots.len() as u64) as usize;
+            if snapshots.len() > 6 || (rng.random_range(0..4) == 0 && !snapshots.is_empty()) {
+                let at = rng.random_range(0..snapshots.len() as u64) as usize;
                 let (snapshot, at_model) = snapshots.remove(at);
                 snapshot.check();
                 let got: Vec<(&String, u64)> = snapshot.iter().map(|(k, v)| (k, v.get())).collect();
                 let expected: Vec<(&String, u64)> = at_model.iter().map(|(k, v)| (k, *v)).collect();
                 assert_eq!(got, expected, "a snapshot keeps its state");
             }
-            let (low, high) = (key(rng.below(50_000)), key(rng.below(50_000)));
+            let (low, high) = (
+                key(rng.random_range(0..50_000)),
+                key(rng.random_range(0..50_000)),
+            );
             let bounds = (Bound::Included(low.clone()), Bound::Excluded(high.clone()));
             let got: Vec<&String> = tree.range(bounds.clone()).rev().map(|(k, _)| k).collect();
             let expected: Vec<&String> = if low < high {
