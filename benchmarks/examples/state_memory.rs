@@ -2,11 +2,13 @@
 //! player costs the tables (its row and its `by_best` entry), as the allocator counts it, as
 //! its size classes hold it, and as the resident set grows (research note 025).
 //!
-//! `cargo run --release -p pure-bench --example state_memory -- [PLAYERS] [--no-index]`
+//! `cargo run --release -p pure-bench --example state_memory -- [PLAYERS] [--no-index]
+//! [--same-thread]`
 //!
 //! Players are posted as `pure-bench scoreboard-memory` posts them: 8 streams of ascending
 //! names, interleaved, with a snapshot every 14 posts (the group size at 8 connections) dropped
-//! on another thread when the next replaces it, as the syncer does.
+//! on another thread when the next replaces it, as the syncer does (`--same-thread`: on the
+//! writing thread, which shows what freeing across threads costs).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
@@ -54,6 +56,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let players: u64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(500_000);
     let indexed = !args.iter().any(|a| a == "--no-index");
+    let same_thread = args.iter().any(|a| a == "--same-thread");
     let app = App::load(std::path::Path::new("apps/scoreboard"))?;
     let mut tables = Tables::new(app.schema().tables.len());
     if indexed {
@@ -85,7 +88,11 @@ fn main() -> anyhow::Result<()> {
             posted += 1;
             if posted.is_multiple_of(14) {
                 if let Some(old) = held.replace(tables.snapshot()) {
-                    retired.send(old)?;
+                    if same_thread {
+                        drop(old);
+                    } else {
+                        retired.send(old)?;
+                    }
                 }
             }
         }

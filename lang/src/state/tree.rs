@@ -33,20 +33,28 @@
 //!
 //! # Shape
 //!
-//! Nodes are allocated whole at [`NODE_BYTES`]: a leaf holds as many entries as fit (15 of a
-//! row key and a row, 20 of an index entry), a branch as many children (16). A node is searched
-//! by a scan from its start. A full leaf splits where the key goes in when that continues a run
+//! Nodes are allocated whole at [`NODE_BYTES`]: a leaf holds as many entries as fit (15 of a row
+//! key and a row, 20 of an index entry), a branch as many children (16). A node is searched by a
+//! scan from its start. A full leaf first gives its last entries (the key with them, if they all
+//! fit) to the next leaf under the same parent when that one has room, as in a B*-tree: behind a
+//! run that leaves what follows it done (several writers passing over each other's keys, each
+//! adding an entry after each of the last one's) leaves then fill up to full, where splits alone
+//! left them about half full. Otherwise it splits where the key goes in when that continues a run
 //! (the leaf remembers where its last key went in): a run in order at its end keeps the leaf's
 //! entries and starts a new leaf with the key, and one in order inside it (several writers each
-//! adding keys in order, each at a place of its own) splits at the key; a run in reverse moves
-//! the entry before the key into the new leaf with it, so that the run's next keys go there too;
-//! a key at the start starts a leaf of its own. So keys inserted in order or in reverse, from
-//! one writer or several, leave leaves full. Elsewhere a leaf splits in the middle. A full
-//! branch at the tree's right edge keeps its children and a new branch starts with the new child
-//! (a table loaded in key order ends with full branches); elsewhere it splits in the middle,
-//! which bounds the depth: only the rightmost branch of a level can be less than half full for
-//! want of inserts, and branches are at least 16 wide (`Shape::WIDE_ENOUGH`). An emptied leaf or branch
-//! leaves its parent, and a root with one child gives way to it; nodes are not merged otherwise.
+//! adding keys in order, each at a place of its own) splits at the key; a run in reverse moves the
+//! entry before the key into the new leaf with it, so that the run's next keys go there too; a key
+//! at the start starts a leaf of its own. So keys inserted in order or in reverse, from one writer
+//! or several, leave leaves full. Elsewhere a leaf splits in the middle. A full branch at the
+//! tree's right edge keeps its children and a new branch starts with the new child (a table loaded
+//! in key order ends with full branches); elsewhere it splits in the middle, which bounds the
+//! depth: only the rightmost branch of a level can be less than half full for want of inserts, and
+//! branches are at least 16 wide (`Shape::WIDE_ENOUGH`). An emptied leaf or branch leaves its
+//! parent, and a root with one child gives way to it; nodes are not merged otherwise.
+//!
+//! Freed nodes are kept, up to a bound, for the next ones made (`spare`): most are retired on
+//! one thread and made on another, and the allocator keeps memory freed across threads out of
+//! use for a while.
 //!
 //! Only this file knows how the map is built. It must not know rows, keys or indexes: it is a
 //! map.
@@ -230,13 +238,27 @@ impl<K, V> Shape<K, V> {
         unsafe { *Self::kids_ptr(branch).add(i) }
     }
 
+    /// Whether this shape's nodes fit a spare node (`spare`), as every tree in Pure's does.
+    const SPARED: bool = Self::LEAF.size() <= spare::LAYOUT.size()
+        && Self::BRANCH.size() <= spare::LAYOUT.size()
+        && Self::ALIGN <= spare::LAYOUT.align();
+
     /// A new empty node of `generation`.
     fn new_node(leaf: bool, generation: u64) -> Node {
         #[allow(clippy::let_unit_value)]
         let () = Self::WIDE_ENOUGH;
-        let layout = if leaf { Self::LEAF } else { Self::BRANCH };
-        // SAFETY: both layouts have a non-zero size (a header at least).
-        let raw = unsafe { alloc(layout) }.cast::<Header>();
+        let layout = if Self::SPARED {
+            spare::LAYOUT
+        } else if leaf {
+            Self::LEAF
+        } else {
+            Self::BRANCH
+        };
+        let spared = if Self::SPARED { spare::take() } else { None };
+        // SAFETY: every layout has a non-zero size (a header at least).
+        let raw = spared
+            .unwrap_or_else(|| unsafe { alloc(layout) })
+            .cast::<Header>();
         let Some(node) = NonNull::new(raw) else {
             handle_alloc_error(layout)
         };
@@ -254,6 +276,11 @@ impl<K, V> Shape<K, V> {
 
     /// Frees a node's memory without dropping what it holds.
     unsafe fn free_node(node: Node) {
+        if Self::SPARED {
+            // SAFETY: a node no one reaches, allocated with `spare::LAYOUT`.
+            unsafe { spare::give([node.cast()]) };
+            return;
+        }
         let layout = if unsafe { Self::is_leaf(node) } {
             Self::LEAF
         } else {
@@ -413,10 +440,14 @@ impl<K, V> Retired<K, V> {
 
 impl<K, V> Drop for Retired<K, V> {
     fn drop(&mut self) {
-        for &node in &self.nodes {
-            // SAFETY: a retired node is reachable only from snapshots, all dropped by now (see
-            // `Generation`), and its contents belong to the copy that replaced it.
-            unsafe { Shape::<K, V>::free_node(node) };
+        // SAFETY: a retired node is reachable only from snapshots, all dropped by now (see
+        // `Generation`), and its contents belong to the copy that replaced it.
+        if Shape::<K, V>::SPARED {
+            unsafe { spare::give(self.nodes.iter().map(|node| node.cast())) };
+        } else {
+            for &node in &self.nodes {
+                unsafe { Shape::<K, V>::free_node(node) };
+            }
         }
         self.census.freed(self.nodes.len() as isize);
         if let Some(whole) = self.whole.take() {
@@ -452,6 +483,59 @@ impl<K, V> Drop for Generation<K, V> {
             after = next
                 .and_then(Arc::into_inner)
                 .and_then(|mut generation| generation.after.take());
+        }
+    }
+}
+
+/// Nodes freed, kept for the next ones made, up to a bound.
+///
+/// Retired nodes are freed on the thread that drops the last snapshot (the syncer, a reader),
+/// and new ones are made on the owner's: given back to the allocator, every node would cross
+/// threads twice, and mimalloc keeps a page whose blocks were freed by another thread out of
+/// use until an eighth of it is free (research note 026: about 12 bytes a scoreboard player).
+/// Kept here, the owner's next node is one of them.
+mod spare {
+    use std::alloc::{dealloc, Layout};
+    use std::ptr::NonNull;
+    use std::sync::Mutex;
+
+    /// Every spared node's allocation: the tree's node size, word-aligned.
+    pub(super) const LAYOUT: Layout = super::layout(super::NODE_BYTES, 8);
+
+    /// The most nodes kept (2 MiB): what a few snapshots' worth of writes retires. More are
+    /// given back to the allocator.
+    const KEPT_MAX: usize = 4096;
+
+    struct Block(NonNull<u8>);
+
+    // SAFETY: a spare block is memory no one reaches; whoever takes it owns it.
+    unsafe impl Send for Block {}
+
+    static SPARE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
+
+    /// A spare node's memory, if one is kept (uninitialised, `LAYOUT`).
+    pub(super) fn take() -> Option<*mut u8> {
+        let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        spare.pop().map(|b| b.0.as_ptr())
+    }
+
+    /// Keeps `blocks` for next nodes, or frees those past the bound.
+    ///
+    /// # Safety
+    /// Each block was allocated with `LAYOUT`, and no one reaches it any more.
+    pub(super) unsafe fn give(blocks: impl IntoIterator<Item = NonNull<u8>>) {
+        let mut blocks = blocks.into_iter();
+        {
+            let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+            if spare.capacity() == 0 {
+                spare.reserve_exact(KEPT_MAX);
+            }
+            let room = KEPT_MAX - spare.len();
+            spare.extend(blocks.by_ref().take(room).map(Block));
+        }
+        for block in blocks {
+            // SAFETY: the caller's.
+            unsafe { dealloc(block.as_ptr(), LAYOUT) }
         }
     }
 }
@@ -652,7 +736,11 @@ impl<K: Ord + Clone, V: Clone> Live<K, V> {
                 leaf_insert(leaf, pos, key, value);
                 return;
             }
-            // Full. Where the key continues a run (the hint says where the last key went in),
+            // Full: room in the next leaf first, then a split.
+            let Err((key, value)) = self.spill_right(path, key, value) else {
+                return;
+            };
+            // Where the key continues a run (the hint says where the last key went in),
             // the split leaves the leaf behind the run full and the run room ahead of it: at
             // the end after a run in order, a new leaf of the one key; inside the leaf (several
             // writers each adding keys in order, each at a place of its own), a split at the
@@ -696,10 +784,74 @@ impl<K: Ord + Clone, V: Clone> Live<K, V> {
                 leaf_insert(leaf, pos, key, value);
             } else {
                 leaf_insert(right, pos - mid, key, value);
+                (*leaf.as_ptr()).hint = mid as u8;
             }
             let separator = Shape::<K, V>::leaf_keys(right)[0].clone();
             self.insert_up(path, path.depth - 1, separator, right);
         }
+    }
+
+    /// Makes room in `path`'s full leaf by moving its last entries to the front of the next
+    /// leaf under the same parent, if that leaf has room: the key and the entries after it, or
+    /// as many of those as fit (the key stays when they do not all fit). A split that makes no
+    /// leaf, as in a B*-tree: so behind a run that leaves the entries after it done (one in
+    /// reverse, several writers each at a place of their own, or passing over each other's
+    /// keys) the leaves fill up to full instead of each split leaving two part-full ones. Gives
+    /// the key and value back when there is no such leaf or it is full.
+    fn spill_right(&mut self, path: &Path, key: K, value: V) -> Result<(), (K, V)> {
+        let cap = Shape::<K, V>::LEAF_CAP;
+        if path.depth < 2 {
+            return Err((key, value));
+        }
+        let leaf = path.leaf();
+        let pos = path.pos();
+        let parent = NonNull::new(path.nodes[path.depth - 2]).expect("a branch on the path");
+        let i = path.at[path.depth - 2];
+        // SAFETY: `leaf` and `parent` are owned (the path was); the sibling is owned before it
+        // changes; entries move bitwise, each to one place.
+        unsafe {
+            let len = Shape::<K, V>::len(leaf);
+            debug_assert_eq!(len, cap);
+            if i + 1 >= Shape::<K, V>::len(parent) {
+                return Err((key, value));
+            }
+            let sibling = Shape::<K, V>::kid(parent, i + 1);
+            let had = Shape::<K, V>::len(sibling);
+            if had == cap {
+                return Err((key, value));
+            }
+            let sibling = self.own(sibling);
+            *Shape::<K, V>::kids_ptr(parent).add(i + 1) = sibling;
+            // The key goes too when it and every entry after it fit.
+            let with_key = cap - had > len - pos;
+            let moved = if with_key { len - pos } else { cap - had };
+            let (keys, values) = (
+                Shape::<K, V>::leaf_keys_ptr(sibling),
+                Shape::<K, V>::values_ptr(sibling),
+            );
+            let from = len - moved;
+            ptr::copy(keys, keys.add(moved), had);
+            ptr::copy(values, values.add(moved), had);
+            ptr::copy_nonoverlapping(Shape::<K, V>::leaf_keys_ptr(leaf).add(from), keys, moved);
+            ptr::copy_nonoverlapping(Shape::<K, V>::values_ptr(leaf).add(from), values, moved);
+            Shape::<K, V>::set_len(leaf, from);
+            Shape::<K, V>::set_len(sibling, had + moved);
+            let hint = &mut (*sibling.as_ptr()).hint;
+            if *hint != NO_HINT {
+                *hint += moved as u8;
+            }
+            if with_key {
+                leaf_insert(sibling, 0, key, value);
+                // The run went on past the leaf's end.
+                (*leaf.as_ptr()).hint = from as u8;
+            } else {
+                leaf_insert(leaf, pos, key, value);
+            }
+            let separator = Shape::<K, V>::leaf_keys(sibling)[0].clone();
+            let old = ptr::replace(Shape::<K, V>::branch_keys_ptr(parent).add(i), separator);
+            self.let_go_key(old);
+        }
+        Ok(())
     }
 
     /// Adds `right` (its least key `separator`) after the child taken at level `level - 1` of
@@ -1841,6 +1993,39 @@ mod tests {
     }
 
     /// Leaves and entries of a tree.
+    #[test]
+    fn writers_passing_over_each_others_keys_fill_their_leaves() {
+        // The scoreboard's index as `scoreboard-memory` fills it: 8 writers each posting
+        // players in order, a player's score its number modulo 100,000, entries ordered by
+        // score descending then player.
+        let (players, writers, scores) = (100_000u64, 8, 20_000);
+        let per = players / writers;
+        type Entry = (std::cmp::Reverse<u64>, u64, u64);
+        let mut tree = Tree::<Entry, ()>::new();
+        let mut rows = Tree::<(u64, u64, u64), u64>::new();
+        for k in 0..per {
+            for w in 0..writers {
+                let p = w * per + k;
+                tree.insert((std::cmp::Reverse(p % scores), p, 0), ());
+                rows.insert((p, 0, 0), p);
+            }
+        }
+        tree.check();
+        let (leaves, entries) = leaf_fill(&tree);
+        let cap = Shape::<Entry, ()>::LEAF_CAP;
+        // Leaves split as runs go on but never given to a sibling: 0.56 full.
+        assert!(
+            entries * 10 >= leaves * cap * 8,
+            "the index: {entries} entries in {leaves} leaves of {cap}"
+        );
+        let (leaves, entries) = leaf_fill(&rows);
+        let cap = Shape::<(u64, u64, u64), u64>::LEAF_CAP;
+        assert!(
+            entries * 100 >= leaves * cap * 95,
+            "the rows: {entries} entries in {leaves} leaves of {cap}"
+        );
+    }
+
     fn leaf_fill<K: Item + Ord + Debug, V: Item>(tree: &Tree<K, V>) -> (usize, usize) {
         fn walk<K, V>(node: Node, leaves: &mut usize, entries: &mut usize) {
             unsafe {
