@@ -1,7 +1,7 @@
 #!/bin/sh
 # Research 026: the decisive figures, the build before (05b17e1) and the build after (this
 # change) alternating, on this machine; raw outputs in raw/.
-#   sh docs/research/025/run.sh BEFORE_CHECKOUT BEFORE_TARGET_DIR [PARTS]
+#   sh docs/research/026/run.sh BEFORE_CHECKOUT BEFORE_TARGET_DIR [PARTS]
 # BEFORE_CHECKOUT is a worktree of the commit before (its apps are used with its binaries);
 # BEFORE_TARGET_DIR holds its release build of pure-bench and pure-serve. PARTS (default all):
 # any of owner http memory recovery.
