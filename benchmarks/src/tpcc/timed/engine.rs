@@ -76,6 +76,11 @@ pub struct Counters {
 pub trait Engine: Send + Sync {
     fn kind(&self) -> Kind;
     fn connect(&self) -> Result<Box<dyn Connection + '_>>;
+    /// Where the engine answers HTTP, for a driver that runs its terminals on an event loop
+    /// rather than through `connect` (`None`: in-process engines).
+    fn http_address(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
     /// The process that runs the engine, when it is not this one (and is known).
     fn server_pid(&self) -> Option<u32>;
     fn counters(&self) -> Result<Counters>;
@@ -146,6 +151,10 @@ impl Engine for PureHttp {
 
     fn connect(&self) -> Result<Box<dyn Connection + '_>> {
         Ok(Box::new(Client::connect(self.address)?))
+    }
+
+    fn http_address(&self) -> Option<std::net::SocketAddr> {
+        Some(self.address)
     }
 
     fn server_pid(&self) -> Option<u32> {

@@ -4,8 +4,9 @@
 //! left, and reports (`report`), plots (`super::plot`) and logs what it measured.
 //!
 //! The driver (`drive`) is the same for every engine (`engine`): what differs is only what a
-//! terminal's call does. On this 2-core machine the driver's threads compete with the engine's
-//! for the cores; its own CPU is therefore measured and reported apart.
+//! terminal's call does, and whether the terminals share an event loop (over HTTP) or have a
+//! thread each (in-process, where the call runs on it). On this 2-core machine the driver
+//! competes with the engine for the cores; its own CPU is therefore measured and reported apart.
 
 pub mod drive;
 pub mod engine;
@@ -14,6 +15,7 @@ pub mod report;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -191,27 +193,69 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         warmup: Duration::from_secs(args.warmup),
         seconds: Duration::from_secs(args.seconds),
     };
-    let clock = Clock::new(schedule);
+    let clock = Arc::new(Clock::new(schedule));
     let keep_samples = args.latency_log.is_some();
     let think = args.think.then_some(args.seed);
+    let terminal_of = |i: usize| Terminal::new(args.seed, i as u64, args.warehouses);
     let (driven, window) = std::thread::scope(|scope| -> Result<(Vec<Driven>, Result<Window>)> {
         let mut handles = Vec::new();
-        for i in 0..terminals {
-            let terminal = Terminal::new(args.seed, i as u64, args.warehouses);
-            let (engine, clock) = (&*engine, &clock);
+        if let Some(address) = engine.http_address() {
+            // Over HTTP, every terminal is a task of one event loop on one thread: a thread per
+            // terminal sleeps and wakes on every answer, on the cores the server needs.
+            let tasks: Vec<_> = (0..terminals)
+                .map(|i| {
+                    drive::terminal_http(
+                        address,
+                        clock.clone(),
+                        terminal_of(i),
+                        i as u32,
+                        think,
+                        keep_samples,
+                    )
+                })
+                .collect();
             let spawned = std::thread::Builder::new()
-                .name(format!("terminal-{i}"))
-                // Writes may run on the calling thread (the owner's role): give it the
-                // owner's stack, so no handler call needs a fresh one.
-                .stack_size(16 << 20)
-                .spawn_scoped(scope, move || {
-                    drive::terminal(engine, clock, terminal, i as u32, think, keep_samples)
+                .name("terminals".into())
+                .spawn_scoped(scope, move || -> Result<Vec<Driven>> {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_io()
+                        .enable_time()
+                        .build()?;
+                    runtime.block_on(async {
+                        let mut set = tokio::task::JoinSet::new();
+                        for task in tasks {
+                            set.spawn(task);
+                        }
+                        let mut driven = Vec::new();
+                        while let Some(result) = set.join_next().await {
+                            driven.push(result.map_err(|_| anyhow!("a terminal panicked"))??);
+                        }
+                        Ok(driven)
+                    })
                 });
             match spawned {
                 Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    clock.stop.store(true, Ordering::Relaxed);
-                    return Err(e).context("start a terminal thread");
+                Err(e) => return Err(e).context("start the terminals' thread"),
+            }
+        } else {
+            for i in 0..terminals {
+                let (engine, clock) = (&*engine, &*clock);
+                let terminal = terminal_of(i);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("terminal-{i}"))
+                    // Writes may run on the calling thread (the owner's role): give it the
+                    // owner's stack, so no handler call needs a fresh one.
+                    .stack_size(16 << 20)
+                    .spawn_scoped(scope, move || {
+                        drive::terminal(engine, clock, terminal, i as u32, think, keep_samples)
+                            .map(|driven| vec![driven])
+                    });
+                match spawned {
+                    Ok(handle) => handles.push(handle),
+                    Err(e) => {
+                        clock.stop.store(true, Ordering::Relaxed);
+                        return Err(e).context("start a terminal thread");
+                    }
                 }
             }
         }
@@ -219,7 +263,7 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         clock.stop.store(true, Ordering::Relaxed);
         let mut driven = Vec::new();
         for h in handles {
-            driven.push(h.join().map_err(|_| anyhow!("a terminal panicked"))??);
+            driven.extend(h.join().map_err(|_| anyhow!("a terminal panicked"))??);
         }
         Ok((driven, window))
     })?;
