@@ -36,7 +36,8 @@ pub struct Fields(Shared);
 /// the allocator's 40-byte class, and takes 28, its 32-byte one.)
 ///
 /// Invariant: the pointer is to a live allocation of `layout(len)`, whose count is the number
-/// of `Shared` pointing to it; its bytes are not changed while two point to it.
+/// of `Shared` pointing to it, or to `EMPTY_ROW` (not counted); its bytes are not changed while
+/// two point to it.
 struct Shared(NonNull<Head>);
 
 #[repr(C)]
@@ -44,6 +45,24 @@ struct Head {
     count: AtomicU32,
     len: u32,
 }
+
+/// The row of no fields, shared by every such row without a count: in static memory, never
+/// freed (a count could pass `COUNT_MAX` in a table of billions of them, and every thread would
+/// write the one line it is on).
+#[repr(C)]
+struct EmptyRow {
+    head: Head,
+    bytes: [u8; HEAD],
+}
+
+static EMPTY_ROW: EmptyRow = EmptyRow {
+    head: Head {
+        count: AtomicU32::new(1),
+        len: HEAD as u32,
+    },
+    // No slots: the count of slots, 0.
+    bytes: [0; HEAD],
+};
 
 /// Counts past this abort, as `std::sync::Arc`'s do: a count cannot wrap while clones are made
 /// faster than the abort happens.
@@ -89,8 +108,17 @@ impl Shared {
     }
 }
 
+impl Shared {
+    fn is_empty_row(&self) -> bool {
+        std::ptr::eq(self.0.as_ptr().cast::<EmptyRow>(), &EMPTY_ROW)
+    }
+}
+
 impl Clone for Shared {
     fn clone(&self) -> Shared {
+        if self.is_empty_row() {
+            return Shared(self.0);
+        }
         // Relaxed, as `Arc`'s: a new count is made from one already held.
         if self.head().count.fetch_add(1, Ordering::Relaxed) > COUNT_MAX {
             std::process::abort();
@@ -101,6 +129,9 @@ impl Clone for Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if self.is_empty_row() {
+            return;
+        }
         if self.head().count.fetch_sub(1, Ordering::Release) != 1 {
             return;
         }
@@ -130,9 +161,8 @@ impl Fields {
     /// A row of no fields: one allocation shared by every such row (an index table's rows are
     /// all keys).
     pub fn empty() -> Fields {
-        static EMPTY: std::sync::LazyLock<Fields> =
-            std::sync::LazyLock::new(|| FieldsBuilder::new(0).allocate());
-        EMPTY.clone()
+        // From the whole static: the bytes after the head are read through this pointer.
+        Fields(Shared(NonNull::from(&EMPTY_ROW).cast::<Head>()))
     }
 
     /// The row of `values` in slot order. Every value must be storable (`api::check_storable`).
@@ -648,6 +678,20 @@ mod tests {
             Fields::from_values(&sample()),
             "a change is a new row; the one it came from stays"
         );
+    }
+
+    /// The row of no fields is one for every table, in static memory, its count never
+    /// touched.
+    #[test]
+    fn the_empty_row_is_shared_without_a_count() {
+        let empty = Fields::empty();
+        assert_eq!(empty, FieldsBuilder::new(0).allocate());
+        assert!(empty.is_empty() && empty.values().next().is_none());
+        let clones: Vec<Fields> = (0..1000).map(|_| Fields::empty()).collect();
+        assert!(clones.iter().all(|c| c.ptr_eq(&empty)));
+        drop(clones);
+        assert_eq!(EMPTY_ROW.head.count.load(Ordering::Relaxed), 1);
+        assert_eq!(empty.memory_bytes(), 10);
     }
 
     /// A row is one allocation shared by its clones on any thread, freed by the last to go; a
