@@ -2,7 +2,7 @@
 # Research 027: the TPC-C driver before (a thread per terminal) and after (one event loop),
 # alternating, the same server.
 #   sh docs/research/027/run.sh BEFORE_BIN_DIR [TERMINALS...]
-# BEFORE_BIN_DIR holds the before's pure-bench and pure-serve (the server is the same code).
+# BEFORE_BIN_DIR holds the before's pure-bench, and beside it the after's pure-serve (the same server).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
