@@ -1781,6 +1781,8 @@ mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::Mutex;
     use std::thread::ThreadId;
 
@@ -1810,6 +1812,55 @@ mod tests {
         }
     }
 
+    /// Values alive, by id, for each test that counts them (set `S` of `Counted<S>`): tests
+    /// run at once, and each asserts on its own.
+    static LIVE: [Mutex<Option<HashSet<u64>>>; 2] = [const { Mutex::new(None) }; 2];
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+
+    /// A value each copy of which is known by an id while it lives: a copy dropped twice, or
+    /// read after its drop (a snapshot's value the owner let go of too early), fails.
+    #[derive(Debug)]
+    pub(super) struct Counted<const S: usize> {
+        id: u64,
+        pub(super) value: u64,
+    }
+
+    impl<const S: usize> Counted<S> {
+        pub(super) fn new(value: u64) -> Counted<S> {
+            let id = NEXT.fetch_add(1, Relaxed);
+            LIVE[S].lock().unwrap().get_or_insert_default().insert(id);
+            Counted { id, value }
+        }
+
+        pub(super) fn get(&self) -> u64 {
+            let live = LIVE[S].lock().unwrap_or_else(|p| p.into_inner());
+            assert!(
+                live.as_ref().is_some_and(|live| live.contains(&self.id)),
+                "a value read after it was dropped"
+            );
+            self.value
+        }
+
+        /// Values of set `S` alive now.
+        pub(super) fn left() -> usize {
+            LIVE[S].lock().unwrap().as_ref().map_or(0, HashSet::len)
+        }
+    }
+
+    impl<const S: usize> Clone for Counted<S> {
+        fn clone(&self) -> Counted<S> {
+            Counted::new(self.get())
+        }
+    }
+
+    impl<const S: usize> Drop for Counted<S> {
+        fn drop(&mut self) {
+            let mut live = LIVE[S].lock().unwrap_or_else(|p| p.into_inner());
+            let removed = live.get_or_insert_default().remove(&self.id);
+            assert!(removed, "a value dropped twice");
+        }
+    }
+
     /// A live tree and its snapshots against `BTreeMap`s, through enough random inserts,
     /// replacements, updates and removes (in runs of ascending, descending and scattered keys)
     /// to grow the tree four levels deep and empty most of it again: every snapshot keeps the
@@ -1818,44 +1869,7 @@ mod tests {
     #[test]
     fn a_tree_and_its_snapshots_hold_what_the_model_holds() {
         use std::collections::BTreeMap;
-        use std::collections::HashSet;
-        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        static LIVE: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
-        /// A value each copy of which is known by an id while it lives: a copy dropped twice,
-        /// or read after its drop (a snapshot's value the owner let go of too early), fails.
-        #[derive(Debug)]
-        struct Counted {
-            id: u64,
-            value: u64,
-        }
-        impl Counted {
-            fn new(value: u64) -> Counted {
-                let id = NEXT.fetch_add(1, Relaxed);
-                LIVE.lock().unwrap().get_or_insert_default().insert(id);
-                Counted { id, value }
-            }
-            fn get(&self) -> u64 {
-                let live = LIVE.lock().unwrap();
-                assert!(
-                    live.as_ref().is_some_and(|live| live.contains(&self.id)),
-                    "a value read after it was dropped"
-                );
-                self.value
-            }
-        }
-        impl Clone for Counted {
-            fn clone(&self) -> Counted {
-                Counted::new(self.get())
-            }
-        }
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                let mut live = LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                let removed = live.get_or_insert_default().remove(&self.id);
-                assert!(removed, "a value dropped twice");
-            }
-        }
+        type Counted = super::tests::Counted<0>;
         let counted = Counted::new;
         // Heap keys (a `String` is 24 bytes): what a key that owns memory does when copied.
         let key = |k: u64| format!("{k:08}");
@@ -1941,8 +1955,7 @@ mod tests {
         assert!(census.live() > 0 || snapshots.is_empty() || !cfg!(debug_assertions));
         drop(snapshots);
         assert_eq!(census.live(), 0, "every node made was freed once");
-        let left = LIVE.lock().unwrap().as_ref().map_or(0, HashSet::len);
-        assert_eq!(left, 0, "every value dropped once");
+        assert_eq!(Counted::left(), 0, "every value dropped once");
     }
 
     /// A tree built from sorted pairs is the tree those pairs inserted one by one make, its
@@ -2066,7 +2079,8 @@ mod tests {
         );
     }
 
-    fn leaf_fill<K: Item + Ord + Debug, V: Item>(tree: &Tree<K, V>) -> (usize, usize) {
+    /// Leaves, and entries in them.
+    pub(super) fn leaf_fill<K: Item + Ord + Debug, V: Item>(tree: &Tree<K, V>) -> (usize, usize) {
         fn walk<K, V>(node: Node, leaves: &mut usize, entries: &mut usize) {
             unsafe {
                 if Shape::<K, V>::is_leaf(node) {

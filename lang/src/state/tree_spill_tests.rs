@@ -1,12 +1,11 @@
 //! The tree under spills (a full leaf giving entries to the next one): the hints stay in
 //! range, snapshots read on other threads keep their state, and leaves fill under writers that
 //! pass over each other's keys. Written by a fault-finding review (research note 026).
+use super::tests::leaf_fill;
 use super::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
 fn hints<K, V>(node: Node, out: &mut Vec<(usize, u8)>) {
     unsafe {
@@ -26,33 +25,6 @@ fn leaf_hints<K: Item + Ord + Debug, V: Item>(tree: &Tree<K, V>) -> Vec<(usize, 
         hints::<K, V>(root, &mut out);
     }
     out
-}
-
-fn leaf_fill<K: Item + Ord + Debug, V: Item>(tree: &Tree<K, V>) -> (usize, usize, usize) {
-    fn walk<K, V>(
-        node: Node,
-        d: usize,
-        leaves: &mut usize,
-        entries: &mut usize,
-        depth: &mut usize,
-    ) {
-        unsafe {
-            if Shape::<K, V>::is_leaf(node) {
-                *leaves += 1;
-                *entries += Shape::<K, V>::len(node);
-                *depth = d;
-            } else {
-                for &kid in Shape::<K, V>::kids(node) {
-                    walk::<K, V>(kid, d + 1, leaves, entries, depth);
-                }
-            }
-        }
-    }
-    let (mut leaves, mut entries, mut depth) = (0, 0, 0);
-    if let Some(root) = tree.root_and_len().0 {
-        walk::<K, V>(root, 1, &mut leaves, &mut entries, &mut depth);
-    }
-    (leaves, entries, depth)
 }
 
 /// A leaf that is only ever given entries by spills (never an insert of its own) and loses
@@ -102,41 +74,8 @@ fn spilled_into_sibling(look: bool) {
     }
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-static LIVE: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
-
-#[derive(Debug)]
-struct Counted {
-    id: u64,
-    value: u64,
-}
-impl Counted {
-    fn new(value: u64) -> Counted {
-        let id = NEXT.fetch_add(1, Relaxed);
-        LIVE.lock().unwrap().get_or_insert_default().insert(id);
-        Counted { id, value }
-    }
-    fn get(&self) -> u64 {
-        let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
-        assert!(
-            live.as_ref().is_some_and(|live| live.contains(&self.id)),
-            "a value read after it was dropped"
-        );
-        self.value
-    }
-}
-impl Clone for Counted {
-    fn clone(&self) -> Counted {
-        Counted::new(self.get())
-    }
-}
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
-        let removed = live.get_or_insert_default().remove(&self.id);
-        assert!(removed, "a value dropped twice");
-    }
-}
+/// This file's tests' set of counted values (`tests::Counted`).
+type Counted = super::tests::Counted<1>;
 
 /// Keys that own memory and count themselves too (a separator dropped while a snapshot
 /// still reads it fails on read or on compare).
@@ -275,8 +214,7 @@ fn spills_under_snapshots_read_on_other_threads_hold_the_model() {
         drop(tree);
         assert_eq!(census.live(), 0, "every node made was freed once");
     }
-    let left = LIVE.lock().unwrap().as_ref().map_or(0, HashSet::len);
-    assert_eq!(left, 0, "every key and value dropped once");
+    assert_eq!(Counted::left(), 0, "every key and value dropped once");
 }
 
 /// Leaves fill under runs in order and in reverse, from one writer or several, passing over
@@ -292,10 +230,10 @@ fn leaves_fill_under_runs_from_several_writers() {
             t.insert(k, k);
         }
         t.check();
-        let (leaves, entries, depth) = leaf_fill(&t);
+        let (leaves, entries) = leaf_fill(&t);
         let fill = entries as f64 / (leaves * cap) as f64;
         report.push(format!(
-            "{name:40} entries {entries:6} leaves {leaves:6} fill {fill:.2} depth {depth}"
+            "{name:40} entries {entries:6} leaves {leaves:6} fill {fill:.2}"
         ));
         assert!(
             fill >= floor,
@@ -430,7 +368,7 @@ fn fill_of(dirs: &[(bool, u64, u64)], modulo: u64, total: u64) -> f64 {
         }
     }
     t.check();
-    let (leaves, entries, _) = leaf_fill(&t);
+    let (leaves, entries) = leaf_fill(&t);
     entries as f64 / (leaves * cap) as f64
 }
 
