@@ -24,8 +24,8 @@ fn errored_transactions_are_not_throughput_and_fail_the_run() {
     let dir = scratch();
     let app = mutated(
         dir.path(),
-        "    let threshold = query_int(q.threshold, \"threshold\");",
-        "    let threshold = query_int(q.threshold, \"threshold\");\n    not_found(\"review: every stock level fails\");",
+        "    let threshold = q.threshold;",
+        "    let threshold = q.threshold;\n    not_found(\"review: every stock level fails\");",
     );
     let json_path = dir.path().join("run.json");
     let output = Command::new(BIN)

@@ -438,17 +438,35 @@ impl Tpcc {
         call: Call,
         well_formed: bool,
     ) -> Result<Value, Value> {
-        let request = match call {
-            Call::Body(body) => Request {
-                body: pure_lang::to_dynamic(&body),
-                ..Request::default()
-            },
-            Call::Query(query) => Request {
-                query: query.into_iter().map(|(k, v)| (k, v.into())).collect(),
-                ..Request::default()
-            },
+        // As the server makes it: checked against the route's declared body or query, whose
+        // 400 no handler sees.
+        let (query, body) = match call {
+            Call::Body(body) => (Vec::new(), body.to_string()),
+            Call::Query(query) => (query, String::new()),
         };
-        self.run(handler, request, well_formed)
+        let app = &self.pair.compiled;
+        let route = app
+            .routes()
+            .iter()
+            .position(|route| route.handler == handler)
+            .expect("a route to every handler");
+        match app.request(
+            route,
+            Vec::new(),
+            query,
+            Default::default(),
+            body.as_bytes(),
+        ) {
+            Ok(request) => self.run(handler, request, well_formed),
+            Err(refused) => {
+                assert!(
+                    !well_formed,
+                    "a well-formed call was refused: {handler} {body}: {refused}"
+                );
+                *self.tally.entry((handler, false, 400)).or_default() += 1;
+                Err(json!({"status": 400, "error": refused.to_string()}))
+            }
+        }
     }
 
     /// One call of the mix, of either warehouse: mostly well-formed; one in six malformed.

@@ -163,16 +163,19 @@ fn time_calls(
         let body = txn.http(now).2.map(|b| b.to_string()).unwrap_or_default();
         let is_write = matches!(kind, Kind::NewOrder | Kind::Payment | Kind::Delivery);
         let started = Instant::now();
-        if is_write && writes.is_multiple_of(64) {
-            snapshots.take(tables);
-        }
-        let answer = inprocess::execute(app, tables, &mut ws, handler, &request);
-        if is_write {
-            record.clear();
-            record::encode_writes(&mut record, ws.changes());
-            ws.clear();
-            writes += 1;
-        }
+        let answer = owner_turn(
+            app,
+            tables,
+            handler,
+            &request,
+            is_write,
+            &mut Turn {
+                writes: &mut ws,
+                record: &mut record,
+                snapshots: &mut snapshots,
+                count: &mut writes,
+            },
+        );
         let elapsed = started.elapsed().as_secs_f64() * 1e6;
         calls.samples[kind as usize].push(elapsed);
         calls.record_bytes[kind as usize] += record.len() as u64;
@@ -186,6 +189,79 @@ fn time_calls(
     }
     drop(snapshots);
     Ok((calls, stream))
+}
+
+/// What the owner keeps from one call to the next.
+struct Turn<'a> {
+    writes: &'a mut WriteSet,
+    record: &'a mut Vec<u8>,
+    snapshots: &'a mut Snapshots,
+    /// Writes run so far.
+    count: &'a mut usize,
+}
+
+/// One call as the owner runs it: a write takes a snapshot every 64 writes (as the syncer takes
+/// one per group), runs, and encodes its write set as a record; a read runs on a snapshot. Each
+/// kind of call has its function, never inlined, so that callgrind can count the owner's calls
+/// alone and each kind apart:
+/// `valgrind --tool=callgrind --toggle-collect='*owner_turn*' pure-bench owner --only tpcc`.
+fn owner_turn(
+    app: &App,
+    tables: &mut Tables,
+    handler: &str,
+    request: &pure_lang::Request,
+    is_write: bool,
+    turn: &mut Turn,
+) -> Answer {
+    macro_rules! turns {
+        ($($handler:literal => $name:ident),*) => {{
+            $(
+                #[inline(never)]
+                fn $name(
+                    app: &App,
+                    tables: &mut Tables,
+                    request: &pure_lang::Request,
+                    is_write: bool,
+                    turn: &mut Turn,
+                ) -> Answer {
+                    owner_call(app, tables, $handler, request, is_write, turn)
+                }
+            )*
+            match handler {
+                $($handler => $name(app, tables, request, is_write, turn),)*
+                _ => owner_call(app, tables, handler, request, is_write, turn),
+            }
+        }};
+    }
+    turns!(
+        "new_order" => owner_turn_new_order,
+        "payment" => owner_turn_payment,
+        "order_status" => owner_turn_order_status,
+        "delivery" => owner_turn_delivery,
+        "stock_level" => owner_turn_stock_level
+    )
+}
+
+#[inline(always)]
+fn owner_call(
+    app: &App,
+    tables: &mut Tables,
+    handler: &str,
+    request: &pure_lang::Request,
+    is_write: bool,
+    turn: &mut Turn,
+) -> Answer {
+    if is_write && turn.count.is_multiple_of(64) {
+        turn.snapshots.take(tables);
+    }
+    let answer = inprocess::execute(app, tables, turn.writes, handler, request);
+    if is_write {
+        turn.record.clear();
+        record::encode_writes(turn.record, turn.writes.changes());
+        turn.writes.clear();
+        *turn.count += 1;
+    }
+    answer
 }
 
 /// Runs the same transactions on the floor, each timed alone, its answer compared with the

@@ -589,32 +589,89 @@ fn answers_follow_the_script() {
     // The script's errors.
     let before = read_db(&file).unwrap();
     let cases = [
-        (new_order(1, 1, &[(1, 1, 1)]).with_w(2), error(404, "no warehouse 2")),
-        (new_order(11, 1, &[(1, 1, 1)]), error(404, "no district 11 in warehouse 1")),
-        (new_order(1, 3001, &[(1, 1, 1)]), error(404, "no customer 3001 in district 1 of warehouse 1")),
-        (new_order(1, 1, &[(1, 1, 1), (2, 2, 1)]), error(404, "no stock of item 2 in warehouse 2")),
-        (new_order(1, 1, &[(1, 1, 1); 16]), error(400, "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}")),
-        (new_order(1, 1, &[(1, 1, 0)]), error(400, "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}")),
+        (
+            new_order(1, 1, &[(1, 1, 1)]).with_w(2),
+            error(404, "no warehouse 2"),
+        ),
+        (
+            new_order(11, 1, &[(1, 1, 1)]),
+            error(404, "no district 11 in warehouse 1"),
+        ),
+        (
+            new_order(1, 3001, &[(1, 1, 1)]),
+            error(404, "no customer 3001 in district 1 of warehouse 1"),
+        ),
+        (
+            new_order(1, 1, &[(1, 1, 1), (2, 2, 1)]),
+            error(404, "no stock of item 2 in warehouse 2"),
+        ),
+        (
+            new_order(1, 1, &[(1, 1, 1); 16]),
+            error(400, "\"i_ids\" must hold 1 to 15 items, not 16"),
+        ),
+        (
+            new_order(1, 1, &[(1, 1, 0)]),
+            error(
+                400,
+                "\"quantities[0]\" must be an integer of at least 1, not 0",
+            ),
+        ),
         (
             payment(1, 3, Customer::Last("NOBODY".into()), 100),
             error(404, "no customer named NOBODY in district 3 of warehouse 1"),
         ),
-        (payment(1, 3, Customer::Id(1), 100).with_w(9), error(404, "no warehouse 9")),
-        (payment(12, 3, Customer::Id(1), 100), error(404, "no district 12 in warehouse 1")),
-        (payment(1, 3, Customer::Id(0), 100), error(404, "no customer 0 in district 3 of warehouse 1")),
-        (Txn::Delivery(input::Delivery { w_id: 2, o_carrier_id: 1 }), error(404, "no warehouse 2")),
-        (status(Customer::Id(-1)), error(400, "c_id must be a decimal integer, not \"-1\"")),
         (
-            Txn::OrderStatus(input::OrderStatus { w_id: 3, d_id: 1, customer: Customer::Last("BARBARBAR".into()) }),
-            error(404, "no customer named BARBARBAR in district 1 of warehouse 3"),
+            payment(1, 3, Customer::Id(1), 100).with_w(9),
+            error(404, "no warehouse 9"),
         ),
         (
-            Txn::StockLevel(input::StockLevel { w_id: 1, d_id: 11, threshold: 10 }),
+            payment(12, 3, Customer::Id(1), 100),
+            error(404, "no district 12 in warehouse 1"),
+        ),
+        (
+            payment(1, 3, Customer::Id(0), 100),
+            error(404, "no customer 0 in district 3 of warehouse 1"),
+        ),
+        (
+            Txn::Delivery(input::Delivery {
+                w_id: 2,
+                o_carrier_id: 1,
+            }),
+            error(404, "no warehouse 2"),
+        ),
+        (
+            status(Customer::Id(-1)),
+            error(400, "c_id must be an integer of at least 0, not \"-1\""),
+        ),
+        (
+            Txn::OrderStatus(input::OrderStatus {
+                w_id: 3,
+                d_id: 1,
+                customer: Customer::Last("BARBARBAR".into()),
+            }),
+            error(
+                404,
+                "no customer named BARBARBAR in district 1 of warehouse 3",
+            ),
+        ),
+        (
+            Txn::StockLevel(input::StockLevel {
+                w_id: 1,
+                d_id: 11,
+                threshold: 10,
+            }),
             error(404, "no district 11 in warehouse 1"),
         ),
         (
-            Txn::StockLevel(input::StockLevel { w_id: 1, d_id: 1, threshold: -3 }),
-            error(400, "threshold must be a decimal integer, not \"-3\""),
+            Txn::StockLevel(input::StockLevel {
+                w_id: 1,
+                d_id: 1,
+                threshold: -3,
+            }),
+            error(
+                400,
+                "threshold must be an integer of at least 0, not \"-3\"",
+            ),
         ),
     ];
     for (txn, expected) in cases {

@@ -133,8 +133,39 @@ pub(super) fn statements() -> Vec<&'static str> {
     all
 }
 
-/// The script's messages for a body of the wrong shape (copied from tpcc.rhai).
-const NEW_ORDER_SHAPE: &str = "the body must be {\"w_id\", \"d_id\", \"c_id\", \"now\": integers, \"i_ids\", \"supply_w_ids\", \"quantities\": arrays of 1 to 15 integers, quantities at least 1}";
+/// The 400 of New-Order's declared body (app.json) for arrays of the wrong length or a
+/// quantity below 1, in the order the route checks them, and of the script for arrays of
+/// different lengths.
+fn new_order_refused(t: &NewOrder) -> Option<Result<Answer>> {
+    for (name, array) in [
+        ("i_ids", &t.i_ids),
+        ("supply_w_ids", &t.supply_w_ids),
+        ("quantities", &t.quantities),
+    ] {
+        if !(1..=15).contains(&array.len()) {
+            return Some(thrown(
+                400,
+                format!("\"{name}\" must hold 1 to 15 items, not {}", array.len()),
+            ));
+        }
+        if name == "quantities" {
+            if let Some((n, q)) = array.iter().enumerate().find(|(_, &q)| q < 1) {
+                return Some(thrown(
+                    400,
+                    format!("\"quantities[{n}]\" must be an integer of at least 1, not {q}"),
+                ));
+            }
+        }
+    }
+    let count = t.i_ids.len();
+    if t.supply_w_ids.len() != count || t.quantities.len() != count {
+        return Some(thrown(
+            400,
+            "i_ids, supply_w_ids and quantities must have as many items".into(),
+        ));
+    }
+    None
+}
 
 /// Runs `txn` at time `now` on `conn`, inside the caller's transaction. An answer other than
 /// 200 means the script threw: the caller must roll back. `Err` is SQLite failing (or a row
@@ -162,14 +193,13 @@ fn thrown(status: u16, message: String) -> Result<Answer> {
     })
 }
 
-/// The script's `query_int` for a value that came as a query parameter: the decimal text of an
-/// i64 passes when it is 1 to 18 digits (no sign).
+/// The 400 of a read's declared query (app.json) for an integer parameter, which must be at
+/// least 0.
 fn query_int(value: i64, name: &str) -> Option<Result<Answer>> {
-    let text = value.to_string();
-    if text.len() > 18 || !text.bytes().all(|b| b.is_ascii_digit()) {
+    if value < 0 {
         return Some(thrown(
             400,
-            format!("{name} must be a decimal integer, not \"{text}\""),
+            format!("{name} must be an integer of at least 0, not \"{value}\""),
         ));
     }
     None
@@ -207,14 +237,10 @@ fn first_chars(s: &str, n: usize) -> String {
 }
 
 fn new_order(conn: &Connection, t: &NewOrder, now: i64) -> Result<Answer> {
-    let count = t.i_ids.len();
-    if !(1..=15).contains(&count)
-        || t.supply_w_ids.len() != count
-        || t.quantities.len() != count
-        || t.quantities.iter().any(|&q| q < 1)
-    {
-        return thrown(400, NEW_ORDER_SHAPE.to_string());
+    if let Some(refused) = new_order_refused(t) {
+        return refused;
     }
+    let count = t.i_ids.len();
     let all_local = i64::from(t.supply_w_ids.iter().all(|&s| s == t.w_id));
     let (w_id, d_id, c_id) = (t.w_id, t.d_id, t.c_id);
 
