@@ -898,3 +898,13 @@ pub(crate) fn fill_map(mut map: Map, keys: &[ImmutableString], values: Vec<Dynam
     }
     Dynamic::from_map(map)
 }
+
+/// Builds a map literal whose keys are distinct from its template (every key, unit values) and
+/// the evaluated values: `order[i]` is the value of the template's `i`-th key.
+pub(crate) fn place_map(mut map: Map, order: &[usize], mut values: Vec<Dynamic>) -> Dynamic {
+    debug_assert_eq!(map.len(), order.len(), "a value for every key");
+    for (slot, &at) in map.values_mut().zip(order) {
+        *slot = std::mem::take(&mut values[at]);
+    }
+    Dynamic::from_map(map)
+}

@@ -75,12 +75,27 @@ impl Compiler<'_> {
                     .iter()
                     .map(|(_, v)| self.expr(v))
                     .collect::<Compiled<Vec<Code>>>()?;
+                // The template holds each key once, in the map's order: with no key written
+                // twice, the values go to their places in that order, with no search by name.
+                let order: Option<Vec<usize>> = (template.len() == keys.len()).then(|| {
+                    template
+                        .keys()
+                        .map(|name| {
+                            keys.iter()
+                                .position(|k| k.as_str() == name.as_str())
+                                .expect("the template holds the literal's keys")
+                        })
+                        .collect()
+                });
                 Box::new(move |f| {
                     let mut evaluated = Vec::with_capacity(values.len());
                     for value in &values {
                         evaluated.push(value(f)?);
                     }
-                    let map = ops::fill_map(template.clone(), &keys, evaluated);
+                    let map = match &order {
+                        Some(order) => ops::place_map(template.clone(), order, evaluated),
+                        None => ops::fill_map(template.clone(), &keys, evaluated),
+                    };
                     ops::fits(&map, f.env)?;
                     Ok(map)
                 })
