@@ -35,6 +35,7 @@ pub use app::{App, Execution, HandlerKind, Route};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
 pub use script::api::{Row, SCAN_ROWS_MAX};
 pub use script::error::{panic_message, HandlerError, LoadError};
+pub use script::json::{Json, JSON_CHUNK};
 pub use script::limits::{Limits, LIMIT_CAPS};
 pub use script::request::{Head, Request};
 pub use script::respond::{has_no_body, Answer, RESERVED_HEADERS};

@@ -190,7 +190,7 @@ impl Pair {
         answers
             .pop()
             .expect("two answers")
-            .map(|answer| answer.body)
+            .map(|answer| answer.body.to_value())
     }
 }
 
@@ -1457,7 +1457,7 @@ fn now_uuid_and_random_run_compiled_and_agree_with_rhai_in_a_fixed_world() {
             let mut run = |handler: &str| {
                 let answer = app.run_write(handler, &Request::default(), &mut tables, &mut writes);
                 writes.clear();
-                answer.expect("answers").body
+                answer.expect("answers").body.to_value()
             };
             let fallen = run("f");
             json!({"d": run("d"), "f": fallen, "f2": run("f")})

@@ -94,7 +94,7 @@ fn load(manifest: &str, script: &str) -> (App, Tables) {
 fn call(app: &App, tables: &mut Tables, handler: &str, body: Value) -> Result<Value, Value> {
     let mut writes = WriteSet::default();
     app.run_write(handler, &request(body), tables, &mut writes)
-        .map(|answer| answer.body)
+        .map(|answer| answer.body.to_value())
         .map_err(|error| error.to_json())
 }
 

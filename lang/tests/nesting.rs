@@ -85,10 +85,10 @@ fn run_all(levels: usize, map: bool) -> Vec<(Result<Value, HandlerError>, Vec<St
         let mut writes = WriteSet::default();
         let write = app.run_write(&handler, &request, &mut tables, &mut writes);
         let printed = std::mem::take(&mut *capture.0.lock().unwrap());
-        results.push((write.map(|answer| answer.body), printed));
+        results.push((write.map(|answer| answer.body.to_value()), printed));
         let read = app.run_read(&handler, &request, Arc::new(tables));
         let printed = std::mem::take(&mut *capture.0.lock().unwrap());
-        results.push((read.map(|answer| answer.body), printed));
+        results.push((read.map(|answer| answer.body.to_value()), printed));
     }
     results
 }
@@ -150,7 +150,7 @@ fn run(script: &str, handler: &str, body: Value) -> Result<Value, String> {
     let mut tables = Tables::new(app.schema().tables.len());
     let mut writes = WriteSet::default();
     app.run_write(handler, &request, &mut tables, &mut writes)
-        .map(|answer| answer.body)
+        .map(|answer| answer.body.to_value())
         .map_err(|e| e.to_string())
 }
 

@@ -27,7 +27,7 @@ fn pure_eval(expr: &str) -> String {
     let answer = app
         .run_write("h", &Request::default(), &mut tables, &mut writes)
         .unwrap_or_else(|e| panic!("pure: {expr}: {e}"));
-    match answer.body {
+    match answer.body.to_value() {
         Value::String(s) => s,
         other => panic!("pure: {expr}: not a string: {other}"),
     }

@@ -136,7 +136,7 @@ impl Harness {
         };
         let result = app.run_write(handler, &request, tables, writes);
         writes.clear();
-        result.map(|answer| answer.body)
+        result.map(|answer| answer.body.to_value())
     }
 
     fn read(&mut self, handler: &str, body: Value) -> Result<Value, HandlerError> {
@@ -154,7 +154,7 @@ impl Harness {
             ..Request::default()
         };
         app.run_read(handler, &request, Arc::new(tables.snapshot()))
-            .map(|answer| answer.body)
+            .map(|answer| answer.body.to_value())
     }
 
     /// Runs `(handler, body, expected answer)` steps (with the set-up app); a `Err(status)`
@@ -938,7 +938,7 @@ fn sum(r) {
     let sum = |app: &App, tables: &mut Tables| {
         let mut writes = WriteSet::default();
         app.run_write("sum", &Request::default(), tables, &mut writes)
-            .map(|answer| answer.body)
+            .map(|answer| answer.body.to_value())
             .map_err(|e| e.to_json())
     };
     let stopped = sum(&load("").expect("loads"), &mut tables).expect_err("a default limit");

@@ -33,7 +33,7 @@ fn run(depth: usize) -> Result<serde_json::Value, HandlerError> {
     let mut tables = Tables::new(app.schema().tables.len());
     let mut writes = WriteSet::default();
     app.run_write("deep", &Request::default(), &mut tables, &mut writes)
-        .map(|answer| answer.body)
+        .map(|answer| answer.body.to_value())
 }
 
 #[test]

@@ -89,7 +89,12 @@ fn answer(reply: &mut WriteReply, what: &str) -> Value {
     let started = Instant::now();
     loop {
         match reply.try_recv() {
-            Ok(answer) => return answer.unwrap_or_else(|e| panic!("{what}: {e:?}")).body,
+            Ok(answer) => {
+                return answer
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"))
+                    .body
+                    .to_value()
+            }
             Err(TryRecvError::Empty) => {
                 assert!(started.elapsed() < WAIT, "{what}: no answer after {WAIT:?}");
                 std::thread::sleep(Duration::from_micros(100));
@@ -406,7 +411,7 @@ fn account_ops(rt: &Runtime, id: i64) -> u64 {
         ..pure_runtime::Request::default()
     };
     match rt.read("account", request) {
-        Ok(row) => row.body["ops"].as_u64().unwrap(),
+        Ok(row) => row.body.to_value()["ops"].as_u64().unwrap(),
         Err(_) => 0,
     }
 }

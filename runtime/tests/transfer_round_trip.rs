@@ -128,7 +128,7 @@ fn edge_values_round_trip_byte_for_byte() {
 
     // And the server serves the imported state.
     let rt = Runtime::open(app, &data1, RuntimeOptions::default()).unwrap();
-    let all = rt.read("all", Default::default()).unwrap().body;
+    let all = rt.read("all", Default::default()).unwrap().body.to_value();
     assert_eq!(all["a"].as_array().unwrap().len(), a_lines.len(), "{all}");
     rt.shutdown();
 }

@@ -29,7 +29,8 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 
 /// The size of an answer's chunks: hyper is given one at a time. An answer of one chunk is
 /// given whole and not counted against the budget (hyper's write buffer holds as much anyway).
-pub const CHUNK: usize = 64 << 10;
+/// A handler's answer comes in chunks of this size already.
+pub const CHUNK: usize = pure_lang::JSON_CHUNK;
 
 /// A `Write` that keeps what it is given in chunks of `CHUNK` bytes.
 pub struct ChunkWriter {
@@ -194,6 +195,16 @@ impl AnswerBody {
 
     pub fn whole(bytes: impl Into<Bytes>) -> AnswerBody {
         AnswerBody::Whole(Some(bytes.into()))
+    }
+
+    /// A handler's answer, in its chunks (no copy).
+    pub fn from_json(json: pure_lang::Json) -> AnswerBody {
+        let size = json.len() as u64;
+        let mut chunks: VecDeque<Bytes> = json.into_chunks().map(Bytes::from).collect();
+        if chunks.len() <= 1 {
+            return AnswerBody::Whole(chunks.pop_front());
+        }
+        AnswerBody::Chunks { chunks, size }
     }
 }
 

@@ -568,7 +568,7 @@ impl Dispatch {
             Err(error) => return (Label::Route(index), body_error_reply(&error)),
         };
         let reply = match self.run(deployment, index, request).await {
-            Ok(answer) => answer_reply(&answer),
+            Ok(answer) => answer_reply(answer),
             Err(error) => self.handler_error_reply(&error, &deployment.routes[index], &id),
         };
         drop(share);
@@ -1049,16 +1049,19 @@ fn allow_origin(reply: &mut Reply, cors: &Cors, origin: &str) {
 }
 
 /// A handler's answer: its status and headers (checked by `respond` when it was called), and
-/// its body in JSON, or none for 204 and 304.
-fn answer_reply(answer: &Answer) -> Reply {
+/// its body's JSON text as the handler's call wrote it, or none for 204 and 304.
+fn answer_reply(answer: Answer) -> Reply {
     let status = StatusCode::from_u16(answer.status).expect("respond checks the status");
     let mut reply = if has_no_body(answer.status) {
-        let mut reply = Response::new(AnswerBody::empty());
-        *reply.status_mut() = status;
-        reply
+        Response::new(AnswerBody::empty())
     } else {
-        json_reply(status, &answer.body)
+        let mut reply = Response::new(AnswerBody::from_json(answer.body));
+        reply
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        reply
     };
+    *reply.status_mut() = status;
     for (name, value) in &answer.headers {
         let name = HeaderName::from_bytes(name.as_bytes()).expect("respond checks header names");
         let value = HeaderValue::from_str(value).expect("respond checks header values");

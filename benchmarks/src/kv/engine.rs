@@ -633,7 +633,9 @@ impl Client for InprocessClient<'_> {
     fn get(&mut self, key: &str) -> Result<Option<usize>> {
         let request = self.request(self.routes[1], Some(key), Vec::new(), b"")?;
         match self.runtime.read_on(&self.app, "get_entry", request) {
-            Ok(answer) => Ok(Some(answer.body["value"].as_str().map_or(0, str::len))),
+            Ok(answer) => Ok(Some(
+                answer.body.to_value()["value"].as_str().map_or(0, str::len),
+            )),
             Err(e) if e.status() == 404 => Ok(None),
             Err(e) => bail!("get: {}", e.to_json()),
         }
@@ -642,7 +644,7 @@ impl Client for InprocessClient<'_> {
     fn delete(&mut self, key: &str) -> Result<bool> {
         let request = self.request(self.routes[2], Some(key), Vec::new(), b"")?;
         let answer = self.write("delete_entry", request)?;
-        Ok(answer.body["deleted"] == Value::Bool(true))
+        Ok(answer.body.to_value()["deleted"] == Value::Bool(true))
     }
 
     fn batch(&mut self, entries: &[(String, &str)]) -> Result<()> {
@@ -668,6 +670,6 @@ impl Client for InprocessClient<'_> {
             query.push(("reverse".to_string(), "true".to_string()));
         }
         let request = self.request(self.routes[4], None, query, b"")?;
-        page_of(&self.read("range", request)?.body)
+        page_of(&self.read("range", request)?.body.to_value())
     }
 }

@@ -173,7 +173,7 @@ fn answer(
         .blocking_recv()
         .context("the runtime dropped a write")?;
     result
-        .map(|answer| answer.body)
+        .map(|answer| answer.body.to_value())
         .map_err(|e| anyhow::anyhow!("write failed: {e}"))
 }
 

@@ -159,7 +159,7 @@ impl Pair {
         answers
             .pop()
             .expect("two answers")
-            .map(|answer| answer.body)
+            .map(|answer| answer.body.to_value())
     }
 }
 

@@ -115,22 +115,26 @@ pub fn is_read(handler: &str) -> bool {
 }
 
 /// Runs one transaction on `tables`: a write through the owner's call, a read on a snapshot.
-pub fn execute(
+pub fn call(
     app: &App,
     tables: &mut Tables,
     writes: &mut WriteSet,
     handler: &str,
     request: &Request,
-) -> Answer {
-    let result = if is_read(handler) {
+) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
+    if is_read(handler) {
         app.run_read(handler, request, Arc::new(tables.snapshot()))
     } else {
         app.run_write(handler, request, tables, writes)
-    };
+    }
+}
+
+/// An app's answer as a client reads it: the status, and the body's JSON text parsed.
+pub fn answer(result: Result<pure_lang::Answer, pure_lang::HandlerError>) -> Answer {
     match result {
         Ok(answer) => Answer {
             status: answer.status,
-            body: answer.body,
+            body: answer.body.to_value(),
         },
         Err(e) => Answer {
             status: e.status(),
@@ -206,7 +210,7 @@ mod tests {
         for k in 0..3_000 {
             let txn = terminals[k % 20].next();
             let (handler, request) = request(&app, &txn, LOAD_TIME + k as i64).unwrap();
-            let answer = execute(&app, &mut tables, &mut writes, handler, &request);
+            let answer = answer(call(&app, &mut tables, &mut writes, handler, &request));
             writes.clear();
             rollbacks += u64::from(tallies.count(&txn, &answer).unwrap());
         }

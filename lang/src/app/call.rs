@@ -11,6 +11,7 @@ use crate::rhai_ast::compiled::{Env, Stop};
 use crate::rhai_ast::diagnose;
 use crate::script::context::{self, Context};
 use crate::script::error::{from_eval, is_refusal, panic_message, HandlerError};
+use crate::script::json::Json;
 use crate::script::limits::TIME_LIMIT;
 use crate::script::request::Request;
 use crate::script::respond::{Answer, Response};
@@ -310,7 +311,7 @@ impl App {
     fn answer(&self, handler: &str, value: Dynamic) -> Result<Answer, HandlerError> {
         let answer = match value.read_lock::<Response>() {
             Some(response) => response.answer(&self.schema),
-            None => value::to_json(&value, &self.schema).map(Answer::ok),
+            None => Json::write_value(&value, &self.schema).map(Answer::ok),
         };
         answer.map_err(|message| HandlerError::Script {
             handler: handler.to_string(),

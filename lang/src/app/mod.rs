@@ -328,7 +328,7 @@ fn via_break(request) { let r = loop { break request; }; r.method }
         };
         assert_eq!(run("body_only"), serde_json::json!(2));
         assert_eq!(run("headers_and_id"), serde_json::json!("a/b r-1"));
-        let whole = run("whole");
+        let whole = run("whole").to_value();
         let keys: Vec<&String> = whole.as_object().expect("a map").keys().collect();
         assert_eq!(
             keys,

@@ -12,7 +12,7 @@ use rhai::{Dynamic, EvalAltResult, Map};
 use serde_json::Value;
 
 use crate::script::api_error::api_error;
-use crate::script::value;
+use crate::script::json::Json;
 use crate::state::depth::{too_deep, within};
 use crate::state::schema::Schema;
 
@@ -21,17 +21,18 @@ use crate::state::schema::Schema;
 /// Invariants: `status` is in 200..=599; each header name is a lower-case HTTP token, none is
 /// one the server owns ([`RESERVED_HEADERS`]), and each value is visible ASCII, spaces and
 /// tabs; names are distinct, at most [`HEADERS_MAX`] of them, of at most [`HEADER_BYTES_MAX`]
-/// bytes in all; a 204, 205 or 304 answer has a `Null` body (and is sent without one).
+/// bytes in all; a 204, 205 or 304 answer has a `null` body (and is sent without one).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
     pub status: u16,
     pub headers: Vec<(String, String)>,
-    pub body: Value,
+    /// JSON text, written once from the handler's value.
+    pub body: Json,
 }
 
 impl Answer {
     /// A plain answer: status 200, no headers of the handler's.
-    pub fn ok(body: Value) -> Answer {
+    pub fn ok(body: Json) -> Answer {
         Answer {
             status: 200,
             headers: Vec::new(),
@@ -75,7 +76,7 @@ impl Response {
         Ok(Answer {
             status: self.status,
             headers: self.headers.clone(),
-            body: value::to_json(&self.body, schema)?,
+            body: Json::write_value(&self.body, schema)?,
         })
     }
 }

@@ -23,6 +23,7 @@ fn dump(rt: &Runtime) -> Value {
     rt.read("dump", Request::default())
         .expect("the dump handler works")
         .body
+        .to_value()
 }
 
 #[test]

@@ -21,13 +21,14 @@ fn dump(rt: &Runtime) -> Value {
     rt.read("dump", Request::default())
         .expect("the dump handler works")
         .body
+        .to_value()
 }
 
 fn call(rt: &Runtime, handler: &str, request: Value) -> Result<Value, HandlerError> {
     rt.write(handler, body(request))?
         .blocking_recv()
         .expect("every queued write is answered")
-        .map(|answer| answer.body)
+        .map(|answer| answer.body.to_value())
 }
 
 fn small_log() -> RuntimeOptions {
@@ -636,7 +637,7 @@ fn a_redeploy_that_renames_many_fields_still_opens() {
         let rt = Runtime::open(app, &data, options.clone())
             .unwrap_or_else(|e| panic!("round {round}: {e}"));
         call(&rt, "fill", json!({"fields": new, "k": 2})).unwrap();
-        let row = rt.read("row", query_k(2)).unwrap().body;
+        let row = rt.read("row", query_k(2)).unwrap().body.to_value();
         assert_eq!(row["g0"], json!(1));
         assert_eq!(row["g39"], json!(2));
         rt.shutdown();
@@ -644,7 +645,7 @@ fn a_redeploy_that_renames_many_fields_still_opens() {
     // Declaring the old fields again brings their data back, the patch of f39 (a slot past 64
     // in the state while v2 ran) included.
     let rt = Runtime::open(wide_app(&root.path().join("v1"), &old), &data, small_log()).unwrap();
-    let row = rt.read("row", query_k(1)).unwrap().body;
+    let row = rt.read("row", query_k(1)).unwrap().body.to_value();
     assert_eq!((&row["f0"], &row["f39"]), (&json!(1), &json!(2)), "{row}");
     rt.shutdown();
 }

@@ -44,13 +44,14 @@ pub fn transfer(
     rt.write("transfer", request)?
         .blocking_recv()
         .expect("every queued write is answered")
-        .map(|answer| answer.body)
+        .map(|answer| answer.body.to_value())
 }
 
 pub fn state(rt: &Runtime) -> Value {
     rt.read("state", Request::default())
         .expect("the state handler works")
         .body
+        .to_value()
 }
 
 /// The ledger's invariants on a state: `ops` holds exactly the sequence numbers 1..=seq, and

@@ -158,7 +158,7 @@ fn recovery_after_checkpoints_and_a_redeploy_keeps_the_data() {
         params: vec![("id".into(), "2".into())],
         ..Request::default()
     };
-    let two = rt.read("account", account.clone()).unwrap().body;
+    let two = rt.read("account", account.clone()).unwrap().body.to_value();
     assert_eq!(two["name"], json!("acct 2"));
     assert_eq!(two["note"], json!(null));
     assert_eq!(transfer(&rt, 1, 2, 5, "").unwrap(), json!(1202));

@@ -163,7 +163,7 @@ fn time_calls(
         let body = txn.http(now).2.map(|b| b.to_string()).unwrap_or_default();
         let is_write = matches!(kind, Kind::NewOrder | Kind::Payment | Kind::Delivery);
         let started = Instant::now();
-        let answer = owner_turn(
+        let result = owner_turn(
             app,
             tables,
             handler,
@@ -177,6 +177,7 @@ fn time_calls(
             },
         );
         let elapsed = started.elapsed().as_secs_f64() * 1e6;
+        let answer = inprocess::answer(result);
         calls.samples[kind as usize].push(elapsed);
         calls.record_bytes[kind as usize] += record.len() as u64;
         if answer.status != 200 && answer.status != 422 {
@@ -212,7 +213,7 @@ fn owner_turn(
     request: &pure_lang::Request,
     is_write: bool,
     turn: &mut Turn,
-) -> Answer {
+) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
     macro_rules! turns {
         ($($handler:literal => $name:ident),*) => {{
             $(
@@ -223,7 +224,7 @@ fn owner_turn(
                     request: &pure_lang::Request,
                     is_write: bool,
                     turn: &mut Turn,
-                ) -> Answer {
+                ) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
                     owner_call(app, tables, $handler, request, is_write, turn)
                 }
             )*
@@ -250,11 +251,11 @@ fn owner_call(
     request: &pure_lang::Request,
     is_write: bool,
     turn: &mut Turn,
-) -> Answer {
+) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
     if is_write && turn.count.is_multiple_of(64) {
         turn.snapshots.take(tables);
     }
-    let answer = inprocess::execute(app, tables, turn.writes, handler, request);
+    let answer = inprocess::call(app, tables, turn.writes, handler, request);
     if is_write {
         turn.record.clear();
         record::encode_writes(turn.record, turn.writes.changes());

@@ -253,7 +253,7 @@ impl Connection for InprocessConnection<'_> {
         Ok(match result {
             Ok(answer) => Answer {
                 status: answer.status,
-                body: answer.body,
+                body: answer.body.to_value(),
             },
             Err(e) => Answer {
                 status: e.status(),
