@@ -178,6 +178,22 @@ fn scalar<T: serde::Serialize + ?Sized>(out: &mut Json, value: &T) {
     serde_json::to_writer(out, value).expect("writing to memory never fails");
 }
 
+/// A string's text, as serde_json writes it. Most strings (every key a script writes, most
+/// values) need no escape: they are copied whole, after a check that reads every byte without
+/// a branch; the others go through serde_json's escapes.
+fn string(out: &mut Json, text: &str) {
+    let escapes = text
+        .bytes()
+        .fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if escapes {
+        scalar(out, text);
+        return;
+    }
+    out.put(b"\"");
+    out.put(text.as_bytes());
+    out.put(b"\"");
+}
+
 /// `enclosing`: the arrays, maps and rows around `value`. The order of the cases is
 /// `value::to_json`'s, so that a value with no JSON form fails with the same message.
 fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> Result<(), String> {
@@ -198,7 +214,7 @@ fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> 
         return Ok(());
     }
     if let Some(s) = value.read_lock::<ImmutableString>() {
-        scalar(out, s.as_str());
+        string(out, s.as_str());
         return Ok(());
     }
     if let Ok(c) = value.as_char() {
@@ -226,7 +242,7 @@ fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> 
             if n > 0 {
                 out.put(b",");
             }
-            scalar(out, name.as_str());
+            string(out, name.as_str());
             out.put(b":");
             write(out, item, schema, enclosing + 1)?;
         }
@@ -263,7 +279,7 @@ fn write_row(out: &mut Json, row: &Row, schema: &Schema, enclosing: usize) -> Re
         if n > 0 {
             out.put(b",");
         }
-        scalar(out, declared[slot].as_str());
+        string(out, declared[slot].as_str());
         out.put(b":");
         write(out, &row.get(slot), schema, enclosing)?;
     }
