@@ -226,3 +226,71 @@ fn a_broken_app_fails_the_run_with_the_condition() {
             .unwrap();
     assert_eq!(json["consistency_ok"], false);
 }
+
+/// `--rate`: an open loop. Each terminal's transactions are meant to start at fixed intervals
+/// (4 terminals at 200 a second: one every 20 ms each), and the latency log's start times are
+/// those intended starts, not when the driver got to send them: latency counts from them. The
+/// report names the offered load and the driver's own lateness.
+#[test]
+fn an_open_loop_counts_latency_from_each_intended_start() {
+    let scratch = common::scratch();
+    let out = |name: &str| scratch.path().join(name);
+    let output = Command::new(BIN)
+        .arg("tpcc")
+        .args(["--engine", "sqlite-grouped", "--rate", "200"])
+        .arg("--dir")
+        .arg(out("run"))
+        .args(["--seconds", "3", "--warmup", "1", "--terminals", "4"])
+        .arg("--json")
+        .arg(out("run.json"))
+        .arg("--latency-log")
+        .arg(out("latency.log"))
+        .output()
+        .expect("run pure-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("an open loop offering 200 tx/s"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the driver began transactions late by"),
+        "{stdout}"
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out("run.json")).unwrap()).unwrap();
+    assert_eq!(json["offered_tx_per_s"], 200.0);
+    let late = &json["driver_late_ms"];
+    assert!(
+        late["p50"].as_f64() <= late["p99"].as_f64()
+            && late["p99"].as_f64() <= late["max"].as_f64()
+    );
+
+    let log = std::fs::read_to_string(out("latency.log")).expect("the latency log");
+    let mut starts: Vec<Vec<u64>> = vec![Vec::new(); 4];
+    for line in log.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (seconds, micros) = f[0].split_once('.').expect("seconds.microseconds");
+        let at = seconds.parse::<u64>().unwrap() * 1_000_000 + micros.parse::<u64>().unwrap();
+        starts[f[1].parse::<usize>().unwrap()].push(at);
+    }
+    for (terminal, starts) in starts.iter().enumerate() {
+        // A window of 3 s: about 150 each, whatever the machine's load.
+        assert!(
+            starts.len() > 20,
+            "terminal {terminal}: {} starts",
+            starts.len()
+        );
+        for pair in starts.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                (19_998..=20_002).contains(&gap),
+                "terminal {terminal}: intended starts 20 ms apart, not {gap} µs"
+            );
+        }
+    }
+}

@@ -182,9 +182,9 @@ fn scalar<T: serde::Serialize + ?Sized>(out: &mut Json, value: &T) {
 /// values) need no escape: they are copied whole, after a check that reads every byte without
 /// a branch; the others go through serde_json's escapes.
 fn string(out: &mut Json, text: &str) {
-    let escapes = text
-        .bytes()
-        .fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    let escapes = text.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
     if escapes {
         scalar(out, text);
         return;

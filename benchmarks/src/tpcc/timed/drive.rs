@@ -1,6 +1,11 @@
-//! The driver: closed-loop terminals, the same deal, timing and counting for every engine. A
-//! terminal deals its next transaction, times the engine's call with the monotonic clock, and
-//! (with `--think`) waits the specification's keying time before and think time after it. Over
+//! The driver: terminals with the same deal, timing and counting for every engine. A terminal
+//! deals its next transaction, times the engine's call with the monotonic clock, and (with
+//! `--think`) waits the specification's keying time before and think time after it. With
+//! `--rate N` the loop is open: each terminal starts its transactions at fixed intervals, so
+//! that the terminals together offer N a second, whatever the engine takes, and a latency is
+//! counted from the transaction's intended start, not from when a late terminal got to send it
+//! (no coordinated omission: a stall shows in every transaction it delayed, as wrk2 and
+//! HdrHistogram count). How late the driver itself started transactions is kept apart. Over
 //! HTTP the terminals are tasks of one event loop (`terminal_http`): a thread per terminal
 //! sleeps and wakes on every answer, and on 2 cores took 21–26 µs of CPU per transaction from
 //! the server it measured (research note 027). In-process, where the engine's call runs on the
@@ -63,6 +68,76 @@ pub struct Sample {
     pub status: u16,
 }
 
+/// How a terminal starts its transactions.
+#[derive(Clone, Copy, Debug)]
+pub enum Pacing {
+    /// Closed loop: the next as soon as the last has ended.
+    Closed,
+    /// The specification's keying and think times, drawn from this seed.
+    Think(u64),
+    /// Open loop: the k-th transaction is meant to start at `first + k * interval` after the
+    /// run's start, and its latency counts from then.
+    Rate { first: Duration, interval: Duration },
+}
+
+impl Pacing {
+    /// Terminal `index`'s pacing of `terminals` that together offer `rate` transactions a
+    /// second: each one every `terminals / rate` seconds, their first starts spread evenly.
+    pub fn open(rate: f64, index: usize, terminals: usize) -> Pacing {
+        Pacing::Rate {
+            first: Duration::from_secs_f64(index as f64 / rate),
+            interval: Duration::from_secs_f64(terminals as f64 / rate),
+        }
+    }
+}
+
+/// Where a terminal is in its pacing.
+struct Pace {
+    pacing: Pacing,
+    think_rng: Option<Rng>,
+    /// The next intended start (open loop).
+    next: Option<Instant>,
+}
+
+impl Pace {
+    fn new(pacing: Pacing, clock: &Clock, index: u32) -> Pace {
+        Pace {
+            pacing,
+            think_rng: match pacing {
+                Pacing::Think(seed) => Some(Rng::stream(seed, "think", u64::from(index))),
+                _ => None,
+            },
+            next: match pacing {
+                Pacing::Rate { first, .. } => Some(clock.started + first),
+                _ => None,
+            },
+        }
+    }
+
+    /// The pause before a transaction of `kind`, and when it is meant to start (open loop).
+    fn before(&mut self, kind: Kind) -> (Option<Duration>, Option<Instant>) {
+        match self.pacing {
+            Pacing::Closed => (None, None),
+            Pacing::Think(_) => (Some(keying_and_think(kind).0), None),
+            Pacing::Rate { interval, .. } => {
+                let intended = self.next.expect("an open loop has its next start");
+                self.next = Some(intended + interval);
+                let now = Instant::now();
+                (
+                    Some(intended.saturating_duration_since(now)),
+                    Some(intended),
+                )
+            }
+        }
+    }
+
+    /// The pause after a transaction of `kind`.
+    fn after(&mut self, kind: Kind) -> Option<Duration> {
+        let rng = self.think_rng.as_mut()?;
+        Some(think_time(rng, keying_and_think(kind).1))
+    }
+}
+
 /// One transaction type's figures over the window.
 pub struct TypeFigures {
     pub latency_us: Histogram<u64>,
@@ -111,6 +186,9 @@ pub struct Driven {
     pub unfinished_oldest: Duration,
     /// Every measured transaction, when a latency log was asked for.
     pub samples: Vec<Sample>,
+    /// Open loop: how long after its intended start the driver began each transaction that
+    /// ended in the window (its timer's resolution, and its own delays). Part of the latency.
+    pub late_us: Histogram<u64>,
 }
 
 /// When the window opens and closes, relative to the start of the run.
@@ -200,6 +278,7 @@ impl Recorder {
                 unfinished: 0,
                 unfinished_oldest: Duration::ZERO,
                 samples: Vec::new(),
+                late_us: new_histogram(),
             },
             window: (clock.window_start(), clock.window_end()),
             index,
@@ -207,13 +286,15 @@ impl Recorder {
         }
     }
 
-    /// Counts a transaction that ran from `start` to `end`; true when it ended in the window.
+    /// Counts a transaction that ran from `start` (its intended start, in an open loop) to
+    /// `end`, begun `late` after `start`; true when it ended in the window.
     fn record(
         &mut self,
         clock: &Clock,
         txn: &Txn,
         result: &Result<Answer>,
         (start, end): (Instant, Instant),
+        late: Duration,
     ) -> Result<bool> {
         let (window_start, window_end) = self.window;
         let driven = &mut self.driven;
@@ -243,6 +324,7 @@ impl Recorder {
         if end < window_start || end > window_end {
             return Ok(false);
         }
+        driven.late_us.saturating_record(late.as_micros() as u64);
         let latency_us = (end - start).as_micros() as u64;
         let figures = driven.types.entry(kind).or_insert_with(TypeFigures::new);
         match outcome {
@@ -284,18 +366,18 @@ pub fn terminal(
     clock: &Clock,
     mut terminal: Terminal,
     index: u32,
-    think: Option<u64>,
+    pacing: Pacing,
     keep_samples: bool,
 ) -> Result<Driven> {
     let mut connection = engine.connect()?;
-    let mut think_rng = think.map(|seed| Rng::stream(seed, "think", u64::from(index)));
+    let mut pace = Pace::new(pacing, clock, index);
     let mut recorder = Recorder::new(clock, index, keep_samples);
     let mut cpu_after_call = thread_cpu();
     while !clock.stop.load(Ordering::Relaxed) {
         let txn: Txn = terminal.next();
-        let (keying, mean_think) = keying_and_think(txn.kind());
-        if think_rng.is_some() {
-            wait(clock, keying);
+        let (pause, intended) = pace.before(txn.kind());
+        if let Some(pause) = pause {
+            wait(clock, pause);
             if clock.stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -306,16 +388,29 @@ pub fn terminal(
         let result = connection.call(&txn, now);
         let end = Instant::now();
         let cpu_end = thread_cpu();
-        if recorder.record(clock, &txn, &result, (start, end))? {
+        let (from, late) = from_intended(start, intended);
+        if recorder.record(clock, &txn, &result, (from, end), late)? {
             // Dealing, timing and counting since the previous call ended.
             recorder.driven.driver_cpu += cpu_before_call.saturating_sub(cpu_after_call);
         }
         cpu_after_call = cpu_end;
-        if let Some(rng) = &mut think_rng {
-            wait(clock, think_time(rng, mean_think));
+        if let Some(pause) = pace.after(txn.kind()) {
+            wait(clock, pause);
         }
     }
     Ok(recorder.driven)
+}
+
+/// Where a transaction's latency counts from: its intended start in an open loop (and how late
+/// it began), else when it began.
+fn from_intended(start: Instant, intended: Option<Instant>) -> (Instant, Duration) {
+    match intended {
+        Some(intended) => (
+            intended.min(start),
+            start.saturating_duration_since(intended),
+        ),
+        None => (start, Duration::ZERO),
+    }
 }
 
 /// Sleeps `pause` on the event loop, or until the run stops.
@@ -338,18 +433,18 @@ pub async fn terminal_http(
     clock: std::sync::Arc<Clock>,
     mut terminal: Terminal,
     index: u32,
-    think: Option<u64>,
+    pacing: Pacing,
     keep_samples: bool,
 ) -> Result<Driven> {
     let mut client = AsyncClient::connect(address).await?;
-    let mut think_rng = think.map(|seed| Rng::stream(seed, "think", u64::from(index)));
+    let mut pace = Pace::new(pacing, &clock, index);
     let mut recorder = Recorder::new(&clock, index, keep_samples);
     let mut body = String::new();
     while !clock.stop.load(Ordering::Relaxed) {
         let txn: Txn = terminal.next();
-        let (keying, mean_think) = keying_and_think(txn.kind());
-        if think_rng.is_some() {
-            wait_async(&clock, keying).await;
+        let (pause, intended) = pace.before(txn.kind());
+        if let Some(pause) = pause {
+            wait_async(&clock, pause).await;
             if clock.stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -367,9 +462,10 @@ pub async fn terminal_http(
             .await
             .map(|(status, body)| Answer { status, body });
         let end = Instant::now();
-        recorder.record(&clock, &txn, &result, (start, end))?;
-        if let Some(rng) = &mut think_rng {
-            wait_async(&clock, think_time(rng, mean_think)).await;
+        let (from, late) = from_intended(start, intended);
+        recorder.record(&clock, &txn, &result, (from, end), late)?;
+        if let Some(pause) = pace.after(txn.kind()) {
+            wait_async(&clock, pause).await;
         }
     }
     Ok(recorder.driven)
@@ -409,6 +505,7 @@ impl Driven {
                 }
             }
             total.samples.extend(d.samples);
+            total.late_us.add(&d.late_us)?;
         }
         total.samples.sort_by_key(|s| (s.start_us, s.terminal));
         Ok(total)
@@ -422,5 +519,54 @@ impl Driven {
     /// Transactions that failed in the window.
     pub fn errors(&self) -> u64 {
         self.types.values().map(|f| f.errors).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Terminals together offer the rate: each every `terminals / rate`, their first starts
+    /// spread over one interval.
+    #[test]
+    fn an_open_loop_spreads_its_terminals_over_the_interval() {
+        for i in 0..4 {
+            let Pacing::Rate { first, interval } = Pacing::open(200.0, i, 4) else {
+                panic!("an open loop");
+            };
+            assert_eq!(interval, Duration::from_millis(20));
+            assert_eq!(first, Duration::from_millis(5 * i as u64));
+        }
+    }
+
+    /// A terminal that fell behind keeps its schedule: the next transaction is meant to start
+    /// when it was due, not when the last ended, so the wait it could not avoid is counted.
+    #[test]
+    fn a_late_terminal_keeps_its_schedule() {
+        let mut clock = Clock::new(Schedule {
+            warmup: Duration::ZERO,
+            seconds: Duration::from_secs(1),
+        });
+        // Ten seconds ago: every start is overdue.
+        clock.started -= Duration::from_secs(10);
+        let mut pace = Pace::new(Pacing::open(100.0, 1, 2), &clock, 1);
+        for k in 0..5u32 {
+            let (pause, intended) = pace.before(Kind::Payment);
+            assert_eq!(pause, Some(Duration::ZERO), "overdue: no wait");
+            assert_eq!(
+                intended,
+                Some(clock.started + Duration::from_millis(10) + Duration::from_millis(20) * k)
+            );
+            assert_eq!(pace.after(Kind::Payment), None, "no think time");
+        }
+        let begun = clock.started + Duration::from_millis(75);
+        assert_eq!(
+            from_intended(begun, Some(clock.started + Duration::from_millis(70))),
+            (
+                clock.started + Duration::from_millis(70),
+                Duration::from_millis(5)
+            )
+        );
+        assert_eq!(from_intended(begun, None), (begun, Duration::ZERO));
     }
 }

@@ -81,8 +81,14 @@ pub struct Args {
     pub app: PathBuf,
     /// The specification's keying time before and think time after each transaction (clause
     /// 5.2.5): about one transaction per terminal every 20 s.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "rate")]
     pub think: bool,
+    /// An open loop: the terminals together start N transactions a second at fixed intervals,
+    /// whatever the engine takes, and each latency counts from the transaction's intended
+    /// start (no coordinated omission). The report also gives how late the driver itself began
+    /// transactions. Without it the terminals run a closed loop, as fast as answers come.
+    #[arg(long, value_name = "N")]
+    pub rate: Option<f64>,
     /// Write the run's figures as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -146,6 +152,11 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
     if terminals == 0 || args.threads == 0 || args.warehouses < 1 || args.seconds == 0 {
         bail!("--terminals, --threads, --warehouses and --seconds must be at least 1");
     }
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
+            bail!("--rate must be a number of transactions a second above 0, at most 10,000,000, not {rate}");
+        }
+    }
     if args.url.is_some() && (args.engine != EngineKind::Pure || args.keep) {
         bail!("--url drives a pure-serve someone else started: it goes with --engine pure, without --keep");
     }
@@ -195,7 +206,11 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
     };
     let clock = Arc::new(Clock::new(schedule));
     let keep_samples = args.latency_log.is_some();
-    let think = args.think.then_some(args.seed);
+    let pacing = |i: usize| match (args.rate, args.think) {
+        (Some(rate), _) => drive::Pacing::open(rate, i, terminals),
+        (None, true) => drive::Pacing::Think(args.seed),
+        (None, false) => drive::Pacing::Closed,
+    };
     let terminal_of = |i: usize| Terminal::new(args.seed, i as u64, args.warehouses);
     let (driven, window) = std::thread::scope(|scope| -> Result<(Vec<Driven>, Result<Window>)> {
         let mut handles = Vec::new();
@@ -209,7 +224,7 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
                         clock.clone(),
                         terminal_of(i),
                         i as u32,
-                        think,
+                        pacing(i),
                         keep_samples,
                     )
                 })
@@ -240,14 +255,14 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         } else {
             for i in 0..terminals {
                 let (engine, clock) = (&*engine, &*clock);
-                let terminal = terminal_of(i);
+                let (terminal, pacing) = (terminal_of(i), pacing(i));
                 let spawned = std::thread::Builder::new()
                     .name(format!("terminal-{i}"))
                     // Writes may run on the calling thread (the owner's role): give it the
                     // owner's stack, so no handler call needs a fresh one.
                     .stack_size(16 << 20)
                     .spawn_scoped(scope, move || {
-                        drive::terminal(engine, clock, terminal, i as u32, think, keep_samples)
+                        drive::terminal(engine, clock, terminal, i as u32, pacing, keep_samples)
                             .map(|driven| vec![driven])
                     });
                 match spawned {
@@ -595,6 +610,8 @@ fn figures(
         warmup_seconds: args.warmup as f64,
         seed: args.seed,
         think: args.think,
+        offered_tx_per_s: args.rate,
+        driver_late_ms: args.rate.map(|_| report::Lateness::of(&driven.late_us)),
         dir: args
             .dir
             .as_ref()

@@ -41,6 +41,11 @@ pub struct Figures {
     pub warmup_seconds: f64,
     pub seed: u64,
     pub think: bool,
+    /// `--rate`: the open loop's offered load (null: a closed loop).
+    pub offered_tx_per_s: Option<f64>,
+    /// In an open loop, how late after their intended start the driver began the window's
+    /// transactions: part of their latencies.
+    pub driver_late_ms: Option<Lateness>,
     /// The directory the engine's files were in, and its block device (null: none, as tmpfs).
     pub dir: String,
     pub device: Option<String>,
@@ -96,6 +101,25 @@ pub struct Figures {
 }
 
 const MS: f64 = 1000.0;
+
+/// Quantiles of the driver's lateness, in ms.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Lateness {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Lateness {
+    pub fn of(late_us: &hdrhistogram::Histogram<u64>) -> Lateness {
+        let at = |q: f64| late_us.value_at_quantile(q) as f64 / MS;
+        Lateness {
+            p50: at(0.5),
+            p99: at(0.99),
+            max: late_us.max() as f64 / MS,
+        }
+    }
+}
 
 pub fn types(driven: &Driven) -> BTreeMap<&'static str, TypeJson> {
     let total = driven.transactions().max(1) as f64;
@@ -156,12 +180,19 @@ pub fn text(f: &Figures) -> String {
         f.seconds,
         f.warmup_seconds,
         f.seed,
-        if f.think {
-            ", keying and think times"
-        } else {
-            ", unpaced"
+        match (f.offered_tx_per_s, f.think) {
+            (Some(rate), _) =>
+                format!(", an open loop offering {rate:.0} tx/s (latency from each intended start)"),
+            (None, true) => ", keying and think times".into(),
+            (None, false) => ", unpaced".into(),
         }
     ));
+    if let Some(late) = f.driver_late_ms {
+        line(format!(
+            "the driver began transactions late by p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms              (counted in their latencies)",
+            late.p50, late.p99, late.max
+        ));
+    }
     line(format!(
         "{} ({})",
         f.dir,
