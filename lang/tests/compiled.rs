@@ -1663,3 +1663,83 @@ fn rows_len(req) { for i in 0..req.body.n { t.put(i, #{ n: i, s: "abcdefghij" })
         }
     }
 }
+
+/// `int_set()`: insert, contains (and `in`), len, its answer as an array, `type_of`, and the
+/// limit on its size, compiled exactly as Rhai runs them, on random integers with repeats and
+/// items that are not integers.
+#[test]
+fn an_int_set_runs_compiled_exactly_as_in_rhai() {
+    let script = r#"
+fn set(req) {
+    let s = int_set();
+    let news = 0;
+    for x in req.body.xs {
+        if s.insert(x) { news += 1; }
+    }
+    #{ news: news, len: s.len(), has: s.contains(req.body.probe), kind: type_of(s), set: s,
+       nested: [s] }
+}
+fn within(req) { let s = int_set(); s.insert(2); [2 in s, 3 in s] }
+fn through(req) { let s = int_set(); add(s, req.body.x); s.len() }
+fn add(s, x) { s.insert(x) }
+fn store(req) { t.put(1, #{ n: int_set() }); 0 }
+"#;
+    let (seed, scale) = seed_and_scale("int_set");
+    let mut rng = Rng(seed);
+    let small = Limits {
+        array_items_max: 8,
+        ..limits()
+    };
+    let mut pair = pair_of(script, small);
+    assert_eq!(pair.compiled.execution("set"), Some(Execution::Compiled));
+    let items = [
+        json!(1),
+        json!(-1),
+        json!(7),
+        json!(i64::MAX),
+        json!("1"),
+        json!(1.5),
+    ];
+    let (mut answered, mut refused) = (0, 0);
+    for _ in 0..300 * scale {
+        let n = rng.below(12);
+        let well_formed = rng.below(4) > 0;
+        let xs: Vec<Value> = (0..n)
+            .map(|_| {
+                if well_formed {
+                    json!(rng.below(10) as i64 - 3)
+                } else {
+                    rng.pick(&items)
+                }
+            })
+            .collect();
+        let probe = json!(rng.below(10) as i64 - 3);
+        let before = pair.compiled.fallbacks();
+        match pair.call("set", json!({ "xs": xs, "probe": probe })) {
+            Ok(answer) => {
+                answered += 1;
+                // Only the integers given, once each, ascending.
+                let mut given: Vec<i64> = xs.iter().filter_map(Value::as_i64).collect();
+                given.sort_unstable();
+                given.dedup();
+                assert_eq!(answer["set"], json!(given));
+                assert_eq!(answer["kind"], json!("IntSet"));
+                if well_formed {
+                    assert_eq!(pair.compiled.fallbacks(), before, "{xs:?}");
+                }
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(
+        answered > 0 && refused > 0,
+        "{answered} answered, {refused} refused"
+    );
+    // A function is given a copy, as Rhai passes every value.
+    assert_eq!(pair.call("through", json!({ "x": 3 })), Ok(json!(0)));
+    assert_eq!(pair.call("within", Value::Null), Ok(json!([true, false])));
+    assert!(
+        pair.call("store", Value::Null).is_err(),
+        "a set is not stored"
+    );
+}

@@ -53,6 +53,7 @@ pub(crate) fn build(schema: &Arc<Schema>, indexes: &[IndexDef], limits: &Limits)
     crate::script::respond::register(&mut engine);
     crate::script::world::register(&mut engine);
     crate::script::arith::register(&mut engine);
+    crate::script::int_set::register(&mut engine);
     crate::script::recursion::register(&mut engine);
     // Test builds only, and even there only when asked for at run time: `cargo test` builds the
     // pure-serve binary with the feature, and that binary must not offer it when run by hand.

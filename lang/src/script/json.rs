@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::script::api::{Row, Table};
 use crate::script::api_error::ApiError;
+use crate::script::int_set::IntSet;
 use crate::state::depth::{too_deep, DEPTH_MAX};
 use crate::state::schema::Schema;
 
@@ -221,9 +222,20 @@ fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> 
         scalar(out, &c);
         return Ok(());
     }
-    let nested = value.is_array() || value.is_map() || value.is::<Row>();
+    let nested = value.is_array() || value.is_map() || value.is::<Row>() || value.is::<IntSet>();
     if nested && enclosing >= DEPTH_MAX {
         return Err(too_deep("the value"));
+    }
+    if let Some(set) = value.read_lock::<IntSet>() {
+        out.put(b"[");
+        for (n, item) in set.iter().enumerate() {
+            if n > 0 {
+                out.put(b",");
+            }
+            scalar(out, &item);
+        }
+        out.put(b"]");
+        return Ok(());
     }
     if let Some(items) = value.read_lock::<Array>() {
         out.put(b"[");

@@ -10,6 +10,7 @@ pub(crate) mod arith;
 pub(crate) mod context;
 pub(crate) mod engine;
 pub(crate) mod error;
+pub(crate) mod int_set;
 pub(crate) mod json;
 pub(crate) mod limits;
 pub(crate) mod recursion;

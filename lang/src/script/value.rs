@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::script::api::{Row, Table};
 use crate::script::api_error::ApiError;
+use crate::script::int_set::IntSet;
 use crate::state::depth::{too_deep, DEPTH_MAX};
 use crate::state::schema::Schema;
 
@@ -57,9 +58,12 @@ fn to_json_at(value: &Dynamic, schema: &Schema, enclosing: usize) -> Result<Valu
     if let Ok(c) = value.as_char() {
         return Ok(Value::String(c.to_string()));
     }
-    let nested = value.is_array() || value.is_map() || value.is::<Row>();
+    let nested = value.is_array() || value.is_map() || value.is::<Row>() || value.is::<IntSet>();
     if nested && enclosing >= DEPTH_MAX {
         return Err(too_deep("the value"));
+    }
+    if let Some(set) = value.read_lock::<IntSet>() {
+        return Ok(Value::Array(set.iter().map(Value::from).collect()));
     }
     if let Some(items) = value.read_lock::<Array>() {
         return items

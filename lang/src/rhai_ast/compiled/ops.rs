@@ -8,6 +8,7 @@ use rhai::{Array, Dynamic, ImmutableString, Map};
 
 use super::{Env, Stop};
 use crate::script::api::{self, Row, Table};
+use crate::script::int_set::IntSet;
 use crate::state::schema::TableId;
 
 type Result<T> = std::result::Result<T, Stop>;
@@ -596,6 +597,9 @@ pub(crate) fn call_method(
     if let Some(table) = target.read_lock::<Table>().map(|t| *t) {
         return table_method(method, table, args, env);
     }
+    if target.is::<IntSet>() {
+        return set_method(method, target, &args, target_is_copy, env);
+    }
     match method {
         Method::Save | Method::ToMap if target.is::<Row>() => {
             if !args.is_empty() {
@@ -657,6 +661,40 @@ pub(crate) fn call_method(
             let start = args[0].as_int().map_err(|_| Stop::Fallback)?;
             let len = args[1].as_int().map_err(|_| Stop::Fallback)?;
             Ok(sub_string(&text, start, len).into())
+        }
+        _ => Err(Stop::Fallback),
+    }
+}
+
+/// `set.insert(n)`, `set.contains(n)`, `set.len()` on an `int_set()`, as registered for Rhai.
+fn set_method(
+    method: Method,
+    target: &mut Dynamic,
+    args: &[Dynamic],
+    target_is_copy: bool,
+    env: &Env,
+) -> Result<Dynamic> {
+    let int = |at: usize| {
+        args.get(at)
+            .and_then(|a| a.as_int().ok())
+            .ok_or(Stop::Fallback)
+    };
+    match (method, args.len()) {
+        (Method::Insert, 1) if !target_is_copy => {
+            let n = int(0)?;
+            let mut set = target.write_lock::<IntSet>().ok_or(Stop::Fallback)?;
+            set.insert(n, env.limits.array_items_max)
+                .map(Dynamic::from_bool)
+                .map_err(|_| Stop::Fallback)
+        }
+        (Method::Contains, 1) => {
+            let n = int(0)?;
+            let set = target.read_lock::<IntSet>().ok_or(Stop::Fallback)?;
+            Ok(Dynamic::from_bool(set.contains(n)))
+        }
+        (Method::Len, 0) => {
+            let set = target.read_lock::<IntSet>().ok_or(Stop::Fallback)?;
+            Ok(Dynamic::from_int(set.len() as i64))
         }
         _ => Err(Stop::Fallback),
     }

@@ -61,10 +61,14 @@ impl Compiler<'_> {
         let grows = steps
             .iter()
             .any(|s| matches!(s, Step::Method(Method::Push, _)));
-        // `save` changes a row in place; no row is in the first parameter unless assigned there.
-        let changes = steps
-            .iter()
-            .any(|s| matches!(s, Step::Method(Method::Push | Method::Save, _)));
+        // `save` changes a row in place, `insert` an `int_set()`; neither is in the first
+        // parameter unless assigned there.
+        let changes = steps.iter().any(|s| {
+            matches!(
+                s,
+                Step::Method(Method::Push | Method::Save | Method::Insert, _)
+            )
+        });
         self.changes_first_parameter |= changes && matches!(root, Root::Local { slot: 0, .. });
         // `local.push(x)`: the local's sizes after are its sizes before and x's, and the check
         // of the local is the check of the array pushed into.

@@ -197,6 +197,9 @@ impl Compiler<'_> {
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| Ok(ops::type_of(&x(f)?, f.env))))
             }
+            ("int_set", 0) => Ok(Box::new(|_| {
+                Ok(Dynamic::from(crate::script::int_set::IntSet::default()))
+            })),
             ("parse_int", 1) => {
                 let x = args.pop().expect("one argument");
                 Ok(Box::new(move |f| ops::parse_int(&x(f)?)))
