@@ -200,6 +200,7 @@ mod tests {
             tables: vec![TableSchema {
                 name: "t".into(),
                 fields: vec!["a".into()],
+                types: Vec::new(),
             }],
         };
         let mut image = Vec::new();
@@ -221,6 +222,7 @@ mod tests {
                 .map(|name| TableSchema {
                     name: name.into(),
                     fields: vec!["x".into(), "s".into()],
+                    types: Vec::new(),
                 })
                 .to_vec(),
         }
@@ -242,6 +244,7 @@ mod tests {
                 .map(|name| TableSchema {
                     name: name.into(),
                     fields: vec!["x".into(), "s".into()],
+                    types: Vec::new(),
                 })
                 .to_vec(),
         };

@@ -156,7 +156,11 @@ pub fn read_schema(r: &mut Reader<'_>) -> Result<Schema, String> {
         let fields = (0..count)
             .map(|_| r.str().map(str::to_string))
             .collect::<Result<_, _>>()?;
-        tables.push(TableSchema { name, fields });
+        tables.push(TableSchema {
+            name,
+            fields,
+            types: Vec::new(),
+        });
     }
     Ok(Schema { tables })
 }
@@ -332,6 +336,7 @@ impl Mapping {
                     state.tables.push(TableSchema {
                         name: table.name.clone(),
                         fields: vec![],
+                        types: Vec::new(),
                     });
                     (state.tables.len() - 1) as u32
                 }
@@ -471,6 +476,7 @@ mod tests {
             tables: vec![TableSchema {
                 name: "t".into(),
                 fields: (0..70_000).map(|i| format!("f{i}")).collect(),
+                types: Vec::new(),
             }],
         };
         let mut state = Schema { tables: vec![] };
@@ -494,6 +500,7 @@ mod tests {
             tables: vec![TableSchema {
                 name: "t".into(),
                 fields: vec!["a".into()],
+                types: Vec::new(),
             }],
         };
         let mut state = Schema {
@@ -503,6 +510,7 @@ mod tests {
                     .map(|i| format!("g{i}"))
                     .chain(["a".into()])
                     .collect(),
+                types: Vec::new(),
             }],
         };
         let mapping = Mapping::new(&logged, &mut state);

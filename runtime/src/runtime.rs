@@ -361,6 +361,22 @@ fn schema_change(old: &Schema, new: &Schema) -> Option<String> {
                 before.fields.join(", ")
             ));
         }
+        if before.types != table.types {
+            let slot = (0..table.fields.len())
+                .find(|&slot| before.types.get(slot) != table.types.get(slot))
+                .unwrap_or(0);
+            let shown = |schema: &pure_lang::TableSchema| match schema.types.get(slot) {
+                Some(t) => format!("{}{}", t.kind.name(), if t.required { "!" } else { "" }),
+                None => "any (untyped)".into(),
+            };
+            return Some(format!(
+                "table {} declares field {} {} instead of {}",
+                table.name,
+                table.fields[slot],
+                shown(table),
+                shown(before)
+            ));
+        }
     }
     Some("it declares the tables in another order".into())
 }

@@ -130,7 +130,7 @@ impl Manifest {
         let routes = parse_routes(&manifest["routes"]).map_err(bad)?;
         let methods: Vec<String> = routes.iter().map(|r| r.method.clone()).collect();
         let cors = Cors::parse(&manifest["cors"], &methods).map_err(bad)?;
-        let schema = Arc::new(parse_tables(&manifest["tables"]).map_err(bad)?);
+        let schema = Arc::new(parse_tables(&manifest["tables"], text).map_err(bad)?);
         schema.check().map_err(bad)?;
         if let Some(table) = schema.tables.iter().find(|t| is_script_word(&t.name)) {
             return Err(bad(format!(

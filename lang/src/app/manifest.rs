@@ -1,5 +1,6 @@
 //! The manifest, `app.json`: its routes, tables, indexes and keys.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -7,7 +8,7 @@ use serde_json::Value;
 use super::{HandlerKind, Route};
 use crate::app::shape::Declared;
 use crate::script::error::edits;
-use crate::state::schema::{Schema, TableSchema};
+use crate::state::schema::{FieldType, Kind, Schema, TableSchema};
 use crate::state::tables::{IndexDef, IndexSource};
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "PATCH"];
@@ -216,15 +217,44 @@ pub(super) fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<Inde
         .collect()
 }
 
-pub(super) fn parse_tables(tables: &Value) -> Result<Schema, String> {
-    let shape = "\"tables\" must be an object of \"table\": [\"field\", ...]";
+/// `"tables": {"players": ["best", "posts"], "stock": {"s_quantity": "int!", "s_data": "string"}}`:
+/// a list of field names (each of any type), or an object of names and types. A type is a name
+/// (`"int"`, `"float"`, `"bool"`, `"string"`, `"array"`, `"map"`, `"any"`), `!` after it for a
+/// field that must hold a value (`"int!"`), or `{"type": "int", "required": true}`. A typed
+/// field without `!` may be unset (`()`). `text` is the manifest's: an object's fields take
+/// their slots in the order written there.
+pub(super) fn parse_tables(tables: &Value, text: &str) -> Result<Schema, String> {
+    let shape = "\"tables\" must be an object of \"table\": [\"field\", ...] or \"table\": \
+                 {\"field\": \"type\", ...}";
     if tables.is_null() {
         return Ok(Schema::default());
     }
     let tables = tables.as_object().ok_or(shape)?;
+    let mut orders: Option<HashMap<String, Vec<String>>> = None;
     let tables = tables
         .iter()
         .map(|(name, fields)| {
+            if let Some(object) = fields.as_object() {
+                let orders = orders.get_or_insert_with(|| field_orders(text));
+                let order = orders
+                    .get(name)
+                    .filter(|order| order.len() == object.len())
+                    .cloned()
+                    .unwrap_or_else(|| object.keys().cloned().collect());
+                let types = order
+                    .iter()
+                    .map(|field| {
+                        field_type(&object[field]).map_err(|message| {
+                            format!("table {name:?}, field {field:?}: {message}")
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok(TableSchema {
+                    name: name.clone(),
+                    fields: order,
+                    types,
+                });
+            }
             let fields = fields.as_array().ok_or(shape)?;
             let fields = fields
                 .iter()
@@ -233,8 +263,163 @@ pub(super) fn parse_tables(tables: &Value) -> Result<Schema, String> {
             Ok(TableSchema {
                 name: name.clone(),
                 fields,
+                types: Vec::new(),
             })
         })
-        .collect::<Result<Vec<_>, &str>>()?;
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(Schema { tables })
+}
+
+/// A field's declared type: `"int"`, `"int!"` or `{"type": "int", "required": true}`.
+fn field_type(declared: &Value) -> Result<FieldType, String> {
+    let names = || {
+        Kind::NAMES
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (name, required) = match declared {
+        Value::String(text) => match text.strip_suffix('!') {
+            Some(name) => (name, true),
+            None => (text.as_str(), false),
+        },
+        Value::Object(object) => {
+            if let Some(key) = object.keys().find(|k| *k != "type" && *k != "required") {
+                return Err(format!(
+                    "unknown key {key:?}: a field's type is {{\"type\": ..., \"required\": ...}}"
+                ));
+            }
+            let name = object["type"]
+                .as_str()
+                .ok_or("an object type needs \"type\": a type's name")?;
+            let required = match object.get("required") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("\"required\" must be true or false".into()),
+            };
+            (name, required)
+        }
+        _ => {
+            return Err(format!(
+                "a type is a name ({}), with ! for a required field, or {{\"type\": ..., \
+                 \"required\": true}}",
+                names()
+            ))
+        }
+    };
+    let kind = Kind::from_name(name)
+        .ok_or_else(|| format!("unknown type {name:?}: a type is one of {}", names()))?;
+    if kind == Kind::Any && required {
+        return Err("\"any\" cannot be required: declare the field's type".into());
+    }
+    Ok(FieldType { kind, required })
+}
+
+/// Each table's fields in the order the manifest's text gives them, for the tables declared as
+/// objects: a `serde_json::Value` keeps an object's keys sorted, and slots follow the order
+/// written (a row given as an array is in that order).
+fn field_orders(text: &str) -> HashMap<String, Vec<String>> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    /// The names of an object's keys in order; nothing for anything else.
+    struct Keys(Vec<String>);
+    impl<'de> Deserialize<'de> for Keys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("any value")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        map.next_value::<IgnoredAny>()?;
+                        keys.push(key);
+                    }
+                    Ok(Keys(keys))
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<Keys, A::Error> {
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                    Ok(Keys(Vec::new()))
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Keys, E> {
+                    Ok(Keys(Vec::new()))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Keys, E> {
+                    Ok(Keys(Vec::new()))
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Keys, E> {
+                    Ok(Keys(Vec::new()))
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Keys, E> {
+                    Ok(Keys(Vec::new()))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Keys, E> {
+                    Ok(Keys(Vec::new()))
+                }
+                fn visit_unit<E>(self) -> Result<Keys, E> {
+                    Ok(Keys(Vec::new()))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// The tables' fields, in order.
+    struct Tables(HashMap<String, Vec<String>>);
+    impl<'de> Deserialize<'de> for Tables {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tables, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Tables;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tables, A::Error> {
+                    let mut tables = HashMap::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        let fields = map.next_value::<Keys>()?;
+                        tables.insert(key, fields.0);
+                    }
+                    Ok(Tables(tables))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    /// The manifest's "tables", the rest skipped.
+    struct Top(HashMap<String, Vec<String>>);
+    impl<'de> Deserialize<'de> for Top {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Top, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Top;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+                    let mut tables = HashMap::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        if key == "tables" {
+                            tables = map.next_value::<Tables>()?.0;
+                        } else {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                    Ok(Top(tables))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    serde_json::from_str::<Top>(text)
+        .map(|top| top.0)
+        .unwrap_or_default()
 }

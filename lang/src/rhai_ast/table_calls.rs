@@ -187,6 +187,7 @@ mod tests {
             tables: vec![TableSchema {
                 name: "t".into(),
                 fields: vec!["f".into()],
+                types: Vec::new(),
             }],
         });
         let engine =

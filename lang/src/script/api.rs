@@ -171,6 +171,32 @@ fn check_storable_at(value: &Dynamic, enclosing: usize) -> Result<(), String> {
     ))
 }
 
+/// Whether `value` may be stored in `slot` of `table`: storable, and of the field's declared type
+/// if it has one.
+#[inline]
+pub(crate) fn check_field(
+    schema: &Schema,
+    table: TableId,
+    slot: usize,
+    value: &Dynamic,
+) -> Result<(), String> {
+    check_storable(value)?;
+    schema.table(table).check(slot, value)
+}
+
+/// Every field of a new row of a typed table, those it leaves unset included (a required one
+/// must be set).
+fn check_types(schema: &Schema, table: TableId, fields: &[Dynamic]) -> Result<(), String> {
+    let declared = schema.table(table);
+    if declared.types.is_empty() {
+        return Ok(());
+    }
+    fields
+        .iter()
+        .enumerate()
+        .try_for_each(|(slot, value)| declared.check(slot, value))
+}
+
 fn fields_from_map(schema: &Schema, table: TableId, map: Map) -> Result<Fields, String> {
     let declared = &schema.table(table).fields;
     let mut fields = vec![Dynamic::UNIT; declared.len()];
@@ -185,6 +211,7 @@ fn fields_from_map(schema: &Schema, table: TableId, map: Map) -> Result<Fields, 
         check_storable(&value)?;
         fields[slot] = value;
     }
+    check_types(schema, table, &fields)?;
     Ok(Fields::from_values(&fields))
 }
 
@@ -207,6 +234,7 @@ fn fields_from_array(
     values.iter().try_for_each(check_storable)?;
     let mut fields = values;
     fields.resize(declared.len(), Dynamic::UNIT);
+    check_types(schema, table, &fields)?;
     Ok(Fields::from_values(&fields))
 }
 
@@ -308,6 +336,7 @@ pub(crate) fn put_all(
                         Some(slot) => {
                             check_storable(&value)?;
                             values[slot] = value;
+                            check_types(schema, table.id, &values)?;
                             Fields::from_values(&values)
                         }
                         None => fields_from(schema, table.id, value)?,
@@ -777,7 +806,7 @@ fn register_row(engine: &mut Engine, schema: &Arc<Schema>) {
             let slot = s
                 .field_slot(row.table, &name)
                 .ok_or_else(|| no_field(&s, row.table, &name))?;
-            check_storable(&value).map_err(api_error)?;
+            check_field(&s, row.table, slot, &value).map_err(api_error)?;
             row.set(slot, value);
             Ok(())
         },
@@ -807,7 +836,7 @@ fn register_row(engine: &mut Engine, schema: &Arc<Schema>) {
         engine.register_set(name, move |row: &mut Row, value: Dynamic| -> Fallible<()> {
             match slots.get(row.table as usize) {
                 Some(Some(slot)) => {
-                    check_storable(&value).map_err(api_error)?;
+                    check_field(&s, row.table, *slot, &value).map_err(api_error)?;
                     row.set(*slot, value);
                     Ok(())
                 }

@@ -316,10 +316,12 @@ mod tests {
                 TableSchema {
                     name: "t".into(),
                     fields: vec!["zeta".into(), "alpha".into(), "Mid".into(), "b_2".into()],
+                    types: Vec::new(),
                 },
                 TableSchema {
                     name: "u".into(),
                     fields: vec![],
+                    types: Vec::new(),
                 },
             ],
         }

@@ -309,6 +309,7 @@ mod tests {
         let table = TableSchema {
             name: "t".into(),
             fields: vec!["v".into(), "w".into()],
+            types: Vec::new(),
         };
         Schema {
             tables: vec![table],

@@ -7,14 +7,147 @@
 /// Index of a table in the schema (and in the state's vector of maps).
 pub type TableId = u32;
 
+use rhai::Dynamic;
+
 /// Most fields a table may declare: the dirty-field mask is a `u64`.
 pub const FIELDS_MAX: usize = 64;
 
+/// A table: its name and fields, with their types when it declares them.
+///
+/// Invariant: `types` is empty (a table declared as a list of names: every field of any type)
+/// or holds one type for each declared field, in slot order. Fields past it (a state's fields
+/// kept from an older version's data, which scripts do not see) have no type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableSchema {
     pub name: String,
     /// Field names in slot order.
     pub fields: Vec<String>,
+    /// Each field's declared type, in slot order; none when the table declares none.
+    pub types: Vec<FieldType>,
+}
+
+/// What a typed field may hold: a value of `kind`, or, unless `required`, nothing (`()`, null).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldType {
+    pub kind: Kind,
+    pub required: bool,
+}
+
+/// The kinds of value a field may be declared to hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Any,
+    Int,
+    Float,
+    Bool,
+    String,
+    Array,
+    Map,
+}
+
+impl Kind {
+    /// The names the manifest gives them.
+    pub const NAMES: [(&'static str, Kind); 7] = [
+        ("any", Kind::Any),
+        ("int", Kind::Int),
+        ("float", Kind::Float),
+        ("bool", Kind::Bool),
+        ("string", Kind::String),
+        ("array", Kind::Array),
+        ("map", Kind::Map),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Kind::NAMES
+            .iter()
+            .find(|(_, kind)| *kind == self)
+            .map(|(name, _)| *name)
+            .expect("every kind is named")
+    }
+
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, kind)| *kind)
+    }
+
+    fn holds(self, value: &Dynamic) -> bool {
+        match self {
+            Kind::Any => true,
+            Kind::Int => value.is_int(),
+            Kind::Float => value.is_float(),
+            Kind::Bool => value.is_bool(),
+            Kind::String => value.is_string(),
+            Kind::Array => value.is_array(),
+            Kind::Map => value.is_map(),
+        }
+    }
+}
+
+impl TableSchema {
+    /// Whether `value` may be stored in `slot`: always, for a field of no declared type.
+    /// The message names the table, the field and the value.
+    #[inline]
+    pub fn check(&self, slot: usize, value: &Dynamic) -> Result<(), String> {
+        debug_assert!(
+            self.types.len() <= self.fields.len(),
+            "a type per declared field"
+        );
+        let Some(declared) = self.types.get(slot) else {
+            return Ok(());
+        };
+        if declared.kind.holds(value) || (value.is_unit() && !declared.required) {
+            return Ok(());
+        }
+        Err(self.refusal(slot, *declared, value))
+    }
+
+    #[cold]
+    fn refusal(&self, slot: usize, declared: FieldType, value: &Dynamic) -> String {
+        // What the value is, shown short: a scalar as itself (cut to 40 characters), an array
+        // or a map by its size, never walked.
+        let what = if value.is_unit() {
+            "()".to_string()
+        } else if let Ok(array) = value.as_array_ref() {
+            format!("an array of {} items", array.len())
+        } else if let Ok(map) = value.as_map_ref() {
+            format!("a map of {} entries", map.len())
+        } else {
+            let mut shown = value.to_string();
+            if shown.chars().count() > 40 {
+                shown = shown.chars().take(40).collect::<String>() + "...";
+            }
+            match Kind::NAMES
+                .iter()
+                .find(|(_, kind)| *kind != Kind::Any && kind.holds(value))
+            {
+                Some((_, Kind::String)) => format!("a string ({shown:?})"),
+                Some((name, _)) => {
+                    format!("{} {name} {shown}", if *name == "int" { "an" } else { "a" })
+                }
+                None => format!("a value of type {}", value.type_name()),
+            }
+        };
+        let (article, kind) = match declared.kind {
+            Kind::Any => ("a", "value"),
+            Kind::Int => ("an", "int"),
+            Kind::Float => ("a", "float"),
+            Kind::Bool => ("a", "bool"),
+            Kind::String => ("a", "string"),
+            Kind::Array => ("an", "array"),
+            Kind::Map => ("a", "map"),
+        };
+        let article = if declared.required {
+            "a required"
+        } else {
+            article
+        };
+        format!(
+            "table {}: {} is declared {article} {kind}, not {what}",
+            self.name, self.fields[slot]
+        )
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,6 +184,14 @@ impl Schema {
             }
             if self.tables[..i].iter().any(|t| t.name == table.name) {
                 return Err(format!("table {:?} is declared twice", table.name));
+            }
+            if !table.types.is_empty() && table.types.len() != table.fields.len() {
+                return Err(format!(
+                    "table {:?} declares {} types for {} fields",
+                    table.name,
+                    table.types.len(),
+                    table.fields.len()
+                ));
             }
             if table.fields.len() > FIELDS_MAX {
                 return Err(format!(

@@ -438,6 +438,7 @@ mod tests {
                 &TableSchema {
                     name: "t".into(),
                     fields: vec!["a".into()],
+                    types: Vec::new(),
                 },
                 &Limits::default(),
             )

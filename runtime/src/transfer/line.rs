@@ -36,6 +36,17 @@ pub(super) fn parse_line(
     let parsed = LineSeed { line: &mut line }
         .deserialize(&mut deserializer)
         .and_then(|row| deserializer.end().map(|()| row));
+    if let Ok((_, values)) = &parsed {
+        // A typed table's fields, the ones the line leaves out included (a required one must
+        // be there).
+        if !table.types.is_empty() {
+            for (slot, value) in values.iter().enumerate() {
+                table
+                    .check(slot, value)
+                    .map_err(|message| format!(" {message}"))?;
+            }
+        }
+    }
     parsed.map_err(|error| {
         // serde_json ends its message with "at line 1 column N": the line is ours to name.
         let message = error.to_string();
@@ -514,7 +525,50 @@ mod tests {
         TableSchema {
             name: "t".into(),
             fields: vec!["a".into(), "b".into(), "c".into()],
+            types: Vec::new(),
         }
+    }
+
+    /// A typed table's line is refused when a value breaks its field's type or leaves a
+    /// required field out, naming the table, the field and the value.
+    #[test]
+    fn a_typed_table_refuses_a_value_of_another_type() {
+        use pure_lang::{FieldKind, FieldType};
+        let typed = TableSchema {
+            types: vec![
+                FieldType {
+                    kind: FieldKind::Int,
+                    required: true,
+                },
+                FieldType {
+                    kind: FieldKind::String,
+                    required: false,
+                },
+                FieldType {
+                    kind: FieldKind::Any,
+                    required: false,
+                },
+            ],
+            ..table()
+        };
+        let parse = |text: &str| parse_line(text.as_bytes(), &typed, &Limits::default());
+        assert!(parse(r#"{"key": 1, "row": {"a": 1, "b": "x", "c": [1.5]}}"#).is_ok());
+        assert!(parse(r#"{"key": 1, "row": {"a": 1, "b": null}}"#).is_ok());
+        let refused = parse(r#"{"key": 1, "row": {"a": 1.5}}"#).expect_err("a float");
+        assert_eq!(
+            refused,
+            " table t: a is declared a required int, not a float 1.5"
+        );
+        let refused = parse(r#"{"key": 1, "row": {"b": "x"}}"#).expect_err("a left out");
+        assert!(
+            refused.contains("a is declared a required int, not ()"),
+            "{refused}"
+        );
+        let refused = parse(r#"{"key": 1, "row": {"a": 1, "b": 2}}"#).expect_err("b an int");
+        assert!(
+            refused.contains("b is declared a string, not an int 2"),
+            "{refused}"
+        );
     }
 
     fn parse(text: &str) -> Result<(Key, Vec<Dynamic>), String> {

@@ -264,6 +264,7 @@ fn schema() -> Schema {
             .map(|t| TableSchema {
                 name: format!("t{t}"),
                 fields: (0..FIELDS).map(|f| format!("f{f}")).collect(),
+                types: Vec::new(),
             })
             .collect(),
     }

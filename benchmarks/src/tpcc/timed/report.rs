@@ -189,7 +189,7 @@ pub fn text(f: &Figures) -> String {
     ));
     if let Some(late) = f.driver_late_ms {
         line(format!(
-            "the driver began transactions late by p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms              (counted in their latencies)",
+            "the driver began transactions late by p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (counted in their latencies)",
             late.p50, late.p99, late.max
         ));
     }

@@ -371,7 +371,7 @@ pub(crate) fn set_property(
     }
     if let Some(mut row) = target.write_lock::<Row>() {
         let slot = row_slot(property, row.table)?;
-        api::check_storable(&value).map_err(|_| Stop::Fallback)?;
+        api::check_field(env.schema, row.table, slot, &value).map_err(|_| Stop::Fallback)?;
         row.set(slot, value);
         // A row holds no sizes of its own (a custom type counts as nothing).
         *sizes = before;
@@ -485,7 +485,7 @@ pub(crate) fn set_index(
     }
     if let Some(mut row) = target.write_lock::<Row>() {
         let slot = named_slot(index, row.table, env)?;
-        api::check_storable(&value).map_err(|_| Stop::Fallback)?;
+        api::check_field(env.schema, row.table, slot, &value).map_err(|_| Stop::Fallback)?;
         row.set(slot, value);
         // A row holds no sizes of its own (a custom type counts as nothing).
         *sizes = before;
