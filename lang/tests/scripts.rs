@@ -52,7 +52,7 @@ fn spin(req) { players.insert(77, #{}); loop { } }
 fn deep(req) { players.delete(1); recurse(0) } fn recurse(n) { recurse(n + 1) }
 fn grow(req) { lines.delete(7, 1, 1); let s = "x"; loop { s += s; } }
 fn scan_forever(req) { let p = players.get(2); p.best = 0; p.save(); loop { lines.scan((), (), 100); } }
-fn bad_field(req) { players.get(1).nope }
+fn bad_field(req) { let p = [players.get(1)][0]; p.nope }
 fn read_write(req) { players.insert(100, #{}); }
 fn throw_map(req) { throw #{ status: 409, message: "taken", id: 5 }; }
 fn throw_plain_map(req) { throw #{ why: "x" }; }

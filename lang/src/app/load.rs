@@ -79,6 +79,7 @@ impl App {
         let builtin = builtin_names(&engine);
         check_calls(&ast, &builtin).map_err(located)?;
         crate::rhai_ast::table_calls::check(&ast, &schema, &indexes, &builtin).map_err(located)?;
+        crate::rhai_ast::table_calls::check_row_fields(&ast, &schema).map_err(located)?;
         let handlers = scripts.handlers(&ast, &routes, manifest)?;
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
         let program = Program::compile(&ast, &schema, &indexes, &handler_names, &scripts.sources);

@@ -1,17 +1,18 @@
-//! The load-time check of calls on tables: `items.updat(row)`, `items.update(k, row)` and
-//! `items.by_nme.find(x)` would otherwise load and then fail every call that reaches them.
+//! The load-time checks of calls on tables and of rows' fields: `items.updat(row)`,
+//! `items.update(k, row)`, `items.by_nme.find(x)` and `let r = items.get(k); r.nme` would
+//! otherwise load and then fail every call that reaches them.
 //!
 //! Only calls made directly on a table's name are checked, as the compiler sees them (the
 //! handle kept in a variable first is checked when it runs). A table name that some script
 //! also uses for a local or a parameter is left alone: there the name may mean the local.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rhai::{ASTNode, Expr, Position, Stmt, AST};
 
 use crate::script::api::TABLE_METHODS;
 use crate::script::error::edits;
-use crate::state::schema::Schema;
+use crate::state::schema::{Schema, TableId};
 use crate::state::tables::IndexDef;
 
 /// Rhai's functions that take a value of any type, so a table too.
@@ -39,30 +40,7 @@ pub(crate) fn check(
     indexes: &[IndexDef],
     builtin: &HashSet<String>,
 ) -> Result<(), (Position, String)> {
-    let mut locals = HashSet::new();
-    for function in ast.iter_fn_def() {
-        locals.extend(function.params.iter().map(|p| p.to_string()));
-    }
-    ast.walk(&mut |path: &[ASTNode]| {
-        match path.last() {
-            Some(ASTNode::Stmt(Stmt::Var(variable, ..))) => {
-                locals.insert(variable.0.name.to_string());
-            }
-            Some(ASTNode::Stmt(Stmt::For(header, ..))) => {
-                locals.insert(header.0.name.to_string());
-                if let Some(counter) = &header.1 {
-                    locals.insert(counter.name.to_string());
-                }
-            }
-            Some(ASTNode::Stmt(Stmt::TryCatch(flow, ..))) => {
-                if let Expr::Variable(variable, ..) = &flow.expr {
-                    locals.insert(variable.1.to_string());
-                }
-            }
-            _ => {}
-        }
-        true
-    });
+    let locals = local_names(ast);
     let scripts: Vec<(String, usize)> = ast
         .iter_fn_def()
         .map(|f| (f.name.to_string(), f.params.len()))
@@ -119,6 +97,168 @@ pub(crate) fn check(
         }
     });
     found
+}
+
+/// The first property read or written on a row that its table does not declare:
+/// `let r = items.get(k); r.nme` would load and then fail every call that reaches it. A local is
+/// known to hold a row (or `()`) of a table when its function declares it once, as
+/// `let r = t.get(..)` (or `first`, `last`) or as the variable of `for r in t.scan(..)` (or
+/// `scan_rev`), and never assigns it again; no other local is looked at. `t.get(k).field` is
+/// looked at too.
+pub(crate) fn check_row_fields(ast: &AST, schema: &Schema) -> Result<(), (Position, String)> {
+    let shadowed = local_names(ast);
+    // Which table's row `lhs.rhs` gives, when it is one of `methods` called on a table's name.
+    let call_on_table = |lhs: &Expr, rhs: &Expr, methods: &[&str]| -> Option<TableId> {
+        let (Expr::Variable(table, ..), Expr::MethodCall(call, _)) = (lhs, rhs) else {
+            return None;
+        };
+        if shadowed.contains(table.1.as_str()) || !methods.contains(&call.name.as_str()) {
+            return None;
+        }
+        schema.table_id(table.1.as_str())
+    };
+    let source = |expr: &Expr, methods: &[&str]| match expr {
+        Expr::Dot(chain, ..) => call_on_table(&chain.lhs, &chain.rhs, methods),
+        _ => None,
+    };
+    for function in ast.iter_fn_def() {
+        let (name, arity) = (function.name.clone(), function.params.len());
+        let mut alone = ast.clone_functions_only();
+        alone.retain_functions(move |_, _, n, a| n == name && a == arity);
+        let mut declared: HashMap<String, usize> = HashMap::new();
+        for param in &function.params {
+            *declared.entry(param.to_string()).or_default() += 1;
+        }
+        let mut assigned: HashSet<String> = HashSet::new();
+        let mut rows: HashMap<String, TableId> = HashMap::new();
+        alone.walk(&mut |path: &[ASTNode]| {
+            match path.last() {
+                Some(ASTNode::Stmt(Stmt::Var(variable, ..))) => {
+                    let name = variable.0.name.to_string();
+                    *declared.entry(name.clone()).or_default() += 1;
+                    if let Some(table) = source(&variable.1, &["get", "first", "last"]) {
+                        rows.insert(name, table);
+                    }
+                }
+                Some(ASTNode::Stmt(Stmt::For(header, ..))) => {
+                    let name = header.0.name.to_string();
+                    *declared.entry(name.clone()).or_default() += 1;
+                    if let Some(counter) = &header.1 {
+                        *declared.entry(counter.name.to_string()).or_default() += 1;
+                    }
+                    if let Some(table) = source(&header.2.expr, &["scan", "scan_rev"]) {
+                        rows.insert(name, table);
+                    }
+                }
+                Some(ASTNode::Stmt(Stmt::Assignment(assignment))) => {
+                    if let Expr::Variable(variable, ..) = &assignment.1.lhs {
+                        assigned.insert(variable.1.to_string());
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+        rows.retain(|name, _| declared.get(name) == Some(&1) && !assigned.contains(name));
+        let mut found = Ok(());
+        alone.walk(&mut |path: &[ASTNode]| {
+            let Some(ASTNode::Expr(Expr::Dot(chain, ..))) = path.last() else {
+                return true;
+            };
+            let Expr::Variable(variable, ..) = &chain.lhs else {
+                return true;
+            };
+            // The property of the first step after `row`, or after `t.get(..)` itself.
+            let property = |step: &Expr| match step {
+                Expr::Property(property, at) => Some((property.2.clone(), *at)),
+                Expr::Dot(inner, ..) => match &inner.lhs {
+                    Expr::Property(property, at) => Some((property.2.clone(), *at)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let (table, (field, at), row) = match rows.get(variable.1.as_str()) {
+                Some(&table) => match property(&chain.rhs) {
+                    Some(found) => (table, found, variable.1.to_string()),
+                    None => return true,
+                },
+                None => {
+                    let Expr::Dot(inner, ..) = &chain.rhs else {
+                        return true;
+                    };
+                    // `t.get(k).field`.
+                    let Some(table) =
+                        call_on_table(&chain.lhs, &inner.lhs, &["get", "first", "last"])
+                    else {
+                        return true;
+                    };
+                    match property(&inner.rhs) {
+                        Some(found) => {
+                            let call = format!("{}.{}(..)", variable.1, call_name(&inner.lhs));
+                            (table, found, call)
+                        }
+                        None => return true,
+                    }
+                }
+            };
+            let field = field.as_str();
+            if field == "key" || schema.field_slot(table, field).is_some() {
+                return true;
+            }
+            let declared = &schema.table(table).fields;
+            let near = declared.iter().find(|f| edits(f, field) <= 2);
+            found = Err((
+                at,
+                format!(
+                    "{row} is a row of table {}, which has no field {field:?}{} (declared: {})",
+                    schema.table(table).name,
+                    near.map(|n| format!(": did you mean {n:?}?"))
+                        .unwrap_or_default(),
+                    declared.join(", ")
+                ),
+            ));
+            false
+        });
+        found?;
+    }
+    Ok(())
+}
+
+/// The name of a method call's function, or "" for another expression.
+fn call_name(expr: &Expr) -> &str {
+    match expr {
+        Expr::MethodCall(call, _) => call.name.as_str(),
+        _ => "",
+    }
+}
+
+/// Every name a script declares as a local, a loop variable, a caught error or a parameter.
+fn local_names(ast: &AST) -> HashSet<String> {
+    let mut locals = HashSet::new();
+    for function in ast.iter_fn_def() {
+        locals.extend(function.params.iter().map(|p| p.to_string()));
+    }
+    ast.walk(&mut |path: &[ASTNode]| {
+        match path.last() {
+            Some(ASTNode::Stmt(Stmt::Var(variable, ..))) => {
+                locals.insert(variable.0.name.to_string());
+            }
+            Some(ASTNode::Stmt(Stmt::For(header, ..))) => {
+                locals.insert(header.0.name.to_string());
+                if let Some(counter) = &header.1 {
+                    locals.insert(counter.name.to_string());
+                }
+            }
+            Some(ASTNode::Stmt(Stmt::TryCatch(flow, ..))) => {
+                if let Expr::Variable(variable, ..) = &flow.expr {
+                    locals.insert(variable.1.to_string());
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    locals
 }
 
 fn method_problem(
