@@ -294,3 +294,25 @@ fn an_open_loop_counts_latency_from_each_intended_start() {
         }
     }
 }
+
+/// `--rate` accepts any finite rate above 0: a tiny one panicked while pacing its terminals (a
+/// `Duration` past what it holds) instead of being refused with a message.
+#[test]
+fn a_tiny_rate_is_refused_not_a_panic() {
+    let scratch = common::scratch();
+    let output = Command::new(BIN)
+        .arg("tpcc")
+        .args(["--engine", "sqlite-grouped", "--rate", "1e-19"])
+        .arg("--dir")
+        .arg(scratch.path().join("run"))
+        .args(["--seconds", "1", "--warmup", "0", "--terminals", "4"])
+        .output()
+        .expect("run pure-bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "pure-bench panics on --rate 1e-19: {stderr}"
+    );
+    assert!(!output.status.success(), "a run at 1e-19 tx/s: {stderr}");
+    assert!(stderr.contains("--rate"), "{stderr}");
+}

@@ -236,6 +236,18 @@ pub(super) fn parse_tables(tables: &Value, text: &str) -> Result<Schema, String>
         .map(|(name, fields)| {
             if let Some(object) = fields.as_object() {
                 let orders = orders.get_or_insert_with(|| field_orders(text));
+                // serde_json keeps the last of keys written twice: the text still has both.
+                if let Some(twice) = orders.get(name).and_then(|written| {
+                    written
+                        .iter()
+                        .enumerate()
+                        .find(|(at, field)| written[..*at].contains(field))
+                        .map(|(_, field)| field)
+                }) {
+                    return Err(format!(
+                        "field {twice:?} of table {name:?} is declared twice"
+                    ));
+                }
                 let order = orders
                     .get(name)
                     .filter(|order| order.len() == object.len())

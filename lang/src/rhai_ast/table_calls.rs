@@ -107,6 +107,9 @@ pub(crate) fn check(
 /// looked at too.
 pub(crate) fn check_row_fields(ast: &AST, schema: &Schema) -> Result<(), (Position, String)> {
     let shadowed = local_names(ast);
+    // A script function called as a method on a local gets the local as `this`, and may assign
+    // it anything.
+    let script_functions: HashSet<String> = ast.iter_fn_def().map(|f| f.name.to_string()).collect();
     // Which table's row `lhs.rhs` gives, when it is one of `methods` called on a table's name.
     let call_on_table = |lhs: &Expr, rhs: &Expr, methods: &[&str]| -> Option<TableId> {
         let (Expr::Variable(table, ..), Expr::MethodCall(call, _)) = (lhs, rhs) else {
@@ -150,16 +153,43 @@ pub(crate) fn check_row_fields(ast: &AST, schema: &Schema) -> Result<(), (Positi
                         rows.insert(name, table);
                     }
                 }
+                Some(ASTNode::Stmt(Stmt::TryCatch(flow, ..))) => {
+                    // `catch (e)` declares `e` for its block.
+                    if let Expr::Variable(variable, ..) = &flow.expr {
+                        *declared.entry(variable.1.to_string()).or_default() += 1;
+                    }
+                }
                 Some(ASTNode::Stmt(Stmt::Assignment(assignment))) => {
                     if let Expr::Variable(variable, ..) = &assignment.1.lhs {
                         assigned.insert(variable.1.to_string());
+                    }
+                }
+                Some(ASTNode::Expr(Expr::Dot(chain, ..))) => {
+                    // `r.f()` of a script function `f`, or `r.call(f)` of a function pointer:
+                    // `this = ..` in `f` assigns `r`.
+                    let first = match &chain.rhs {
+                        Expr::Dot(inner, ..) | Expr::Index(inner, ..) => &inner.lhs,
+                        other => other,
+                    };
+                    if let (Expr::Variable(variable, ..), Expr::MethodCall(call, _)) =
+                        (&chain.lhs, first)
+                    {
+                        if call.name == "call" || script_functions.contains(call.name.as_str()) {
+                            assigned.insert(variable.1.to_string());
+                        }
                     }
                 }
                 _ => {}
             }
             true
         });
-        rows.retain(|name, _| declared.get(name) == Some(&1) && !assigned.contains(name));
+        // A local named like a table is the table outside its scope (before its `let`, after
+        // its block): `name.x` there is no row's field.
+        rows.retain(|name, _| {
+            declared.get(name) == Some(&1)
+                && !assigned.contains(name)
+                && schema.table_id(name).is_none()
+        });
         let mut found = Ok(());
         alone.walk(&mut |path: &[ASTNode]| {
             let Some(ASTNode::Expr(Expr::Dot(chain, ..))) = path.last() else {
@@ -202,7 +232,8 @@ pub(crate) fn check_row_fields(ast: &AST, schema: &Schema) -> Result<(), (Positi
                 }
             };
             let field = field.as_str();
-            if field == "key" || schema.field_slot(table, field).is_some() {
+            // `tag` is Rhai's property of every value (a getter and a setter on `Dynamic`).
+            if field == "key" || field == "tag" || schema.field_slot(table, field).is_some() {
                 return true;
             }
             let declared = &schema.table(table).fields;

@@ -54,7 +54,10 @@ pub(crate) fn register(engine: &mut Engine) {
                 0 => usize::MAX,
                 max => max,
             };
-            set.insert(n, max).map_err(|message| message.into())
+            // The API's error (a 500 at the call's line), not a plain string: that is what
+            // `throw "..."` raises, the script's refusal of the request (a 400).
+            set.insert(n, max)
+                .map_err(crate::script::api_error::api_error)
         },
     );
     engine.register_fn("contains", |set: &mut IntSet, n: i64| set.contains(n));

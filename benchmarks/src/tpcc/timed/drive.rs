@@ -187,7 +187,8 @@ pub struct Driven {
     /// Every measured transaction, when a latency log was asked for.
     pub samples: Vec<Sample>,
     /// Open loop: how long after its intended start the driver began each transaction that
-    /// ended in the window (its timer's resolution, and its own delays). Part of the latency.
+    /// ended in the window: its timer's resolution and its own delays, and, when the engine
+    /// falls behind, the wait for the terminal's previous transaction. Part of the latency.
     pub late_us: Histogram<u64>,
 }
 

@@ -156,6 +156,11 @@ pub fn measure_run(args: &Args) -> Result<Figures> {
         if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
             bail!("--rate must be a number of transactions a second above 0, at most 10,000,000, not {rate}");
         }
+        // Each terminal starts one every terminals / rate seconds (`Pacing::open`): past a day
+        // no run would start any, and far past it the interval overflows a `Duration`.
+        if terminals as f64 / rate > 86_400.0 {
+            bail!("--rate {rate} gives each of {terminals} terminals one transaction every {:.0} s: at least {} a second, please", terminals as f64 / rate, terminals as f64 / 86_400.0);
+        }
     }
     if args.url.is_some() && (args.engine != EngineKind::Pure || args.keep) {
         bail!("--url drives a pure-serve someone else started: it goes with --engine pure, without --keep");
