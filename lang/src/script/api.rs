@@ -165,6 +165,11 @@ fn check_storable_at(value: &Dynamic, enclosing: usize) -> Result<(), String> {
             .values()
             .try_for_each(|v| check_storable_at(v, enclosing + 1));
     }
+    if value.is::<crate::script::int_set::IntSet>() {
+        return Err(
+            "a field cannot hold an int_set(): store its integers (the array it answers as)".into(),
+        );
+    }
     Err(format!(
         "a field cannot hold a value of type {}",
         value.type_name()
