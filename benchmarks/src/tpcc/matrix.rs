@@ -63,12 +63,19 @@ struct Config {
     engine: &'static str,
     /// Terminals (and, for `sqlite`, as many connections).
     terminals: usize,
+    /// An open loop at this share (%) of SQLite's best closed-loop rate in the same place and W,
+    /// and that rate in transactions a second; none for a closed loop.
+    load: Option<(u32, f64)>,
 }
 
 impl Config {
     fn name(&self) -> String {
+        let load = self
+            .load
+            .map(|(share, _)| format!("-at{share}"))
+            .unwrap_or_default();
         format!(
-            "{}-w{}-{}-{}",
+            "{}-w{}-{}-{}{load}",
             self.place, self.warehouses, self.engine, self.terminals
         )
     }
@@ -100,6 +107,7 @@ fn configs(places: &[&'static str], warehouses: &[i64]) -> Vec<Config> {
                     warehouses: w,
                     engine,
                     terminals,
+                    load: None,
                 });
             }
         }
@@ -138,18 +146,24 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let settings = args.sqlite.settings();
-    let configs = configs(&places, &args.warehouses);
+    let mut configs = configs(&places, &args.warehouses);
+    // The equal-load runs that follow each W=1 group: 3 engines at 2 loads, once each.
+    let equal_load_runs = 6 * places.len() * usize::from(args.warehouses.contains(&1));
     let total: usize = configs
         .iter()
         .map(|c| if c.place == "disk" { args.repeat } else { 1 })
-        .sum();
+        .sum::<usize>()
+        + equal_load_runs;
     let exe = std::env::current_exe()?;
     let mut results: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     // Runs that did not pass, and why: in the tables, not hidden by them.
     let mut failures: Vec<String> = Vec::new();
     let mut done = 0;
-    for config in &configs {
-        let repeats = if config.place == "disk" {
+    let mut at = 0;
+    while at < configs.len() {
+        let config = configs[at].clone();
+        at += 1;
+        let repeats = if config.place == "disk" && config.load.is_none() {
             args.repeat
         } else {
             1
@@ -197,6 +211,9 @@ pub fn run(args: Args) -> Result<()> {
             if config.engine == "sqlite" {
                 command.arg(format!("--threads={}", config.terminals));
             }
+            if let Some((_, rate)) = config.load {
+                command.arg(format!("--rate={rate:.0}"));
+            }
             let output = command
                 .stderr(std::process::Stdio::inherit())
                 .output()
@@ -223,6 +240,14 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
         }
+        // After a W=1 group's closed loops: its engines at 50% and 80% of SQLite's best rate.
+        let group_done = configs
+            .get(at)
+            .is_none_or(|next| (next.place, next.warehouses) != (config.place, config.warehouses));
+        if group_done && config.warehouses == 1 && config.load.is_none() {
+            let equal = equal_load(&config, &results);
+            configs.splice(at..at, equal);
+        }
         write_tables(&args, &configs, &results, &failures, &settings.describe())?;
     }
     let md = args.out.join("matrix.md");
@@ -236,6 +261,49 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The median of a configuration's runs' `tx_per_s`.
+fn median_rate(results: &BTreeMap<String, Vec<Value>>, config: &Config) -> Option<f64> {
+    results
+        .get(&config.name())
+        .and_then(|runs| stat(runs, |v| v["tx_per_s"].as_f64()))
+        .map(|s| s.0)
+}
+
+/// The open-loop runs of `last`'s place at W=1: Pure over HTTP and in-process at 64 terminals,
+/// and the per-transaction SQLite that reached the best closed-loop rate (with as many terminals
+/// as connections, as it was measured), each at 50% and 80% of that rate. None without it.
+fn equal_load(last: &Config, results: &BTreeMap<String, Vec<Value>>) -> Vec<Config> {
+    let closed = |engine: &'static str, terminals: usize| Config {
+        place: last.place,
+        warehouses: last.warehouses,
+        engine,
+        terminals,
+        load: None,
+    };
+    let best = [closed("sqlite", 1), closed("sqlite", 2)]
+        .into_iter()
+        .filter_map(|c| median_rate(results, &c).map(|rate| (c, rate)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let Some((sqlite, best)) = best else {
+        return Vec::new();
+    };
+    let mut equal = Vec::new();
+    for share in [50, 80] {
+        let rate = best * f64::from(share) / 100.0;
+        for config in [
+            closed("pure", 64),
+            closed("pure-inprocess", 64),
+            sqlite.clone(),
+        ] {
+            equal.push(Config {
+                load: Some((share, rate)),
+                ..config
+            });
+        }
+    }
+    equal
 }
 
 /// Notes a run that measured but had failed transactions or conditions.
@@ -318,7 +386,7 @@ fn write_tables(
         writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
         for config in configs
             .iter()
-            .filter(|c| c.place == place && c.warehouses == w)
+            .filter(|c| c.place == place && c.warehouses == w && c.load.is_none())
         {
             let Some(runs) = results.get(&config.name()) else {
                 continue;
@@ -352,6 +420,7 @@ fn write_tables(
                 warehouses: w,
                 engine,
                 terminals,
+                load: None,
             }
             .name();
             results
@@ -390,6 +459,44 @@ fn write_tables(
                     parts.join("; ")
                 )?;
             }
+        }
+        writeln!(md)?;
+    }
+    let equal: Vec<&Config> = configs.iter().filter(|c| c.load.is_some()).collect();
+    if !equal.is_empty() {
+        writeln!(
+            md,
+            "## At equal load\n\nAn open loop (`--rate`) at 50% and 80% of the best \
+             per-transaction SQLite's closed-loop rate of the same place, W=1; latency from each \
+             transaction's intended start. The driver's own lateness is in the latencies: over \
+             HTTP its event loop's timer ticks each millisecond.\n"
+        )?;
+        writeln!(
+            md,
+            "| place | offered tx/s | engine | tx/s | New-Order p50 ms | p99 ms | p99.9 ms | max ms | driver late p50 / p99 ms |"
+        )?;
+        writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
+        for config in equal {
+            let Some(runs) = results.get(&config.name()) else {
+                continue;
+            };
+            let (share, rate) = config.load.expect("an equal-load run");
+            let f = |k: &'static str| move |v: &Value| v[k].as_f64();
+            let no = |k: &'static str| move |v: &Value| v["types"]["new_order"][k].as_f64();
+            let late = |k: &'static str| move |v: &Value| v["driver_late_ms"][k].as_f64();
+            writeln!(
+                md,
+                "| {} | {rate:.0} ({share}%) | {} | {} | {} | {} | {} | {} | {} / {} |",
+                if config.place == "ram" { "RAM" } else { "disk" },
+                config.label(),
+                show(stat(runs, f("tx_per_s")), 0),
+                show(stat(runs, no("p50_ms")), 2),
+                show(stat(runs, no("p99_ms")), 2),
+                show(stat(runs, no("p999_ms")), 2),
+                show(stat(runs, no("max_ms")), 1),
+                show(stat(runs, late("p50")), 2),
+                show(stat(runs, late("p99")), 2),
+            )?;
         }
         writeln!(md)?;
     }
