@@ -45,6 +45,17 @@ fn run(app_of: impl Fn() -> App, setup: Option<&str>, handler: &str) -> Result<V
     results[0].clone()
 }
 
+/// `script` loads, and its handler `h`, after `setup`, answers `expected` in Rhai and compiled.
+fn loads_and_answers(script: &str, expected: Result<Value, String>) {
+    let loaded = load(script);
+    assert!(
+        loaded.is_ok(),
+        "a valid script is refused: {:?}",
+        loaded.err()
+    );
+    assert_eq!(run(|| load(script).unwrap(), Some("setup"), "h"), expected);
+}
+
 const SETUP: &str = r#"
 fn setup(req) {
     items.put(1, #{ name: "pen", price: 2 });
@@ -60,16 +71,7 @@ fn a_catch_variable_shadows_a_row_local() {
     let script = format!(
         "{SETUP}\nfn h(req) {{\n let r = items.get(1);\n try {{ throw #{{ why: \"boom\" }}; }} catch (r) {{ return r.why; }}\n r.name\n}}"
     );
-    let loaded = load(&script);
-    assert!(
-        loaded.is_ok(),
-        "a valid script is refused: {:?}",
-        loaded.err()
-    );
-    assert_eq!(
-        run(|| load(&script).unwrap(), Some("setup"), "h"),
-        Ok(json!("boom"))
-    );
+    loads_and_answers(&script, Ok(json!("boom")));
 }
 
 /// `tag` is a property of every value in Rhai (`value.tag`, a getter and a setter registered on
@@ -77,16 +79,7 @@ fn a_catch_variable_shadows_a_row_local() {
 #[test]
 fn the_tag_property_of_a_row() {
     let script = format!("{SETUP}\nfn h(req) {{ let r = items.get(1); r.tag = 3; r.tag }}");
-    let loaded = load(&script);
-    assert!(
-        loaded.is_ok(),
-        "a valid script is refused: {:?}",
-        loaded.err()
-    );
-    assert_eq!(
-        run(|| load(&script).unwrap(), Some("setup"), "h"),
-        Ok(json!(3))
-    );
+    loads_and_answers(&script, Ok(json!(3)));
 }
 
 /// A local named like a table is that local only from its `let` to the end of its block:
@@ -97,29 +90,11 @@ fn a_local_named_like_a_table_is_the_table_outside_its_scope() {
     let before = format!(
         "{SETUP}\nfn h(req) {{\n let n = orders.by_item.count();\n let orders = items.get(1);\n [n, orders.name]\n}}"
     );
-    let loaded = load(&before);
-    assert!(
-        loaded.is_ok(),
-        "a valid script is refused: {:?}",
-        loaded.err()
-    );
-    assert_eq!(
-        run(|| load(&before).unwrap(), Some("setup"), "h"),
-        Ok(json!([1, "pen"]))
-    );
+    loads_and_answers(&before, Ok(json!([1, "pen"])));
     let after = format!(
         "{SETUP}\nfn h(req) {{\n if req.body != () {{ let orders = items.get(1); return orders.name; }}\n orders.by_item.count()\n}}"
     );
-    let loaded = load(&after);
-    assert!(
-        loaded.is_ok(),
-        "a valid script is refused: {:?}",
-        loaded.err()
-    );
-    assert_eq!(
-        run(|| load(&after).unwrap(), Some("setup"), "h"),
-        Ok(json!(1))
-    );
+    loads_and_answers(&after, Ok(json!(1)));
 }
 
 /// A script function called as a method gets the local as `this`, and what it assigns to
@@ -130,30 +105,12 @@ fn a_method_call_may_assign_the_local_through_this() {
     let script = format!(
         "{SETUP}\nfn to_order() {{ this = orders.get(this.key); }}\nfn h(req) {{ let r = items.get(1); r.to_order(); r.total }}"
     );
-    let loaded = load(&script);
-    assert!(
-        loaded.is_ok(),
-        "a valid script is refused: {:?}",
-        loaded.err()
-    );
-    assert_eq!(
-        run(|| load(&script).unwrap(), Some("setup"), "h"),
-        Ok(json!(7))
-    );
+    loads_and_answers(&script, Ok(json!(7)));
     // The same through a function pointer: `r.call(f)` binds `this` to `r`.
     let script = format!(
         "{SETUP}\nfn to_order() {{ this = orders.get(this.key); }}\nfn h(req) {{ let r = items.get(1); r.call(Fn(\"to_order\")); r.total }}"
     );
-    let loaded = load(&script);
-    assert!(
-        loaded.is_ok(),
-        "a valid script is refused: {:?}",
-        loaded.err()
-    );
-    assert_eq!(
-        run(|| load(&script).unwrap(), Some("setup"), "h"),
-        Ok(json!(7))
-    );
+    loads_and_answers(&script, Ok(json!(7)));
 }
 
 /// A typed table whose object names a field twice: the list form refuses a field declared

@@ -7,7 +7,7 @@
 //! later. And an answer serialized into one `Vec` took one large allocation, grown by doubling
 //! (copied at each step, and up to twice its size), which the allocator kept after it was freed.
 //!
-//! So an answer is serialized into chunks of `CHUNK` bytes (`ChunkWriter`), and hyper is given
+//! So an answer is serialized into chunks of `CHUNK` bytes (`pure_lang::Json`), and hyper is given
 //! one chunk at a time: it asks for the next only when its write buffer (`max_buf_size`,
 //! 64 KiB) has room, which is when the client has taken what came before. The rest of a large
 //! answer stays in a `HeldAnswer`, shared with the connection's `Slot`, so that the thread that
@@ -27,83 +27,11 @@ use std::task::{Context, Poll};
 
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 
-/// The size of an answer's chunks: hyper is given one at a time. An answer of one chunk is
-/// given whole and not counted against the budget (hyper's write buffer holds as much anyway).
-/// A handler's answer comes in chunks of this size already.
+/// The size of an answer's chunks (`pure_lang::Json` writes them): hyper is given one at a
+/// time. An answer of one chunk is given whole and not counted against the budget (hyper's
+/// write buffer holds as much anyway).
+#[cfg(test)]
 pub const CHUNK: usize = pure_lang::JSON_CHUNK;
-
-/// A `Write` that keeps what it is given in chunks of `CHUNK` bytes.
-pub struct ChunkWriter {
-    full: VecDeque<Bytes>,
-    /// Grows as a `Vec` does until it is a chunk; the next ones are allocated whole.
-    current: Vec<u8>,
-}
-
-impl Default for ChunkWriter {
-    fn default() -> ChunkWriter {
-        ChunkWriter {
-            full: VecDeque::new(),
-            // What serde_json::to_vec starts with: most answers fit, with one allocation.
-            current: Vec::with_capacity(128),
-        }
-    }
-}
-
-impl ChunkWriter {
-    pub fn into_body(mut self) -> AnswerBody {
-        if self.full.is_empty() {
-            return AnswerBody::Whole(Some(Bytes::from(self.current)));
-        }
-        if !self.current.is_empty() {
-            self.full.push_back(Bytes::from(self.current));
-        }
-        let size = self.full.iter().map(|chunk| chunk.len() as u64).sum();
-        AnswerBody::Chunks {
-            chunks: self.full,
-            size,
-        }
-    }
-
-    /// Past the end of the chunk being filled: outside the serializer's inlined path.
-    #[cold]
-    #[inline(never)]
-    fn spill(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            if self.current.len() == CHUNK {
-                let full = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK));
-                self.full.push_back(Bytes::from(full));
-            }
-            let taken = bytes.len().min(CHUNK - self.current.len());
-            self.current.extend_from_slice(&bytes[..taken]);
-            bytes = &bytes[taken..];
-        }
-    }
-}
-
-impl io::Write for ChunkWriter {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.write_all(bytes)?;
-        Ok(bytes.len())
-    }
-
-    /// serde_json writes a token at a time: the common case, room in the chunk being filled,
-    /// must cost what a `Vec`'s does.
-    #[inline]
-    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        if bytes.len() <= CHUNK - self.current.len() {
-            self.current.extend_from_slice(bytes);
-        } else {
-            self.spill(bytes);
-        }
-        Ok(())
-    }
-
-    #[inline]
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// A large answer's chunks that hyper has not taken yet, counted in the bytes held for clients
 /// until hyper takes them, they are cut, or the connection ends.
@@ -265,11 +193,11 @@ mod tests {
     }
 
     fn written(pieces: &[&[u8]]) -> AnswerBody {
-        let mut writer = ChunkWriter::default();
+        let mut writer = pure_lang::Json::default();
         for piece in pieces {
             writer.write_all(piece).expect("never fails");
         }
-        writer.into_body()
+        AnswerBody::from_json(writer)
     }
 
     fn held(size: usize, counter: &Arc<AtomicU64>) -> (Arc<HeldAnswer>, AnswerBody) {

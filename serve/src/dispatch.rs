@@ -50,7 +50,7 @@ use pure_runtime::{
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::answer::{AnswerBody, ChunkWriter};
+use crate::answer::AnswerBody;
 use crate::cli::ErrorDetails;
 use crate::log::{Access, Log};
 use crate::metrics::{route_counters, Label, RouteCounters, ServerMetrics};
@@ -1103,9 +1103,7 @@ fn error_reply(status: StatusCode, message: String) -> Reply {
 pub fn json_reply(status: StatusCode, body: &Value) -> Reply {
     // In chunks: a large answer takes no one large allocation, and the chunks the client has
     // taken are freed while it reads the rest (see `answer`).
-    let mut writer = ChunkWriter::default();
-    serde_json::to_writer(&mut writer, body).expect("a serde_json::Value always serializes");
-    let mut reply = Response::new(writer.into_body());
+    let mut reply = Response::new(AnswerBody::from_json(pure_lang::Json::from_value(body)));
     *reply.status_mut() = status;
     reply
         .headers_mut()

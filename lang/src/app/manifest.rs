@@ -334,7 +334,8 @@ fn field_type(declared: &Value) -> Result<FieldType, String> {
 fn field_orders(text: &str) -> HashMap<String, Vec<String>> {
     use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-    /// The names of an object's keys in order; nothing for anything else.
+    /// The names of an object's keys in order; nothing for a list. (Any other value is no
+    /// table, which `parse_tables` refuses: no order is needed then.)
     struct Keys(Vec<String>);
     impl<'de> Deserialize<'de> for Keys {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
@@ -342,7 +343,7 @@ fn field_orders(text: &str) -> HashMap<String, Vec<String>> {
             impl<'de> Visitor<'de> for V {
                 type Value = Keys;
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("any value")
+                    f.write_str("an object or a list")
                 }
                 fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
                     let mut keys = Vec::new();
@@ -357,24 +358,6 @@ fn field_orders(text: &str) -> HashMap<String, Vec<String>> {
                     mut seq: A,
                 ) -> Result<Keys, A::Error> {
                     while seq.next_element::<IgnoredAny>()?.is_some() {}
-                    Ok(Keys(Vec::new()))
-                }
-                fn visit_str<E>(self, _: &str) -> Result<Keys, E> {
-                    Ok(Keys(Vec::new()))
-                }
-                fn visit_bool<E>(self, _: bool) -> Result<Keys, E> {
-                    Ok(Keys(Vec::new()))
-                }
-                fn visit_i64<E>(self, _: i64) -> Result<Keys, E> {
-                    Ok(Keys(Vec::new()))
-                }
-                fn visit_u64<E>(self, _: u64) -> Result<Keys, E> {
-                    Ok(Keys(Vec::new()))
-                }
-                fn visit_f64<E>(self, _: f64) -> Result<Keys, E> {
-                    Ok(Keys(Vec::new()))
-                }
-                fn visit_unit<E>(self) -> Result<Keys, E> {
                     Ok(Keys(Vec::new()))
                 }
             }

@@ -123,25 +123,18 @@ impl TableSchema {
                 .find(|(_, kind)| *kind != Kind::Any && kind.holds(value))
             {
                 Some((_, Kind::String)) => format!("a string ({shown:?})"),
-                Some((name, _)) => {
-                    format!("{} {name} {shown}", if *name == "int" { "an" } else { "a" })
-                }
+                Some((name, _)) => format!("{} {name} {shown}", article(name)),
                 None => format!("a value of type {}", value.type_name()),
             }
         };
-        let (article, kind) = match declared.kind {
-            Kind::Any => ("a", "value"),
-            Kind::Int => ("an", "int"),
-            Kind::Float => ("a", "float"),
-            Kind::Bool => ("a", "bool"),
-            Kind::String => ("a", "string"),
-            Kind::Array => ("an", "array"),
-            Kind::Map => ("a", "map"),
+        let kind = match declared.kind {
+            Kind::Any => "value",
+            kind => kind.name(),
         };
         let article = if declared.required {
             "a required"
         } else {
-            article
+            article(kind)
         };
         format!(
             "table {}: {} is declared {article} {kind}, not {what}",
@@ -215,6 +208,15 @@ impl Schema {
             }
         }
         Ok(())
+    }
+}
+
+/// "a" or "an", as English puts it before `word`.
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
     }
 }
 

@@ -161,14 +161,12 @@ fn time_calls(
         let now = LOAD_TIME + k as i64;
         let (handler, request) = inprocess::request(app, &txn, now)?;
         let body = txn.http(now).2.map(|b| b.to_string()).unwrap_or_default();
-        let is_write = matches!(kind, Kind::NewOrder | Kind::Payment | Kind::Delivery);
         let started = Instant::now();
         let result = owner_turn(
             app,
             tables,
             handler,
             &request,
-            is_write,
             &mut Turn {
                 writes: &mut ws,
                 record: &mut record,
@@ -201,7 +199,7 @@ struct Turn<'a> {
     count: &'a mut usize,
 }
 
-/// One call as the owner runs it: a write takes a snapshot every 64 writes (as the syncer takes
+/// One call as the owner runs it (the app's reads are `inprocess::is_read`): a write takes a snapshot every 64 writes (as the syncer takes
 /// one per group), runs, and encodes its write set as a record; a read runs on a snapshot. Each
 /// kind of call has its function, never inlined, so that callgrind can count the owner's calls
 /// alone and each kind apart:
@@ -211,7 +209,6 @@ fn owner_turn(
     tables: &mut Tables,
     handler: &str,
     request: &pure_lang::Request,
-    is_write: bool,
     turn: &mut Turn,
 ) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
     macro_rules! turns {
@@ -222,15 +219,14 @@ fn owner_turn(
                     app: &App,
                     tables: &mut Tables,
                     request: &pure_lang::Request,
-                    is_write: bool,
                     turn: &mut Turn,
                 ) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
-                    owner_call(app, tables, $handler, request, is_write, turn)
+                    owner_call(app, tables, $handler, request, turn)
                 }
             )*
             match handler {
-                $($handler => $name(app, tables, request, is_write, turn),)*
-                _ => owner_call(app, tables, handler, request, is_write, turn),
+                $($handler => $name(app, tables, request, turn),)*
+                _ => owner_call(app, tables, handler, request, turn),
             }
         }};
     }
@@ -249,9 +245,9 @@ fn owner_call(
     tables: &mut Tables,
     handler: &str,
     request: &pure_lang::Request,
-    is_write: bool,
     turn: &mut Turn,
 ) -> Result<pure_lang::Answer, pure_lang::HandlerError> {
+    let is_write = !inprocess::is_read(handler);
     if is_write && turn.count.is_multiple_of(64) {
         turn.snapshots.take(tables);
     }
