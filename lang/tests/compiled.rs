@@ -372,8 +372,31 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
     let mut pair = Pair::new(coverage);
     let values = values();
     let ops = [
-        "add", "sub", "mul", "div", "rem", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor",
-        "neg", "not", "land", "lor", "coalesce", "acc", "nope",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "rem",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "and",
+        "or",
+        "xor",
+        "neg",
+        "not",
+        "land",
+        "lor",
+        "coalesce",
+        "acc",
+        "const",
+        "nested",
+        "acc_const",
+        "acc_mixed",
+        "nope",
     ];
     let actions = [
         "insert",
@@ -388,6 +411,7 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
         "put_all",
         "delete_all",
         "put_all_body",
+        "arith",
     ];
     let keys = [
         json!(1),
@@ -1019,6 +1043,67 @@ fn three(req) { "abcdef".contains("a", "b") }
     assert_eq!(pair.call("from", Value::Null), Ok(json!("cdef")));
     assert_eq!(pair.call("range", Value::Null), Ok(json!("bc")));
     assert!(pair.call("three", Value::Null).is_err());
+}
+
+/// A local's last read takes its value instead of copying it: every way a read could be
+/// followed by another use of the same local, against Rhai. Each handler answers with what a
+/// wrong move would empty.
+#[test]
+fn a_last_read_moves_only_what_is_never_read_again() {
+    let script = r#"
+fn g(x) { x.push(9); x }
+fn later_push(req) { let a = [1, 2]; let b = a; a.push(3); [a, b] }
+fn in_loop(req) { let a = [1]; let out = []; for i in 0..3 { out.push(a); } out }
+fn in_while(req) { let a = [1]; let out = []; let n = 0; while n < 3 { out.push(a); n += 1; } out }
+fn in_do(req) { let a = [1]; let out = []; let n = 0; do { out.push(a); n += 1; } while n < 3; out }
+fn in_loop_local(req) { let out = []; for i in 0..3 { let a = [i]; out.push(a); } out }
+fn branch(req) { let a = [1]; let b = if req.body.c { a } else { [] }; [b, a] }
+fn block(req) { let a = [1]; { let c = a; c.push(2); } a }
+fn argument(req) { let a = [1]; let b = g(a); [a, b] }
+fn shadowed(req) { let a = [1]; let a = a; a.push(2); a }
+fn twice(req) { let a = [1]; [a, a] }
+fn self_push(req) { let a = [1]; a.push(a); a }
+fn index_reads(req) { let a = [1, 2]; a[g(a).len() - 3] = 7; 0 }
+fn text(req) { let a = "x"; let b = `${a}${a}`; b + a }
+fn map_value(req) { let m = #{ k: [1] }; let n = #{ m: m, again: m }; n }
+fn reused_slot(req) { { let a = [1]; let b = a; } { let c = [2]; c.push(3); c } }
+fn counter(req) { let a = [0]; for x in [1, 2] { a = [x]; } a }
+"#;
+    let mut pair = pair_of(script, limits());
+    let cases = [
+        ("later_push", json!([[1, 2, 3], [1, 2]])),
+        ("in_loop", json!([[1], [1], [1]])),
+        ("in_while", json!([[1], [1], [1]])),
+        ("in_do", json!([[1], [1], [1]])),
+        ("in_loop_local", json!([[0], [1], [2]])),
+        ("branch", json!([[1], [1]])),
+        ("block", json!([1])),
+        ("argument", json!([[1], [1, 9]])),
+        ("shadowed", json!([1, 2])),
+        ("twice", json!([[1], [1]])),
+        ("self_push", json!([1, [1]])),
+        // The index runs before the target is borrowed: its read of `a` is not the last.
+        ("index_reads", json!(0)),
+        ("text", json!("xxx")),
+        ("map_value", json!({"again": {"k": [1]}, "m": {"k": [1]}})),
+        ("reused_slot", json!([2, 3])),
+        ("counter", json!([2])),
+    ];
+    for (handler, expected) in cases {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        let fallbacks = pair.compiled.fallbacks();
+        assert_eq!(
+            pair.call(handler, json!({"c": true})),
+            Ok(expected),
+            "{handler}"
+        );
+        // Ran compiled to its end: a value moved too early would have been seen there.
+        assert_eq!(pair.compiled.fallbacks(), fallbacks, "{handler} ran compiled");
+    }
 }
 
 fn pair_of(script: &str, limits: Limits) -> Pair {

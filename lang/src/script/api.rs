@@ -65,6 +65,16 @@ impl Row {
         self.stored.value(slot)
     }
 
+    /// The integer in `slot` as the script sees it, if it holds one: [`Row::get`] without
+    /// making a `Dynamic`.
+    #[inline]
+    pub(crate) fn int(&self, slot: usize) -> Option<i64> {
+        if slot < 64 && self.dirty & (1 << slot) != 0 {
+            return self.get(slot).as_int().ok();
+        }
+        self.stored.int(slot)
+    }
+
     pub(crate) fn set(&mut self, slot: usize, value: Dynamic) {
         if self.dirty & (1 << slot) != 0 {
             let entry = self

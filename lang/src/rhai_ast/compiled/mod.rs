@@ -65,6 +65,10 @@ type Outcome = Result<Dynamic, Stop>;
 /// A compiled expression or statement.
 type Code = Box<dyn Fn(&mut Frame) -> Outcome + Send + Sync>;
 
+/// A compiled expression whose value is often an integer: an integer comes out as one, any
+/// other value as a `Dynamic` (see `compile::Compiler::int_operand`).
+type IntCode = Box<dyn Fn(&mut Frame) -> Result<ops::IntOr, Stop> + Send + Sync>;
+
 struct Function {
     /// Slots for parameters and every local its body declares.
     slots: usize,

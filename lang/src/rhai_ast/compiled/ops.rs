@@ -73,22 +73,77 @@ fn compare<T: PartialOrd>(op: BinOp, x: T, y: T) -> Dynamic {
     })
 }
 
+/// An integer, or any other value: what typed code hands on without putting an integer in a
+/// `Dynamic` (no clone, no drop, no test of its type at every step).
+pub(crate) type IntOr = std::result::Result<i64, Dynamic>;
+
+/// `value` as an [`IntOr`].
+#[inline]
+pub(crate) fn int_or(value: Dynamic) -> IntOr {
+    match value.as_int() {
+        Ok(i) => {
+            // An integer owns nothing: dropping it would only call the drop of a `Dynamic`.
+            std::mem::forget(value);
+            Ok(i)
+        }
+        Err(_) => Err(value),
+    }
+}
+
+/// An [`IntOr`] as the `Dynamic` it stands for.
+#[inline]
+pub(crate) fn from_int_or(value: IntOr) -> Dynamic {
+    match value {
+        Ok(i) => Dynamic::from_int(i),
+        Err(value) => value,
+    }
+}
+
+/// `a op b` for two integers: an integer, or a comparison's boolean.
+#[inline]
+pub(crate) fn int_binary(op: BinOp, a: i64, b: i64) -> Result<IntOr> {
+    // Rhai checks integer arithmetic: overflow and division by zero are its errors.
+    let value = match op {
+        BinOp::Add => a.checked_add(b),
+        BinOp::Sub => a.checked_sub(b),
+        BinOp::Mul => a.checked_mul(b),
+        BinOp::Div => a.checked_div(b),
+        BinOp::Rem => a.checked_rem(b),
+        BinOp::And => Some(a & b),
+        BinOp::Or => Some(a | b),
+        BinOp::Xor => Some(a ^ b),
+        _ => return Ok(Err(compare(op, a, b))),
+    };
+    value.map(Ok).ok_or(Stop::Fallback)
+}
+
+/// `x op y` for operands that may be integers, as [`binary`] decides it.
+#[inline]
+pub(crate) fn binary_int_or(op: BinOp, x: IntOr, y: IntOr, env: &Env) -> Result<IntOr> {
+    match (x, y) {
+        (Ok(a), Ok(b)) => int_binary(op, a, b),
+        (x, y) => Ok(int_or(binary(op, from_int_or(x), from_int_or(y), env)?)),
+    }
+}
+
+/// The integer a row's field holds, read from the row without a `Dynamic`: `None` when
+/// `target` is not a row, the property is not its table's field, or the field holds another
+/// type (the caller then reads it as any value).
+#[inline]
+pub(crate) fn row_int(target: &Dynamic, property: &Property) -> Option<i64> {
+    debug_assert!(
+        property.name != "key",
+        "a row's key is not one of its fields"
+    );
+    let row = target.read_lock::<Row>()?;
+    let slot = (*property.slots.get(row.table as usize)?)?;
+    row.int(slot)
+}
+
 /// `x op y`, taking both by value so that string concatenation can reuse `x`'s buffer.
 pub(crate) fn binary(op: BinOp, x: Dynamic, y: Dynamic, env: &Env) -> Result<Dynamic> {
     if let (Ok(a), Ok(b)) = (x.as_int(), y.as_int()) {
-        // Rhai checks integer arithmetic: overflow and division by zero are its errors.
-        let value = match op {
-            BinOp::Add => a.checked_add(b),
-            BinOp::Sub => a.checked_sub(b),
-            BinOp::Mul => a.checked_mul(b),
-            BinOp::Div => a.checked_div(b),
-            BinOp::Rem => a.checked_rem(b),
-            BinOp::And => Some(a & b),
-            BinOp::Or => Some(a | b),
-            BinOp::Xor => Some(a ^ b),
-            _ => return Ok(compare(op, a, b)),
-        };
-        return value.map(Dynamic::from_int).ok_or(Stop::Fallback);
+        return int_binary(op, a, b).map(from_int_or);
     }
     if let (Some(a), Some(b)) = (number(&x), number(&y)) {
         // At least one float (both ints were handled above).

@@ -103,7 +103,7 @@ impl Compiler<'_> {
             Expr::Variable(variable, ..) => {
                 let name = &variable.1;
                 if let Some((slot, _)) = self.local(name) {
-                    Box::new(move |f| Ok(f.local_ref(slot).clone()))
+                    self.read_local(slot)
                 } else if let Some(id) = self.schema.table_id(name) {
                     let table = Dynamic::from(Table { id });
                     Box::new(move |_| Ok(table.clone()))
@@ -149,25 +149,86 @@ impl Compiler<'_> {
         })
     }
 
+    /// `x op y`, with integers kept out of `Dynamic`s from operand to result.
+    fn binary(&mut self, op: BinOp, x: &Expr, y: &Expr) -> Compiled<IntCode> {
+        let x = self.int_operand(x)?;
+        let y = self.int_operand(y)?;
+        Ok(Box::new(move |f| {
+            // In Rhai's order: `x` is read (an integer copied) before `y` runs.
+            let x = x(f)?;
+            let y = y(f)?;
+            ops::binary_int_or(op, x, y, f.env)
+        }))
+    }
+
+    /// An expression whose value is often an integer, compiled to hand an integer on as one:
+    /// an integer literal, a local read in place, a row's field read from its packed slot, an
+    /// operator on such operands. Any other expression is compiled as usual; any other value
+    /// is handed on as it is.
+    pub(super) fn int_operand(&mut self, expr: &Expr) -> Compiled<IntCode> {
+        match expr {
+            Expr::IntegerConstant(value, _) => {
+                self.nodes += 1;
+                let value = *value;
+                return Ok(Box::new(move |_| Ok(Ok(value))));
+            }
+            Expr::Variable(variable, ..) => {
+                if let Some((slot, _)) = self.local(&variable.1) {
+                    self.nodes += 1;
+                    return Ok(Box::new(move |f| {
+                        let value = f.local_ref(slot);
+                        Ok(value.as_int().map_err(|_| value.clone()))
+                    }));
+                }
+            }
+            Expr::FnCall(call, _) if !call.capture_parent_scope => {
+                if let (Some(_), [x, y], Some(op)) = (
+                    &call.op_token,
+                    &call.args[..],
+                    BinOp::from_name(call.name.as_str()),
+                ) {
+                    self.nodes += 1;
+                    return self.binary(op, x, y);
+                }
+            }
+            Expr::Dot(chain, flags, _) if flags.is_empty() => {
+                if let (Expr::Variable(variable, ..), Expr::Property(property, _)) =
+                    (&chain.lhs, &chain.rhs)
+                {
+                    if let (Some((slot, _)), false) = (self.local(&variable.1), property.2 == "key")
+                    {
+                        let property = self.property(&property.2);
+                        let code = self.expr(expr)?;
+                        return Ok(Box::new(move |f| {
+                            match ops::row_int(f.local_ref(slot), &property) {
+                                Some(i) => Ok(Ok(i)),
+                                None => Ok(ops::int_or(code(f)?)),
+                            }
+                        }));
+                    }
+                }
+            }
+            _ => {}
+        }
+        let code = self.expr(expr)?;
+        Ok(Box::new(move |f| Ok(ops::int_or(code(f)?))))
+    }
+
     pub(super) fn call(&mut self, call: &FnCallExpr, at: Position) -> Compiled<Code> {
         if call.capture_parent_scope {
             return refuse(at, format!("the call {}!()", call.name));
         }
         let name = call.name.as_str();
+        if let (Some(_), [x, y]) = (&call.op_token, &call.args[..]) {
+            let Some(op) = BinOp::from_name(name) else {
+                return refuse(at, format!("the operator {name}"));
+            };
+            let code = self.binary(op, x, y)?;
+            return Ok(Box::new(move |f| code(f).map(ops::from_int_or)));
+        }
         let mut args = self.exprs(&call.args)?;
         if call.op_token.is_some() {
             match (name, args.len()) {
-                (_, 2) => {
-                    let Some(op) = BinOp::from_name(name) else {
-                        return refuse(at, format!("the operator {name}"));
-                    };
-                    let y = args.pop().expect("two operands");
-                    let x = args.pop().expect("two operands");
-                    return Ok(Box::new(move |f| {
-                        let (x, y) = (x(f)?, y(f)?);
-                        ops::binary(op, x, y, f.env)
-                    }));
-                }
                 ("-", 1) => {
                     let x = args.pop().expect("one operand");
                     return Ok(Box::new(move |f| ops::negate(x(f)?)));

@@ -11,6 +11,7 @@
 //! calls it, to Rhai.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rhai::{Dynamic, ImmutableString, Position, Stmt, AST};
@@ -20,7 +21,7 @@ mod expressions;
 mod statements;
 
 use super::ops::{self, Method, Property};
-use super::{Code, Function, Outcome, Program, Stop};
+use super::{Code, Function, IntCode, Outcome, Program, Stop};
 use crate::script::api::{IndexRef, Table};
 use crate::script::error::SourceMap;
 use crate::state::schema::{Schema, TableId};
@@ -83,6 +84,8 @@ pub(crate) fn compile_program(
             callees: Vec::new(),
             nodes: 0,
             changes_first_parameter: false,
+            loops: 0,
+            last_reads: HashMap::new(),
         };
         let (name, arity) = (definition.name.clone(), definition.params.len());
         // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
@@ -185,6 +188,8 @@ pub(crate) fn compile_program(
 struct Local {
     name: ImmutableString,
     constant: bool,
+    /// The loops around its declaration (see `Compiler::loops`).
+    loops: usize,
 }
 
 impl Local {
@@ -192,6 +197,7 @@ impl Local {
         Local {
             name,
             constant: false,
+            loops: 0,
         }
     }
 }
@@ -212,6 +218,11 @@ struct Compiler<'a> {
     /// to it or into it, or a `push` or `save` on it. (A `let` never reuses slot 0, and every
     /// other use of a local reads it or copies it.)
     changes_first_parameter: bool,
+    /// Loops (`while`, `loop`, `do`, `for`) around the code being compiled.
+    loops: usize,
+    /// By slot: the last read of that local compiled so far, while it may be the local's last
+    /// use (see `Compiler::read_local`).
+    last_reads: HashMap<usize, Arc<AtomicBool>>,
 }
 
 /// The start of a chain: a local (borrowed in place), a table whose method the chain calls first
@@ -253,17 +264,49 @@ fn unit() -> Code {
 }
 
 impl Compiler<'_> {
-    fn local(&self, name: &str) -> Option<(usize, bool)> {
-        self.scope
-            .iter()
-            .rposition(|l| l.name == name)
-            .map(|slot| (slot, self.scope[slot].constant))
+    /// The slot of the local `name`, and whether it is a constant. Every use of a local is
+    /// resolved here, so that a read compiled earlier knows it was not the last.
+    fn local(&mut self, name: &str) -> Option<(usize, bool)> {
+        let slot = self.scope.iter().rposition(|l| l.name == name)?;
+        if let Some(read) = self.last_reads.remove(&slot) {
+            read.store(false, Ordering::Relaxed);
+        }
+        Some((slot, self.scope[slot].constant))
     }
 
     fn declare(&mut self, name: ImmutableString, constant: bool) -> usize {
-        self.scope.push(Local { name, constant });
+        let loops = self.loops;
+        self.scope.push(Local {
+            name,
+            constant,
+            loops,
+        });
         self.slots = self.slots.max(self.scope.len());
-        self.scope.len() - 1
+        let slot = self.scope.len() - 1;
+        // A local that had this slot before is out of scope: its last read stays its last.
+        self.last_reads.remove(&slot);
+        slot
+    }
+
+    /// Code that reads the local in `slot` (just resolved by [`Compiler::local`]): a copy, or
+    /// the value itself when this read turns out to be the local's last use, known once the
+    /// whole function is compiled. A local is never read again after its last use: no later
+    /// code names it, and no loop around the read was entered after its declaration (a loop
+    /// would come back to it). The first parameter is always copied: a caller may lend it
+    /// (see `Function::keeps_first_parameter`).
+    fn read_local(&mut self, slot: usize) -> Code {
+        if slot == 0 || self.scope[slot].loops != self.loops {
+            return Box::new(move |f| Ok(f.local_ref(slot).clone()));
+        }
+        let last = Arc::new(AtomicBool::new(true));
+        self.last_reads.insert(slot, last.clone());
+        Box::new(move |f| {
+            Ok(if last.load(Ordering::Relaxed) {
+                std::mem::take(f.local(slot))
+            } else {
+                f.local_ref(slot).clone()
+            })
+        })
     }
 
     /// The declared index `name` of `table`, if there is one.

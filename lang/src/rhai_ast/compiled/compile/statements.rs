@@ -56,12 +56,14 @@ impl Compiler<'_> {
             }
             Stmt::While(flow, _) => {
                 let before = self.nodes;
+                self.loops += 1;
                 let condition = match &flow.expr {
                     Expr::Unit(_) => None,
                     expr => Some(self.expr(expr)?),
                 };
                 let turn = CHARGE_PER_NODE * (self.nodes - before) + 2;
                 let body = self.block(flow.body.statements())?;
+                self.loops -= 1;
                 Box::new(move |f| {
                     loop {
                         f.tick(turn)?;
@@ -81,9 +83,11 @@ impl Compiler<'_> {
             }
             Stmt::Do(flow, flags, _) => {
                 let until = flags.contains(ASTFlags::NEGATED);
+                self.loops += 1;
                 let body = self.block(flow.body.statements())?;
                 let before = self.nodes;
                 let condition = self.expr(&flow.expr)?;
+                self.loops -= 1;
                 let turn = CHARGE_PER_NODE * (self.nodes - before) + 2;
                 Box::new(move |f| {
                     loop {
@@ -167,9 +171,11 @@ impl Compiler<'_> {
             expr => iterable = Some(self.expr(expr)?),
         }
         let mark = self.scope.len();
+        self.loops += 1;
         let slot = self.declare(variable.name.clone(), false);
         let counter = counter.map(|c| self.declare(c.name.clone(), false));
         let body = self.block(flow.body.statements())?;
+        self.loops -= 1;
         self.scope.truncate(mark);
 
         // One turn of the loop; Ok(false) ends it.
@@ -247,12 +253,82 @@ impl Compiler<'_> {
         })
     }
 
+    /// `x op= y` to a local or to a property of a local, with integers kept out of `Dynamic`s
+    /// (`sum += amount`, `row.s_ytd += quantity`).
+    fn op_assignment(&mut self, op: BinOp, lhs: &Expr, rhs: &Expr) -> Compiled<Code> {
+        let value = self.int_operand(rhs)?;
+        let target_local = |compiler: &mut Self, expr: &Expr| -> Compiled<usize> {
+            match expr {
+                Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
+                    Some((slot, false)) => {
+                        compiler.changes_first_parameter |= slot == 0;
+                        Ok(slot)
+                    }
+                    _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
+                },
+                _ => refuse(expr.position(), "an assignment to an expression"),
+            }
+        };
+        Ok(match lhs {
+            Expr::Variable(..) => {
+                let slot = target_local(self, lhs)?;
+                Box::new(move |f| {
+                    let value = value(f)?;
+                    let env = f.env;
+                    let target = f.local(slot);
+                    if let (Ok(a), Ok(b)) = (target.as_int(), &value) {
+                        let result = ops::int_binary(op, a, *b)?;
+                        // The integer it replaces owns nothing to drop.
+                        std::mem::forget(std::mem::replace(target, ops::from_int_or(result)));
+                    } else {
+                        let current = std::mem::take(target);
+                        *f.local(slot) = ops::binary(op, current, ops::from_int_or(value), env)?;
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            Expr::Dot(chain, _, _) => {
+                let Expr::Property(property, _) = &chain.rhs else {
+                    return refuse(lhs.position(), "an assignment through a longer chain");
+                };
+                let slot = target_local(self, &chain.lhs)?;
+                let property = self.property(&property.2);
+                let is_key = property.name == "key";
+                Box::new(move |f| {
+                    let value = value(f)?;
+                    let env = f.env;
+                    let (target, mut sizes) = f.local_sized(slot);
+                    let current = match (is_key, &value) {
+                        (false, Ok(_)) => ops::row_int(target, &property).map(Ok),
+                        _ => None,
+                    };
+                    let current = match current {
+                        Some(current) => current,
+                        None => ops::int_or(ops::get_property(target, &property, env)?),
+                    };
+                    let value = ops::from_int_or(ops::binary_int_or(op, current, value, env)?);
+                    ops::set_property(target, &property, value, &mut sizes, env)?;
+                    if let Some(sizes) = sizes {
+                        f.keep_sizes(slot, sizes);
+                    }
+                    Ok(Dynamic::UNIT)
+                })
+            }
+            _ => unreachable!("only locals and their properties come here"),
+        })
+    }
+
     pub(super) fn assignment(
         &mut self,
         op: Option<BinOp>,
         lhs: &Expr,
         rhs: &Expr,
     ) -> Compiled<Code> {
+        if let (Some(op), Expr::Variable(..) | Expr::Dot(..)) = (op, lhs) {
+            if !matches!(lhs, Expr::Dot(_, flags, _) if !flags.is_empty()) {
+                return self.op_assignment(op, lhs, rhs);
+            }
+        }
         let value = self.expr(rhs)?;
         let target_local = |compiler: &mut Self, expr: &Expr| -> Compiled<usize> {
             match expr {
@@ -308,8 +384,10 @@ impl Compiler<'_> {
                 })
             }
             Expr::Index(chain, flags, _) if *flags == ASTFlags::BREAK => {
-                let slot = target_local(self, &chain.lhs)?;
+                // Compiled in the order they run, the target last: a read of the target in the
+                // index is then not its last use.
                 let index = self.expr(&chain.rhs)?;
+                let slot = target_local(self, &chain.lhs)?;
                 Box::new(move |f| {
                     let value = value(f)?;
                     let index = index(f)?;
