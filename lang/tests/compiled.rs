@@ -1102,7 +1102,11 @@ fn counter(req) { let a = [0]; for x in [1, 2] { a = [x]; } a }
             "{handler}"
         );
         // Ran compiled to its end: a value moved too early would have been seen there.
-        assert_eq!(pair.compiled.fallbacks(), fallbacks, "{handler} ran compiled");
+        assert_eq!(
+            pair.compiled.fallbacks(),
+            fallbacks,
+            "{handler} ran compiled"
+        );
     }
 }
 

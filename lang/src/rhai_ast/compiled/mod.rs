@@ -174,6 +174,15 @@ impl Frame<'_> {
         (&mut self.stack[at], sizes)
     }
 
+    /// What the local in `slot` holds as the size limits count it, if known, leaving it known.
+    #[inline]
+    fn known_sizes(&self, slot: usize) -> Option<ops::Sizes> {
+        match self.sized {
+            Some((i, sizes)) if i == self.base + slot => Some(sizes),
+            _ => None,
+        }
+    }
+
     /// Records what a local holds now; it must be exact (see `sized`).
     #[inline]
     fn keep_sizes(&mut self, slot: usize, sizes: ops::Sizes) {

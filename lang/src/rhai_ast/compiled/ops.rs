@@ -322,7 +322,7 @@ impl Sizes {
         text: usize::MAX,
     };
 
-    fn plus(self, other: Sizes) -> Sizes {
+    pub(crate) fn plus(self, other: Sizes) -> Sizes {
         // Saturating, so that a part too deep keeps the whole over every limit.
         Sizes {
             arrays: self.arrays.saturating_add(other.arrays),
@@ -338,6 +338,14 @@ impl Sizes {
             maps: self.maps - part.maps,
             text: self.text - part.text,
         }
+    }
+
+    /// What a map of `entries` entries holds, its values holding `values` together.
+    pub(crate) fn map_of(entries: usize, values: Sizes) -> Sizes {
+        values.plus(Sizes {
+            maps: entries,
+            ..Sizes::default()
+        })
     }
 
     /// What a value of these sizes holds after one more array item, itself of sizes `item`.

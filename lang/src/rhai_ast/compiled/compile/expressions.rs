@@ -87,16 +87,51 @@ impl Compiler<'_> {
                         })
                         .collect()
                 });
+                // The values that are locals: one whose sizes are known (an array built by
+                // `push`, as an answer's list of lines is) is not walked again.
+                let locals: Vec<Option<usize>> = entries
+                    .iter()
+                    .map(|(_, v)| match v {
+                        Expr::Variable(variable, ..) => self.slot_of(&variable.1),
+                        _ => None,
+                    })
+                    .collect();
                 Box::new(move |f| {
                     let mut evaluated = Vec::with_capacity(values.len());
-                    for value in &values {
-                        evaluated.push(value(f)?);
+                    let mut sizes = ops::Sizes::default();
+                    for (value, local) in values.iter().zip(&locals) {
+                        // Read before the value: its last read takes it, and its sizes with it.
+                        let known = local.and_then(|slot| f.known_sizes(slot));
+                        let value = value(f)?;
+                        sizes = sizes.plus(known.unwrap_or_else(|| ops::Sizes::of(&value)));
+                        evaluated.push(value);
                     }
                     let map = match &order {
-                        Some(order) => ops::place_map(template.clone(), order, evaluated),
-                        None => ops::fill_map(template.clone(), &keys, evaluated),
+                        Some(order) => {
+                            let map = ops::place_map(template.clone(), order, evaluated);
+                            #[cfg(debug_assertions)]
+                            {
+                                let walked = ops::Sizes::of(&map);
+                                let counted = ops::Sizes::map_of(order.len(), sizes);
+                                assert!(
+                                    walked == counted || walked == ops::Sizes::TOO_DEEP,
+                                    "a literal's sizes are its parts': {counted:?}, {walked:?}"
+                                );
+                            }
+                            ops::fits_known(
+                                &map,
+                                Some(ops::Sizes::map_of(order.len(), sizes)),
+                                f.env,
+                            )?;
+                            map
+                        }
+                        // A key written twice: what its first value holds does not count.
+                        None => {
+                            let map = ops::fill_map(template.clone(), &keys, evaluated);
+                            ops::fits(&map, f.env)?;
+                            map
+                        }
                     };
-                    ops::fits(&map, f.env)?;
                     Ok(map)
                 })
             }

@@ -274,6 +274,12 @@ impl Compiler<'_> {
         Some((slot, self.scope[slot].constant))
     }
 
+    /// The slot of the local `name`, looked up without counting as a use of it (see
+    /// [`Compiler::local`]).
+    fn slot_of(&self, name: &str) -> Option<usize> {
+        self.scope.iter().rposition(|l| l.name == name)
+    }
+
     fn declare(&mut self, name: ImmutableString, constant: bool) -> usize {
         let loops = self.loops;
         self.scope.push(Local {
