@@ -12,7 +12,7 @@
 use std::fmt;
 use std::io::{self, Write};
 
-use rhai::{Array, Dynamic, ImmutableString, Map};
+use rhai::{Dynamic, ImmutableString};
 use serde_json::Value;
 
 use crate::script::api::{Row, Table};
@@ -179,14 +179,35 @@ fn scalar<T: serde::Serialize + ?Sized>(out: &mut Json, value: &T) {
     serde_json::to_writer(out, value).expect("writing to memory never fails");
 }
 
+/// Whether any byte of `bytes` is one JSON escapes: a control character, `"` or `\\`. Eight
+/// bytes at a time, with the usual test for a zero byte in a word (a byte below 0x20 is one
+/// whose top three bits are zero; `"` and `\\` are zero bytes after an exclusive or).
+#[inline]
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let x = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        if has_zero(x & 0xE0E0_E0E0_E0E0_E0E0)
+            || has_zero(x ^ (ONES * b'"' as u64))
+            || has_zero(x ^ (ONES * b'\\' as u64))
+        {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 /// A string's text, as serde_json writes it. Most strings (every key a script writes, most
 /// values) need no escape: they are copied whole, after a check that reads every byte without
 /// a branch; the others go through serde_json's escapes.
 fn string(out: &mut Json, text: &str) {
-    let escapes = text.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if escapes {
+    if needs_escape(text.as_bytes()) {
         scalar(out, text);
         return;
     }
@@ -195,60 +216,28 @@ fn string(out: &mut Json, text: &str) {
     out.put(b"\"");
 }
 
-/// `enclosing`: the arrays, maps and rows around `value`. The order of the cases is
-/// `value::to_json`'s, so that a value with no JSON form fails with the same message.
+/// An integer's text, as serde_json writes it (with the same `itoa`), without its serializer.
+#[inline]
+fn int(out: &mut Json, i: i64) {
+    out.put(itoa::Buffer::new().format(i).as_bytes());
+}
+
+/// `enclosing`: the arrays, maps and rows around `value`. The most common cases first
+/// (integers, strings, maps, arrays: an answer's values), then the rest in `value::to_json`'s
+/// order, so that a value with no JSON form fails with the same message.
 fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> Result<(), String> {
-    if value.is_unit() {
-        out.put(b"null");
-        return Ok(());
-    }
-    if let Ok(b) = value.as_bool() {
-        out.put(if b { b"true" } else { b"false" });
-        return Ok(());
-    }
     if let Ok(i) = value.as_int() {
-        scalar(out, &i);
-        return Ok(());
-    }
-    if let Ok(f) = value.as_float() {
-        scalar(out, &f);
+        int(out, i);
         return Ok(());
     }
     if let Some(s) = value.read_lock::<ImmutableString>() {
         string(out, s.as_str());
         return Ok(());
     }
-    if let Ok(c) = value.as_char() {
-        scalar(out, &c);
-        return Ok(());
-    }
-    let nested = value.is_array() || value.is_map() || value.is::<Row>() || value.is::<IntSet>();
-    if nested && enclosing >= DEPTH_MAX {
-        return Err(too_deep("the value"));
-    }
-    if let Some(set) = value.read_lock::<IntSet>() {
-        out.put(b"[");
-        for (n, item) in set.iter().enumerate() {
-            if n > 0 {
-                out.put(b",");
-            }
-            scalar(out, &item);
+    if let Ok(fields) = value.as_map_ref() {
+        if enclosing >= DEPTH_MAX {
+            return Err(too_deep("the value"));
         }
-        out.put(b"]");
-        return Ok(());
-    }
-    if let Some(items) = value.read_lock::<Array>() {
-        out.put(b"[");
-        for (n, item) in items.iter().enumerate() {
-            if n > 0 {
-                out.put(b",");
-            }
-            write(out, item, schema, enclosing + 1)?;
-        }
-        out.put(b"]");
-        return Ok(());
-    }
-    if let Some(fields) = value.read_lock::<Map>() {
         out.put(b"{");
         for (n, (name, item)) in fields.iter().enumerate() {
             if n > 0 {
@@ -259,6 +248,51 @@ fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> 
             write(out, item, schema, enclosing + 1)?;
         }
         out.put(b"}");
+        return Ok(());
+    }
+    if let Ok(items) = value.as_array_ref() {
+        if enclosing >= DEPTH_MAX {
+            return Err(too_deep("the value"));
+        }
+        out.put(b"[");
+        for (n, item) in items.iter().enumerate() {
+            if n > 0 {
+                out.put(b",");
+            }
+            write(out, item, schema, enclosing + 1)?;
+        }
+        out.put(b"]");
+        return Ok(());
+    }
+    if value.is_unit() {
+        out.put(b"null");
+        return Ok(());
+    }
+    if let Ok(b) = value.as_bool() {
+        out.put(if b { b"true" } else { b"false" });
+        return Ok(());
+    }
+    if let Ok(f) = value.as_float() {
+        scalar(out, &f);
+        return Ok(());
+    }
+    if let Ok(c) = value.as_char() {
+        scalar(out, &c);
+        return Ok(());
+    }
+    let nested = value.is::<Row>() || value.is::<IntSet>();
+    if nested && enclosing >= DEPTH_MAX {
+        return Err(too_deep("the value"));
+    }
+    if let Some(set) = value.read_lock::<IntSet>() {
+        out.put(b"[");
+        for (n, item) in set.iter().enumerate() {
+            if n > 0 {
+                out.put(b",");
+            }
+            int(out, item);
+        }
+        out.put(b"]");
         return Ok(());
     }
     if let Some(row) = value.read_lock::<Row>() {
@@ -302,6 +336,31 @@ fn write_row(out: &mut Json, row: &Row, schema: &Schema, enclosing: usize) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_escape_test_finds_every_byte_json_escapes_wherever_it_is() {
+        let naive = |bytes: &[u8]| bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
+        for len in 0..20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    assert_eq!(
+                        needs_escape(&bytes),
+                        naive(&bytes),
+                        "{b:#x} at {at} of {len}"
+                    );
+                }
+            }
+        }
+        // Neighbours that borrow across bytes in the word test: no false finding.
+        for bytes in [
+            &[0x21u8, 0x20, 0x5d, 0x23, 0x5b, 0x80, 0xff, 0x21][..],
+            b"\x01",
+        ] {
+            assert_eq!(needs_escape(bytes), naive(bytes), "{bytes:?}");
+        }
+    }
     use crate::script::value::to_json;
     use crate::state::fields::Fields;
     use crate::state::key::{Key, KeyPart};
@@ -360,7 +419,7 @@ mod tests {
                             entries
                                 .into_iter()
                                 .map(|(k, v)| (k.into(), v))
-                                .collect::<Map>(),
+                                .collect::<rhai::Map>(),
                         )
                     }
                 ),
