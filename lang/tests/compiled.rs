@@ -396,6 +396,7 @@ fn compiled_handlers_answer_and_write_exactly_as_rhai_does() {
         "nested",
         "acc_const",
         "acc_mixed",
+        "unit",
         "nope",
     ];
     let actions = [

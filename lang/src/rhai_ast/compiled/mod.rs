@@ -15,6 +15,14 @@
 //! lent the request's body (a batch's map of a thousand entries is not copied for each call),
 //! and hands it back unchanged when it stops; any other is given a copy.
 //! Handlers that use anything outside the subset are not compiled at all and always run in Rhai.
+//!
+//! Two things Rhai's evaluator cannot know are known here, at compile time. Where a value is
+//! often an integer (a literal, a local, a row's field, an operator's result), the code hands it
+//! on as an `i64` ([`IntCode`]) and boxes it in a `Dynamic` only where a value leaves the
+//! arithmetic; any other value goes the general way, so the guard is the type test that the
+//! general way makes anyway. And where a read of a local is its last use (no later code names
+//! it, no loop comes back to it), the read takes the value instead of copying it: an answer's
+//! list of lines goes into the answer without a deep copy.
 //! Two stops are decided here: `throw`, which is how handlers answer bad requests, and a spent
 //! wall-clock budget, which Rhai would only spend a second time.
 //!

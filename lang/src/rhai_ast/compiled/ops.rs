@@ -919,6 +919,30 @@ pub(crate) fn table_method(
     }
 }
 
+/// `table.method(key parts..)` or `table.method(key parts.., row)` for the methods that take a
+/// key (`get`, `exists`, `delete`, `insert`, `put`), with a key of integers given as integers:
+/// no `Vec` of arguments, no `Dynamic` for a part. `row` is the value `insert` and `put` store.
+pub(crate) fn table_key_method(
+    method: Method,
+    table: Table,
+    parts: &[i64],
+    row: Option<Dynamic>,
+    env: &Env,
+) -> Result<Dynamic> {
+    let key = crate::state::key::Key::ints(parts);
+    match (method, row) {
+        (Method::Get, None) => api(api::get(table, key)),
+        (Method::Exists, None) => api(api::exists(table, key)).map(Dynamic::from_bool),
+        (Method::Delete, None) => api(api::delete(table, key)).map(Dynamic::from_bool),
+        (Method::Insert | Method::Put, Some(row)) => {
+            let must_be_new = method == Method::Insert;
+            api(api::put(env.schema, table, key, row, must_be_new))?;
+            Ok(Dynamic::UNIT)
+        }
+        _ => unreachable!("compiled only for a method that takes a key, with its row if any"),
+    }
+}
+
 /// `index.method(args)` on a declared index of the table the chain starts with.
 pub(crate) fn index_method(
     method: Method,

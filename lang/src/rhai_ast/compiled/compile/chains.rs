@@ -11,6 +11,9 @@ impl Compiler<'_> {
     /// `root.a[i].m(x)...`: its arguments are evaluated first, in order, then the chain is walked
     /// from the root (in place when the root is a local), as Rhai does.
     pub(super) fn chain(&mut self, expr: &Expr) -> Compiled<Code> {
+        if let Some(code) = self.table_key_call(expr)? {
+            return Ok(code);
+        }
         let mut steps = Vec::new();
         let mut args = Vec::new();
         let root = match expr {
@@ -144,6 +147,74 @@ impl Compiler<'_> {
                 Root::Table(_) | Root::Index(_) => unreachable!("called above"),
             }
         }))
+    }
+
+    /// `table.get(a, b)`, `table.insert(a, b, row)` and the other calls of a table's method
+    /// that takes a key, as a whole chain: the key's parts are compiled as integers
+    /// (`Compiler::int_operand`) and, when they are integers, make the key directly. Other parts
+    /// (a string key) go the general way, `ops::table_method`, with the values already made.
+    fn table_key_call(&mut self, expr: &Expr) -> Compiled<Option<Code>> {
+        let Expr::Dot(chain, flags, _) = expr else {
+            return Ok(None);
+        };
+        let (Expr::Variable(variable, ..), Expr::MethodCall(call, _)) = (&chain.lhs, &chain.rhs)
+        else {
+            return Ok(None);
+        };
+        let name = call.name.as_str();
+        let (Some(id), None, false, Some(method)) = (
+            self.schema.table_id(&variable.1),
+            self.slot_of(&variable.1),
+            self.script_names.contains(name) || !flags.is_empty(),
+            Method::from_name(name),
+        ) else {
+            return Ok(None);
+        };
+        let with_row = match (method, call.args.len()) {
+            (Method::Get | Method::Exists | Method::Delete, 1..=4) => false,
+            (Method::Insert | Method::Put, 2..=5) => true,
+            _ => return Ok(None),
+        };
+        // Counted as the general way counts the call: one node for the method, and its
+        // arguments as expressions.
+        self.nodes += 1;
+        let (key_args, row_arg) = match with_row {
+            true => call.args.split_at(call.args.len() - 1),
+            false => (&call.args[..], &[][..]),
+        };
+        let parts = key_args
+            .iter()
+            .map(|e| self.int_operand(e))
+            .collect::<Compiled<Vec<IntCode>>>()?;
+        let row = row_arg.first().map(|e| self.expr(e)).transpose()?;
+        let table = Table { id };
+        Ok(Some(Box::new(move |f| {
+            let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
+            let mut values: Vec<ops::IntOr> = Vec::new();
+            for (at, part) in parts.iter().enumerate() {
+                match part(f)? {
+                    Ok(i) if values.is_empty() => ints[at] = i,
+                    // A part that is not an integer: every part goes the general way.
+                    part => {
+                        if values.is_empty() {
+                            values.extend(ints[..at].iter().map(|&i| Ok(i)));
+                        }
+                        values.push(part);
+                    }
+                }
+            }
+            let row = match &row {
+                Some(row) => Some(row(f)?),
+                None => None,
+            };
+            let env = f.env;
+            if values.is_empty() {
+                return ops::table_key_method(method, table, &ints[..parts.len()], row, env);
+            }
+            let mut args: Vec<Dynamic> = values.into_iter().map(ops::from_int_or).collect();
+            args.extend(row);
+            ops::table_method(method, table, args, env)
+        })))
     }
 
     pub(super) fn dot_steps(

@@ -186,6 +186,28 @@ impl Compiler<'_> {
 
     /// `x op y`, with integers kept out of `Dynamic`s from operand to result.
     fn binary(&mut self, op: BinOp, x: &Expr, y: &Expr) -> Compiled<IntCode> {
+        // `x == ()` and `x != ()`, a handler's test for a row not found: as `ops::binary`
+        // decides them (only unit equals unit), with `x` looked at in place, not copied.
+        if let (BinOp::Eq | BinOp::Ne, Expr::Unit(_), operand)
+        | (BinOp::Eq | BinOp::Ne, operand, Expr::Unit(_)) = (op, x, y)
+        {
+            let equal = op == BinOp::Eq;
+            self.nodes += 1;
+            if let Expr::Variable(variable, ..) = operand {
+                if let Some((slot, _)) = self.local(&variable.1) {
+                    self.nodes += 1;
+                    return Ok(Box::new(move |f| {
+                        Ok(Err(Dynamic::from_bool(
+                            f.local_ref(slot).is_unit() == equal,
+                        )))
+                    }));
+                }
+            }
+            let operand = self.expr(operand)?;
+            return Ok(Box::new(move |f| {
+                Ok(Err(Dynamic::from_bool(operand(f)?.is_unit() == equal)))
+            }));
+        }
         let x = self.int_operand(x)?;
         let y = self.int_operand(y)?;
         Ok(Box::new(move |f| {
