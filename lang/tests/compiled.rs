@@ -1111,6 +1111,72 @@ fn counter(req) { let a = [0]; for x in [1, 2] { a = [x]; } a }
     }
 }
 
+/// Answers written as the handler runs (a map literal in return position, a list of pushed
+/// map literals): the same bytes as Rhai's answer in every case the compiler must tell apart,
+/// and the same errors under the size limits.
+#[test]
+fn answers_written_as_they_run_are_the_maps_answers() {
+    let script = r#"
+fn lines(req) { let l = []; for i in 0..req.body.n { l.push(#{ z: i, a: `x${i}`, "q\"k": [i] }); } #{ n: req.body.n, lines: l, b: true } }
+fn returned(req) { let l = []; for i in 0..3 { l.push(#{ i: i + 0 }); if i == req.body.n { return #{ at: i, l: l }; } } #{ none: (), l: l } }
+fn length(req) { let l = []; l.push(#{ a: req.body.n }); #{ l: l, n: l.len() } }
+fn read(req) { let l = []; l.push(#{ a: req.body.n }); let m = l; #{ l: l, m: m } }
+fn twice(req) { let l = []; l.push(#{ a: req.body.n }); #{ x: l, y: l } }
+fn other(req) { let l = []; l.push(1); l.push(#{ a: req.body.n }); #{ l: l } }
+fn nested(req) { let inner = []; inner.push(#{ a: req.body.n }); let l = []; l.push(#{ inner: inner }); #{ l: l } }
+fn called(req) { let r = lines(req); r.lines.len() }
+fn table_in(req) { let l = []; l.push(#{ t: t }); #{ l: l } }
+fn thrown(req) { let l = []; l.push(#{ a: req.body.n }); throw #{ status: 400, error: "no", l: l } }
+fn unused(req) { let l = []; for i in 0..req.body.n { l.push(#{ a: i }); } 5 }
+fn text(req) { let s = "x"; for i in 0..req.body.n { s += "abcdefghij"; } let l = []; l.push(#{ s: s }); #{ l: l } }
+"#;
+    let small = Limits {
+        array_items_max: 10,
+        map_items_max: 20,
+        string_bytes_max: 40,
+        ..limits()
+    };
+    let mut pair = pair_of(script, small);
+    for handler in [
+        "lines", "returned", "length", "read", "twice", "other", "nested", "called", "table_in",
+        "thrown", "text", "unused",
+    ] {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        for n in [0, 1, 2, 3, 6, 9, 12] {
+            // Every answer is compared with Rhai's, bytes and all, by the pair.
+            let _ = pair.call(handler, json!({ "n": n }));
+        }
+    }
+    let fallbacks = pair.compiled.fallbacks();
+    assert_eq!(
+        pair.call("lines", json!({"n": 2})),
+        Ok(
+            json!({"b": true, "lines": [{"a": "x0", "q\"k": [0], "z": 0}, {"a": "x1", "q\"k": [1], "z": 1}], "n": 2})
+        )
+    );
+    assert_eq!(
+        pair.compiled.fallbacks(),
+        fallbacks,
+        "written, not run again in Rhai"
+    );
+    // Past the limits: 10 items, or the entries of the whole answer (Rhai stops both).
+    assert!(pair.call("lines", json!({"n": 6})).is_err());
+    assert!(pair.call("lines", json!({"n": 12})).is_err());
+    assert!(pair.call("text", json!({"n": 4})).is_err());
+    // A list too long for the limits is stopped at its push, as Rhai's array is, though it is
+    // never part of the answer.
+    assert!(pair.call("unused", json!({"n": 12})).is_err());
+    assert_eq!(
+        pair.call("twice", json!({"n": 1})),
+        Ok(json!({"x": [{"a": 1}], "y": [{"a": 1}]}))
+    );
+    assert_eq!(pair.call("called", json!({"n": 3})), Ok(json!(3)));
+}
+
 fn pair_of(script: &str, limits: Limits) -> Pair {
     let manifest = r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#;
     Pair::new(|| {

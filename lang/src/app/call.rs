@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use rhai::{CallFnOptions, Dynamic, Engine, Position, Scope};
 
 use super::{App, CallRequest, Handler};
-use crate::rhai_ast::compiled::{Env, Stop};
+use crate::rhai_ast::compiled::{Env, Stop, WrittenAnswer};
 use crate::rhai_ast::diagnose;
 use crate::script::context::{self, Context};
 use crate::script::error::{from_eval, is_refusal, panic_message, HandlerError};
@@ -309,6 +309,9 @@ impl App {
         (found, context::take())
     }
     fn answer(&self, handler: &str, value: Dynamic) -> Result<Answer, HandlerError> {
+        if value.is::<WrittenAnswer>() {
+            return Ok(Answer::ok(value.cast::<WrittenAnswer>().0));
+        }
         let answer = match value.read_lock::<Response>() {
             Some(response) => response.answer(&self.schema),
             None => Json::write_value(&value, &self.schema).map(Answer::ok),

@@ -61,12 +61,20 @@ impl Json {
         Ok(json)
     }
 
-    fn empty() -> Json {
+    pub(crate) fn empty() -> Json {
         Json {
             full: Vec::new(),
             // What serde_json::to_vec starts with: most answers fit, with one allocation.
             current: Vec::with_capacity(128),
         }
+    }
+
+    /// Appends `other`'s text.
+    pub(crate) fn append(&mut self, other: &Json) {
+        for chunk in &other.full {
+            self.put(chunk);
+        }
+        self.put(&other.current);
     }
 
     /// The text's length in bytes.
@@ -123,7 +131,7 @@ impl Json {
     }
 
     #[inline]
-    fn put(&mut self, bytes: &[u8]) {
+    pub(crate) fn put(&mut self, bytes: &[u8]) {
         if bytes.len() <= JSON_CHUNK - self.current.len() {
             self.current.extend_from_slice(bytes);
         } else {
@@ -206,7 +214,7 @@ fn needs_escape(bytes: &[u8]) -> bool {
 /// A string's text, as serde_json writes it. Most strings (every key a script writes, most
 /// values) need no escape: they are copied whole, after a check that reads every byte without
 /// a branch; the others go through serde_json's escapes.
-fn string(out: &mut Json, text: &str) {
+pub(crate) fn string(out: &mut Json, text: &str) {
     if needs_escape(text.as_bytes()) {
         scalar(out, text);
         return;
@@ -225,7 +233,12 @@ fn int(out: &mut Json, i: i64) {
 /// `enclosing`: the arrays, maps and rows around `value`. The most common cases first
 /// (integers, strings, maps, arrays: an answer's values), then the rest in `value::to_json`'s
 /// order, so that a value with no JSON form fails with the same message.
-fn write(out: &mut Json, value: &Dynamic, schema: &Schema, enclosing: usize) -> Result<(), String> {
+pub(crate) fn write(
+    out: &mut Json,
+    value: &Dynamic,
+    schema: &Schema,
+    enclosing: usize,
+) -> Result<(), String> {
     if let Ok(i) = value.as_int() {
         int(out, i);
         return Ok(());

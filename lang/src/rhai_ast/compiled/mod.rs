@@ -28,8 +28,11 @@
 //!
 //! It must not know threads, the record format or HTTP, like the rest of `lang`.
 
+mod answer;
 mod compile;
 mod ops;
+
+pub(crate) use answer::WrittenAnswer;
 
 use std::collections::HashMap;
 

@@ -356,7 +356,7 @@ impl Sizes {
         })
     }
 
-    fn within(self, limits: &crate::script::limits::Limits) -> Result<Sizes> {
+    pub(crate) fn within(self, limits: &crate::script::limits::Limits) -> Result<Sizes> {
         if self.arrays > limits.array_items_max
             || self.maps > limits.map_items_max
             || self.text > limits.string_bytes_max

@@ -3,6 +3,7 @@
 use rhai::{ASTFlags, Dynamic, Expr};
 
 use super::*;
+use crate::rhai_ast::compiled::answer::AnswerList;
 use crate::rhai_ast::compiled::ops::{self, Method};
 use crate::rhai_ast::compiled::Code;
 use crate::script::api::Table;
@@ -12,6 +13,9 @@ impl Compiler<'_> {
     /// from the root (in place when the root is a local), as Rhai does.
     pub(super) fn chain(&mut self, expr: &Expr) -> Compiled<Code> {
         if let Some(code) = self.table_key_call(expr)? {
+            return Ok(code);
+        }
+        if let Some(code) = self.list_push(expr)? {
             return Ok(code);
         }
         let mut steps = Vec::new();
@@ -214,6 +218,64 @@ impl Compiler<'_> {
             let mut args: Vec<Dynamic> = values.into_iter().map(ops::from_int_or).collect();
             args.extend(row);
             ops::table_method(method, table, args, env)
+        })))
+    }
+
+    /// `list.push(#{..})` on a local that may be an answer's list (see `answer`): the item
+    /// written as text when the local is one, pushed as a map otherwise, exactly as the general
+    /// way pushes it.
+    fn list_push(&mut self, expr: &Expr) -> Compiled<Option<Code>> {
+        let Expr::Dot(chain, flags, _) = expr else {
+            return Ok(None);
+        };
+        let (Expr::Variable(variable, ..), Expr::MethodCall(call, _)) = (&chain.lhs, &chain.rhs)
+        else {
+            return Ok(None);
+        };
+        let (true, Some(_), "push", false, [Expr::Map(map, _)]) = (
+            flags.is_empty(),
+            self.list_slot(&variable.1),
+            call.name.as_str(),
+            self.script_names.contains(call.name.as_str()),
+            &call.args[..],
+        ) else {
+            return Ok(None);
+        };
+        let (entries, template) = &**map;
+        let Some((order, keys)) = Self::literal_layout(entries, template) else {
+            return Ok(None);
+        };
+        let slot = self.local_for_list(&variable.1).expect("a local");
+        let constant = self.scope[slot].constant;
+        // Counted as the general way counts it: the method, the literal, and its values.
+        self.nodes += 2;
+        let values = entries
+            .iter()
+            .map(|(_, v)| self.expr(v))
+            .collect::<Compiled<Vec<Code>>>()?;
+        let template: rhai::Map = template.clone();
+        Ok(Some(Box::new(move |f| {
+            let mut evaluated = Vec::with_capacity(values.len());
+            for value in &values {
+                evaluated.push(value(f)?);
+            }
+            let env = f.env;
+            if let Some(mut list) = f.local_same_sizes(slot).write_lock::<AnswerList>() {
+                let ordered: Vec<Dynamic> = order
+                    .iter()
+                    .map(|&at| std::mem::take(&mut evaluated[at]))
+                    .collect();
+                list.push(&keys, &ordered, env)?;
+                return Ok(Dynamic::UNIT);
+            }
+            let item = ops::place_map(template.clone(), &order, evaluated);
+            ops::fits(&item, env)?;
+            let (target, before) = f.local_sized(slot);
+            let known = before.map(|before| before.pushed(ops::Sizes::of(&item)));
+            ops::push(target, item, constant)?;
+            let sizes = ops::fits_known(target, known, env)?;
+            f.keep_sizes(slot, sizes);
+            Ok(Dynamic::UNIT)
         })))
     }
 

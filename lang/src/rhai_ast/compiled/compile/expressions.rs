@@ -4,7 +4,9 @@
 use rhai::{Dynamic, Expr, FnCallExpr, ImmutableString, Map, Position};
 
 use super::*;
+use crate::rhai_ast::compiled::answer::{self, AnswerList, LiteralKeys};
 use crate::rhai_ast::compiled::ops::{self, BinOp};
+use crate::rhai_ast::compiled::Frame;
 use crate::rhai_ast::compiled::{Code, Stop};
 use crate::script::api::Table;
 
@@ -182,6 +184,104 @@ impl Compiler<'_> {
             }
             _ => return refuse(expr.position(), "this kind of expression"),
         })
+    }
+
+    /// The keys of a map literal in the map's order, where each takes its value from in the
+    /// literal, and the template the map is made from: `None` when the literal writes a key
+    /// twice (the map then has fewer entries than the literal values).
+    pub(super) fn literal_layout(
+        entries: &[(rhai::Ident, Expr)],
+        template: &Map,
+    ) -> Option<(Vec<usize>, LiteralKeys)> {
+        if template.len() != entries.len() {
+            return None;
+        }
+        let order = template
+            .keys()
+            .map(|name| {
+                entries
+                    .iter()
+                    .position(|(k, _)| k.name.as_str() == name.as_str())
+                    .expect("the template holds the literal's keys")
+            })
+            .collect();
+        Some((order, LiteralKeys::new(template.keys().map(|k| k.as_str()))))
+    }
+
+    /// A map literal in a handler's return position (see `answer`): the handler's answer
+    /// written as it is made, when the handler runs as the handler; the map otherwise.
+    pub(super) fn answer_literal(&mut self, expr: &Expr) -> Compiled<Code> {
+        let Expr::Map(map, _) = expr else {
+            unreachable!("called for a map literal");
+        };
+        let (entries, template) = &**map;
+        let Some((order, keys)) = Self::literal_layout(entries, template) else {
+            return self.expr(expr);
+        };
+        // Counted as `expr` counts a map literal: one node, and its values as expressions.
+        self.nodes += 1;
+        // A value that is an answer's list is taken as it is: its local is never read again.
+        // A list given twice is an array (both values are the whole array).
+        let mut lists = HashSet::new();
+        for (_, v) in entries.iter() {
+            if let Expr::Variable(variable, ..) = v {
+                if let Some(slot) = self.list_slot(&variable.1) {
+                    if !lists.insert(slot) {
+                        self.lists[&slot].store(false, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        let values = entries
+            .iter()
+            .map(|(_, v)| match v {
+                Expr::Variable(variable, ..) if self.list_slot(&variable.1).is_some() => {
+                    self.nodes += 1;
+                    let slot = self.local_for_list(&variable.1).expect("a local");
+                    Ok((
+                        Box::new(move |f: &mut Frame| {
+                            let local = f.local_same_sizes(slot);
+                            Ok(if local.is::<AnswerList>() {
+                                std::mem::take(f.local(slot))
+                            } else {
+                                local.clone()
+                            })
+                        }) as Code,
+                        Some(slot),
+                    ))
+                }
+                Expr::Variable(variable, ..) => {
+                    let slot = self.slot_of(&variable.1);
+                    Ok((self.expr(v)?, slot))
+                }
+                v => Ok((self.expr(v)?, None)),
+            })
+            .collect::<Compiled<Vec<(Code, Option<usize>)>>>()?;
+        let template: Map = template.clone();
+        Ok(Box::new(move |f| {
+            let mut evaluated = Vec::with_capacity(values.len());
+            let mut sizes = ops::Sizes::default();
+            for (value, local) in &values {
+                let known = local.and_then(|slot| f.known_sizes(slot));
+                let value = value(f)?;
+                let counted = match value.read_lock::<AnswerList>() {
+                    Some(list) => list.sizes(),
+                    None => known.unwrap_or_else(|| ops::Sizes::of(&value)),
+                };
+                sizes = sizes.plus(counted);
+                evaluated.push(value);
+            }
+            if f.depth == 1 {
+                let ordered: Vec<Dynamic> = order
+                    .iter()
+                    .map(|&at| std::mem::take(&mut evaluated[at]))
+                    .collect();
+                return answer::written(&keys, &ordered, sizes, f.env);
+            }
+            let map = ops::place_map(template.clone(), &order, evaluated);
+            ops::fits_known(&map, Some(ops::Sizes::map_of(order.len(), sizes)), f.env)?;
+            Ok(map)
+        }))
     }
 
     /// `x op y`, with integers kept out of `Dynamic`s from operand to result.

@@ -86,6 +86,12 @@ pub(crate) fn compile_program(
             changes_first_parameter: false,
             loops: 0,
             last_reads: HashMap::new(),
+            is_handler: definition.params.len() == 1
+                && handlers
+                    .iter()
+                    .any(|h| h.as_str() == definition.name.as_str()),
+            tail: false,
+            lists: HashMap::new(),
         };
         let (name, arity) = (definition.name.clone(), definition.params.len());
         // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
@@ -100,16 +106,22 @@ pub(crate) fn compile_program(
             compilers.push(compiler);
             continue;
         }
-        let mut body = Ok(Vec::new());
+        let mut statements = Vec::new();
         alone.walk(&mut |path: &[rhai::ASTNode]| {
-            if let ([rhai::ASTNode::Stmt(stmt)], Ok(codes)) = (path, &mut body) {
-                match compiler.stmt(stmt) {
-                    Ok(code) => codes.push(code),
-                    Err(refusal) => body = Err(refusal),
-                }
+            if let [rhai::ASTNode::Stmt(stmt)] = path {
+                statements.push((*stmt).clone());
             }
             true
         });
+        let last = statements.len().saturating_sub(1);
+        let body = statements
+            .iter()
+            .enumerate()
+            .map(|(n, stmt)| {
+                compiler.tail = n == last;
+                compiler.stmt(stmt)
+            })
+            .collect::<Compiled<Vec<Code>>>();
         compilers.push(compiler);
         bodies.push(body);
     }
@@ -223,6 +235,14 @@ struct Compiler<'a> {
     /// By slot: the last read of that local compiled so far, while it may be the local's last
     /// use (see `Compiler::read_local`).
     last_reads: HashMap<usize, Arc<AtomicBool>>,
+    /// The function is a handler: its answer may be written as it runs (`super::answer`).
+    is_handler: bool,
+    /// The statement being compiled is the function's last, at its top level: its value is
+    /// the function's.
+    tail: bool,
+    /// By slot: locals that start as `[]`, with whether every use so far is one an
+    /// `answer::AnswerList` supports (a push of a map literal, a value of the answer).
+    lists: HashMap<usize, Arc<AtomicBool>>,
 }
 
 /// The start of a chain: a local (borrowed in place), a table whose method the chain calls first
@@ -267,11 +287,27 @@ impl Compiler<'_> {
     /// The slot of the local `name`, and whether it is a constant. Every use of a local is
     /// resolved here, so that a read compiled earlier knows it was not the last.
     fn local(&mut self, name: &str) -> Option<(usize, bool)> {
+        let slot = self.local_for_list(name)?;
+        if let Some(list) = self.lists.get(&slot) {
+            list.store(false, Ordering::Relaxed);
+        }
+        Some((slot, self.scope[slot].constant))
+    }
+
+    /// [`Compiler::local`] for a use that an answer's list supports: it is a use all the same
+    /// for the local's last read.
+    fn local_for_list(&mut self, name: &str) -> Option<usize> {
         let slot = self.scope.iter().rposition(|l| l.name == name)?;
         if let Some(read) = self.last_reads.remove(&slot) {
             read.store(false, Ordering::Relaxed);
         }
-        Some((slot, self.scope[slot].constant))
+        Some(slot)
+    }
+
+    /// The slot of `name` if it is a local that may be an answer's list.
+    fn list_slot(&self, name: &str) -> Option<usize> {
+        self.slot_of(name)
+            .filter(|slot| self.lists.contains_key(slot))
     }
 
     /// The slot of the local `name`, looked up without counting as a use of it (see
@@ -291,6 +327,7 @@ impl Compiler<'_> {
         let slot = self.scope.len() - 1;
         // A local that had this slot before is out of scope: its last read stays its last.
         self.last_reads.remove(&slot);
+        self.lists.remove(&slot);
         slot
     }
 

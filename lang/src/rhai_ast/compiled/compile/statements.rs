@@ -1,15 +1,24 @@
 //! Statements: the kinds of statement, `for` loops and assignments.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use rhai::{ASTFlags, BinaryExpr, Dynamic, Expr, Stmt};
 
 use super::*;
+use crate::rhai_ast::compiled::answer::AnswerList;
 use crate::rhai_ast::compiled::ops::{self, BinOp};
 use crate::rhai_ast::compiled::{Code, Frame, Stop};
 
 impl Compiler<'_> {
     pub(super) fn stmt_body(&mut self, stmt: &Stmt) -> Compiled<Code> {
+        // Only the function's last statement itself: not the statements inside it.
+        let tail = std::mem::take(&mut self.tail);
         Ok(match stmt {
             Stmt::Noop(_) => unit(),
+            Stmt::Expr(expr) if tail && self.is_handler && matches!(**expr, Expr::Map(..)) => {
+                self.answer_literal(expr)?
+            }
             Stmt::Expr(expr) => {
                 let code = self.expr(expr)?;
                 Box::new(move |f| code(f))
@@ -21,8 +30,31 @@ impl Compiler<'_> {
             Stmt::Block(block) => self.block(block.statements())?,
             Stmt::Var(var, flags, _) => {
                 let (ident, value, _) = &**var;
+                let constant = flags.contains(ASTFlags::CONSTANT);
+                // `[]`, which Rhai's optimizer may have made a constant.
+                let empty_array = match value {
+                    Expr::Array(items, _) => items.is_empty(),
+                    Expr::DynamicConstant(value, _) => {
+                        value.as_array_ref().is_ok_and(|items| items.is_empty())
+                    }
+                    _ => false,
+                };
                 let value = self.expr(value)?;
-                let slot = self.declare(ident.name.clone(), flags.contains(ASTFlags::CONSTANT));
+                let slot = self.declare(ident.name.clone(), constant);
+                if empty_array && !constant && self.is_handler {
+                    // Perhaps an answer's list: known once the whole function is compiled.
+                    let list = Arc::new(AtomicBool::new(true));
+                    self.lists.insert(slot, list.clone());
+                    return Ok(Box::new(move |f| {
+                        let value = if list.load(Ordering::Relaxed) && f.depth == 1 {
+                            Dynamic::from(AnswerList::new())
+                        } else {
+                            value(f)?
+                        };
+                        *f.local(slot) = value;
+                        Ok(Dynamic::UNIT)
+                    }));
+                }
                 Box::new(move |f| {
                     let value = value(f)?;
                     *f.local(slot) = value;
@@ -119,6 +151,13 @@ impl Compiler<'_> {
             }
             Stmt::Return(value, flags, _) => {
                 let value = match value {
+                    Some(value)
+                        if self.is_handler
+                            && !flags.contains(ASTFlags::BREAK)
+                            && matches!(**value, Expr::Map(..)) =>
+                    {
+                        self.answer_literal(value)?
+                    }
                     Some(value) => self.expr(value)?,
                     None => unit(),
                 };
