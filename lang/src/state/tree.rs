@@ -341,7 +341,7 @@ impl<K, V> Shape<K, V> {
     #[inline]
     unsafe fn leaf_search(leaf: Node, key: &K) -> Result<usize, usize>
     where
-        K: Ord,
+        K: Ord + 'static,
     {
         unsafe { linear_search(Self::leaf_keys(leaf), key) }
     }
@@ -350,7 +350,7 @@ impl<K, V> Shape<K, V> {
     #[inline]
     unsafe fn child_for(branch: Node, key: &K) -> usize
     where
-        K: Ord,
+        K: Ord + 'static,
     {
         match linear_search(unsafe { Self::branch_keys(branch) }, key) {
             Ok(i) => i + 1,
@@ -363,7 +363,19 @@ impl<K, V> Shape<K, V> {
 /// which measured faster than a binary search on nodes of 15 keys (research note 025): it reads
 /// the keys' cache lines in order, and its branches are predictable.
 #[inline]
-fn linear_search<K: Ord>(keys: &[K], key: &K) -> Result<usize, usize> {
+fn linear_search<K: Ord + 'static>(keys: &[K], key: &K) -> Result<usize, usize> {
+    if std::any::TypeId::of::<K>() == std::any::TypeId::of::<super::key::Key>() {
+        // SAFETY: `K` is `Key` (a comparison of constants, decided when this is compiled).
+        let (keys, key) = unsafe {
+            (
+                &*(keys as *const [K] as *const [super::key::Key]),
+                &*(key as *const K as *const super::key::Key),
+            )
+        };
+        if let Some(found) = key.position_in(keys) {
+            return found;
+        }
+    }
     for (i, k) in keys.iter().enumerate() {
         match k.cmp(key) {
             std::cmp::Ordering::Less => {}
@@ -633,7 +645,7 @@ impl Path {
     }
 }
 
-impl<K: Ord + Clone, V: Clone> Live<K, V> {
+impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
     fn new(root: Option<Node>, len: usize, census: Census) -> Live<K, V> {
         Live {
             root,
@@ -1561,7 +1573,7 @@ struct Cursor<K, V> {
     _shape: PhantomData<(K, V)>,
 }
 
-impl<K: Ord, V> Cursor<K, V> {
+impl<K: Ord + 'static, V> Cursor<K, V> {
     fn end() -> Cursor<K, V> {
         Cursor {
             nodes: [ptr::null(); DEPTH_MAX],
