@@ -245,14 +245,16 @@ impl Compiler<'_> {
         let Some((order, keys)) = Self::literal_layout(entries, template) else {
             return Ok(None);
         };
-        let slot = self.local_for_list(&variable.1).expect("a local");
-        let constant = self.scope[slot].constant;
         // Counted as the general way counts it: the method, the literal, and its values.
         self.nodes += 2;
+        // The values first, as they run: a value that reads the list is not its last read
+        // (the push comes after), and makes it an array.
         let values = entries
             .iter()
             .map(|(_, v)| self.expr(v))
             .collect::<Compiled<Vec<Code>>>()?;
+        let slot = self.local_for_list(&variable.1).expect("a local");
+        let constant = self.scope[slot].constant;
         let template: rhai::Map = template.clone();
         Ok(Some(Box::new(move |f| {
             let mut evaluated = Vec::with_capacity(values.len());
