@@ -1,12 +1,12 @@
 #!/bin/sh
 # Research 029: the owner's calls before (BEFORE: a checkout of 5293b57 built into BEFORE_BIN)
 # and after (this tree's target/release): callgrind's instructions per call of each kind, then
-# the timed owner benchmark, alternating.
-#   sh docs/research/029/run.sh BEFORE BEFORE_BIN [PARTS]   (PARTS: "1 2" by default)
+# the timed owner benchmark and TPC-C over HTTP, alternating.
+#   sh docs/research/029/run.sh BEFORE BEFORE_BIN [PARTS]   (PARTS: "1 2 3 4" by default)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-before=$1; before_bin=$2; parts=${3:-1 2}
+before=$1; before_bin=$2; parts=${3:-1 2 3 4}
 part() { case " $parts " in *" $1 "*) return 0;; *) return 1;; esac; }
 after_bin=$root/target/release
 raw=$here/raw
@@ -30,3 +30,26 @@ part 2 && for n in 1 2 3; do for s in before after; do
     > "$raw/owner-$s-$n.txt" 2>&1
   echo "owner $s $n: $(grep weighted "$raw/owner-$s-$n.txt")"
 done; done
+
+# 3. TPC-C over HTTP in RAM, W=1, 64 terminals (3 pairs): tx/s and the server's CPU.
+part 3 && for n in 1 2 3; do for s in before after; do
+  rm -rf /dev/shm/pure-029
+  "$(bin $s)/pure-bench" tpcc --engine pure --terminals 64 --seconds 20 --warmup 5 \
+    --dir /dev/shm/pure-029 --app "$(app $s)" --json "$raw/http-$s-$n.json" > "$raw/http-$s-$n.txt" 2>&1
+  echo "http $s $n: $(grep -E 'transactions/s' "$raw/http-$s-$n.txt" | cut -d';' -f1);" \
+    "$(grep -E 'CPU per' "$raw/http-$s-$n.txt")"
+done; done
+
+# 4. The ratios in the same session: SQLite's best closed-loop configuration of note 028 (one
+#    connection, one terminal) and Pure in-process, 64 terminals, once each.
+part 4 && {
+  rm -rf /dev/shm/pure-029
+  "$after_bin/pure-bench" tpcc --engine sqlite --threads 1 --terminals 1 --seconds 20 --warmup 5 \
+    --dir /dev/shm/pure-029 --json "$raw/sqlite.json" > "$raw/sqlite.txt" 2>&1
+  echo "sqlite: $(grep -E 'transactions/s' "$raw/sqlite.txt" | cut -d';' -f1)"
+  rm -rf /dev/shm/pure-029
+  "$after_bin/pure-bench" tpcc --engine pure-inprocess --terminals 64 --seconds 20 --warmup 5 \
+    --dir /dev/shm/pure-029 --app "$root/apps/tpcc" --json "$raw/inprocess.json" > "$raw/inprocess.txt" 2>&1
+  echo "pure in-process: $(grep -E 'transactions/s' "$raw/inprocess.txt" | cut -d';' -f1);" \
+    "$(grep -E 'CPU per' "$raw/inprocess.txt")"
+}
