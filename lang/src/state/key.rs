@@ -332,10 +332,13 @@ fn decode_part_bytes(bytes: &[u8]) -> (PartBytes<'_>, usize) {
         (INT_MIN_CODE..=INT_MAX_CODE).contains(&code),
         "code {code:#x}"
     );
-    let n = len - 1;
-    let mut word = if code < INT_ZERO { [0xFF; 8] } else { [0; 8] };
-    word[8 - n..].copy_from_slice(&bytes[1..len]);
-    (PartBytes::Int(i64::from_be_bytes(word)), len)
+    // Big-endian, sign-extended from the code: a byte at a time, as a part has at most eight
+    // (a copy into a word would call `memcpy` for every part).
+    let fill = if code < INT_ZERO { u64::MAX } else { 0 };
+    let value = bytes[1..len]
+        .iter()
+        .fold(fill, |value, &b| value << 8 | u64::from(b));
+    (PartBytes::Int(value as i64), len)
 }
 
 impl Key {
