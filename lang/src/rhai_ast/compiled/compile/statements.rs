@@ -292,25 +292,27 @@ impl Compiler<'_> {
         })
     }
 
+    /// The slot of the local an assignment changes (not a constant).
+    fn target_local(&mut self, expr: &Expr) -> Compiled<usize> {
+        match expr {
+            Expr::Variable(variable, ..) => match self.local(&variable.1) {
+                Some((slot, false)) => {
+                    self.changes_first_parameter |= slot == 0;
+                    Ok(slot)
+                }
+                _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
+            },
+            _ => refuse(expr.position(), "an assignment to an expression"),
+        }
+    }
+
     /// `x op= y` to a local or to a property of a local, with integers kept out of `Dynamic`s
     /// (`sum += amount`, `row.s_ytd += quantity`).
     fn op_assignment(&mut self, op: BinOp, lhs: &Expr, rhs: &Expr) -> Compiled<Code> {
         let value = self.int_operand(rhs)?;
-        let target_local = |compiler: &mut Self, expr: &Expr| -> Compiled<usize> {
-            match expr {
-                Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
-                    Some((slot, false)) => {
-                        compiler.changes_first_parameter |= slot == 0;
-                        Ok(slot)
-                    }
-                    _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
-                },
-                _ => refuse(expr.position(), "an assignment to an expression"),
-            }
-        };
         Ok(match lhs {
             Expr::Variable(..) => {
-                let slot = target_local(self, lhs)?;
+                let slot = self.target_local(lhs)?;
                 Box::new(move |f| {
                     let value = value(f)?;
                     let env = f.env;
@@ -330,7 +332,7 @@ impl Compiler<'_> {
                 let Expr::Property(property, _) = &chain.rhs else {
                     return refuse(lhs.position(), "an assignment through a longer chain");
                 };
-                let slot = target_local(self, &chain.lhs)?;
+                let slot = self.target_local(&chain.lhs)?;
                 let property = self.property(&property.2);
                 let is_key = property.name == "key";
                 Box::new(move |f| {
@@ -369,21 +371,9 @@ impl Compiler<'_> {
             }
         }
         let value = self.expr(rhs)?;
-        let target_local = |compiler: &mut Self, expr: &Expr| -> Compiled<usize> {
-            match expr {
-                Expr::Variable(variable, ..) => match compiler.local(&variable.1) {
-                    Some((slot, false)) => {
-                        compiler.changes_first_parameter |= slot == 0;
-                        Ok(slot)
-                    }
-                    _ => refuse(expr.position(), format!("an assignment to {}", variable.1)),
-                },
-                _ => refuse(expr.position(), "an assignment to an expression"),
-            }
-        };
         Ok(match lhs {
             Expr::Variable(..) => {
-                let slot = target_local(self, lhs)?;
+                let slot = self.target_local(lhs)?;
                 match op {
                     None => Box::new(move |f| {
                         let value = value(f)?;
@@ -403,7 +393,7 @@ impl Compiler<'_> {
                 let Expr::Property(property, _) = &chain.rhs else {
                     return refuse(lhs.position(), "an assignment through a longer chain");
                 };
-                let slot = target_local(self, &chain.lhs)?;
+                let slot = self.target_local(&chain.lhs)?;
                 let property = self.property(&property.2);
                 Box::new(move |f| {
                     let value = value(f)?;
@@ -426,7 +416,7 @@ impl Compiler<'_> {
                 // Compiled in the order they run, the target last: a read of the target in the
                 // index is then not its last use.
                 let index = self.expr(&chain.rhs)?;
-                let slot = target_local(self, &chain.lhs)?;
+                let slot = self.target_local(&chain.lhs)?;
                 Box::new(move |f| {
                     let value = value(f)?;
                     let index = index(f)?;
