@@ -976,15 +976,11 @@ fn text(req) { let s = "x"; for i in 0..req.body.n { s += "abcdefghij"; } let l 
 }
 
 fn pair_of(script: &str, limits: Limits) -> Pair {
-    let manifest = r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#;
-    Pair::new(|| {
-        App::from_sources(
-            manifest,
-            vec![("t.rhai".into(), script.to_string())],
-            limits.clone(),
-        )
-        .expect("compiles")
-    })
+    pair::pair_of_app(
+        r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#,
+        script,
+        limits,
+    )
 }
 
 /// What a second review found: Rhai checks the result of every registered function (a row's

@@ -4,7 +4,7 @@
 //! write sets and tables. The one fault found (a fallback, not a different answer) is fixed and
 //! kept as a test.
 
-use pure_lang::{App, Execution, Limits};
+use pure_lang::{Execution, Limits};
 use serde_json::{json, Value};
 
 mod pair;
@@ -18,16 +18,11 @@ fn limits() -> Limits {
 }
 
 fn pair_of(script: &str, limits: Limits) -> Pair {
-    let manifest =
-        r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"], "u": ["s", "x", "n"] } }"#;
-    Pair::new(|| {
-        App::from_sources(
-            manifest,
-            vec![("t.rhai".into(), script.to_string())],
-            limits.clone(),
-        )
-        .expect("compiles")
-    })
+    pair::pair_of_app(
+        r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"], "u": ["s", "x", "n"] } }"#,
+        script,
+        limits,
+    )
 }
 
 fn assert_compiled(pair: &Pair, handlers: &[&str]) {

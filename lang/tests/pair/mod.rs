@@ -2,7 +2,7 @@
 //! a call can change: shared by the tests of the compiled path. Each test crate uses a part.
 #![allow(dead_code)]
 
-use pure_lang::{App, Dynamic, HandlerKind, Request, Tables, WriteSet};
+use pure_lang::{App, Dynamic, HandlerKind, Limits, Request, Tables, WriteSet};
 use serde_json::{json, Value};
 
 /// The same app twice: compiled where possible, and Rhai only.
@@ -212,4 +212,16 @@ pub fn first_difference(a: &Tables, b: &Tables, app: &App) -> Option<String> {
         }
     }
     None
+}
+
+/// A pair of the app of `script` (one file) under `limits`, with the tables of `manifest`.
+pub fn pair_of_app(manifest: &str, script: &str, limits: Limits) -> Pair {
+    Pair::new(|| {
+        App::from_sources(
+            manifest,
+            vec![("t.rhai".into(), script.to_string())],
+            limits.clone(),
+        )
+        .expect("compiles")
+    })
 }

@@ -31,7 +31,6 @@ pub(crate) struct AnswerList {
     text: Json,
     /// What the array holds, as the size limits count it.
     sizes: Sizes,
-    items: usize,
 }
 
 impl AnswerList {
@@ -41,7 +40,6 @@ impl AnswerList {
         AnswerList {
             text,
             sizes: Sizes::default(),
-            items: 0,
         }
     }
 
@@ -56,12 +54,12 @@ impl AnswerList {
         // As the array's push would be checked: the item as a map literal, then the array.
         let item = keys.sizes(values).within(env.limits)?;
         let sizes = self.sizes.pushed(item).within(env.limits)?;
-        if self.items > 0 {
+        // Past the `[`, an item written before.
+        if self.text.len() > 1 {
             self.text.put(b",");
         }
         keys.write(&mut self.text, values, env, 2)?;
         self.sizes = sizes;
-        self.items += 1;
         Ok(())
     }
 

@@ -5,7 +5,7 @@ use rhai::{ASTFlags, Dynamic, Expr};
 use super::*;
 use crate::rhai_ast::compiled::answer::AnswerList;
 use crate::rhai_ast::compiled::ops::{self, Method};
-use crate::rhai_ast::compiled::Code;
+use crate::rhai_ast::compiled::{Code, Frame, Outcome};
 use crate::script::api::Table;
 
 impl Compiler<'_> {
@@ -133,13 +133,8 @@ impl Compiler<'_> {
                     env,
                 ),
                 Root::Local { slot, constant } if pushes_on_root => {
-                    let (target, before) = f.local_sized(*slot);
                     let item = values.next().expect("one argument");
-                    let known = before.map(|before| before.pushed(ops::Sizes::of(&item)));
-                    ops::push(target, item, *constant)?;
-                    let sizes = ops::fits_known(target, known, env)?;
-                    f.keep_sizes(*slot, sizes);
-                    Ok(Dynamic::UNIT)
+                    push_on_local(f, *slot, *constant, item)
                 }
                 Root::Local { slot, constant } => {
                     let value = walk(f.local(*slot), &steps, &mut values, *constant, env)?;
@@ -272,12 +267,7 @@ impl Compiler<'_> {
             }
             let item = ops::place_map(template.clone(), &order, evaluated);
             ops::fits(&item, env)?;
-            let (target, before) = f.local_sized(slot);
-            let known = before.map(|before| before.pushed(ops::Sizes::of(&item)));
-            ops::push(target, item, constant)?;
-            let sizes = ops::fits_known(target, known, env)?;
-            f.keep_sizes(slot, sizes);
-            Ok(Dynamic::UNIT)
+            push_on_local(f, slot, constant, item)
         })))
     }
 
@@ -356,4 +346,16 @@ impl Compiler<'_> {
             _ => refuse(node.position(), "this kind of index chain"),
         }
     }
+}
+
+/// `local.push(item)`: the local's sizes after are its sizes before and the item's, and the
+/// check of the local is the check of the array pushed into.
+fn push_on_local(f: &mut Frame, slot: usize, constant: bool, item: Dynamic) -> Outcome {
+    let env = f.env;
+    let (target, before) = f.local_sized(slot);
+    let known = before.map(|before| before.pushed(ops::Sizes::of(&item)));
+    ops::push(target, item, constant)?;
+    let sizes = ops::fits_known(target, known, env)?;
+    f.keep_sizes(slot, sizes);
+    Ok(Dynamic::UNIT)
 }

@@ -77,18 +77,7 @@ impl Compiler<'_> {
                     .iter()
                     .map(|(_, v)| self.expr(v))
                     .collect::<Compiled<Vec<Code>>>()?;
-                // The template holds each key once, in the map's order: with no key written
-                // twice, the values go to their places in that order, with no search by name.
-                let order: Option<Vec<usize>> = (template.len() == keys.len()).then(|| {
-                    template
-                        .keys()
-                        .map(|name| {
-                            keys.iter()
-                                .position(|k| k.as_str() == name.as_str())
-                                .expect("the template holds the literal's keys")
-                        })
-                        .collect()
-                });
+                let order = Self::literal_order(entries, &template);
                 // The values that are locals: one whose sizes are known (an array built by
                 // `push`, as an answer's list of lines is) is not walked again.
                 let locals: Vec<Option<usize>> = entries
@@ -186,25 +175,33 @@ impl Compiler<'_> {
         })
     }
 
-    /// The keys of a map literal in the map's order, where each takes its value from in the
-    /// literal, and the template the map is made from: `None` when the literal writes a key
-    /// twice (the map then has fewer entries than the literal values).
+    /// Where each of a map literal's values goes, in the map's order (the template holds each
+    /// key once, in that order): the values go to their places with no search by name. `None`
+    /// when the literal writes a key twice (the map then has fewer entries than the literal
+    /// values).
+    pub(super) fn literal_order(
+        entries: &[(rhai::Ident, Expr)],
+        template: &Map,
+    ) -> Option<Vec<usize>> {
+        (template.len() == entries.len()).then(|| {
+            template
+                .keys()
+                .map(|name| {
+                    entries
+                        .iter()
+                        .position(|(k, _)| k.name.as_str() == name.as_str())
+                        .expect("the template holds the literal's keys")
+                })
+                .collect()
+        })
+    }
+
+    /// [`Compiler::literal_order`], with the keys' text in that order.
     pub(super) fn literal_layout(
         entries: &[(rhai::Ident, Expr)],
         template: &Map,
     ) -> Option<(Vec<usize>, LiteralKeys)> {
-        if template.len() != entries.len() {
-            return None;
-        }
-        let order = template
-            .keys()
-            .map(|name| {
-                entries
-                    .iter()
-                    .position(|(k, _)| k.name.as_str() == name.as_str())
-                    .expect("the template holds the literal's keys")
-            })
-            .collect();
+        let order = Self::literal_order(entries, template)?;
         Some((order, LiteralKeys::new(template.keys().map(|k| k.as_str()))))
     }
 

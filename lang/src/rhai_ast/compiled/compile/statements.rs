@@ -372,22 +372,14 @@ impl Compiler<'_> {
         }
         let value = self.expr(rhs)?;
         Ok(match lhs {
+            // (`x op= y` to a local or its property went to `op_assignment` above.)
             Expr::Variable(..) => {
                 let slot = self.target_local(lhs)?;
-                match op {
-                    None => Box::new(move |f| {
-                        let value = value(f)?;
-                        *f.local(slot) = value;
-                        Ok(Dynamic::UNIT)
-                    }),
-                    Some(op) => Box::new(move |f| {
-                        let value = value(f)?;
-                        let env = f.env;
-                        let current = std::mem::take(f.local(slot));
-                        *f.local(slot) = ops::binary(op, current, value, env)?;
-                        Ok(Dynamic::UNIT)
-                    }),
-                }
+                Box::new(move |f| {
+                    let value = value(f)?;
+                    *f.local(slot) = value;
+                    Ok(Dynamic::UNIT)
+                })
             }
             Expr::Dot(chain, flags, _) if flags.is_empty() => {
                 let Expr::Property(property, _) = &chain.rhs else {
@@ -399,12 +391,6 @@ impl Compiler<'_> {
                     let value = value(f)?;
                     let env = f.env;
                     let (target, mut sizes) = f.local_sized(slot);
-                    let value = match op {
-                        None => value,
-                        Some(op) => {
-                            ops::binary(op, ops::get_property(target, &property, env)?, value, env)?
-                        }
-                    };
                     ops::set_property(target, &property, value, &mut sizes, env)?;
                     if let Some(sizes) = sizes {
                         f.keep_sizes(slot, sizes);
