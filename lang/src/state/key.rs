@@ -549,9 +549,9 @@ impl Ord for Key {
 impl Key {
     /// Where `self` is in ascending `keys` (`Ok`), or where it would go: the scan a tree node is
     /// searched with, in the order `Ord` gives, with the probe's words read and byte-swapped
-    /// once rather than at every key (research note 029).
+    /// once rather than at every key (research note 029), and every fourth key compared first
+    /// (note 030). `None` for a key on the heap (the caller scans with `Ord`).
     #[inline]
-    /// `None` for a key on the heap (the caller scans with `Ord`).
     pub(crate) fn position_in(&self, keys: &[Key]) -> Option<Result<usize, usize>> {
         let Repr::Inline(probe) = self.repr() else {
             return None;
@@ -560,9 +560,13 @@ impl Key {
             u64::from_be_bytes(x[at..at + 8].try_into().expect("8 bytes"))
         };
         let (p0, p1, p2) = (word(probe, 0), word(probe, 8), word(probe, INLINE - 8));
-        for (i, k) in keys.iter().enumerate() {
-            let order = if k.tag == HEAP {
-                k.cmp(self)
+        #[inline(always)]
+        fn order(k: &Key, probe: &Key, (p0, p1, p2): (u64, u64, u64)) -> Ordering {
+            let word = |x: &[u8; INLINE], at: usize| {
+                u64::from_be_bytes(x[at..at + 8].try_into().expect("8 bytes"))
+            };
+            if k.tag == HEAP {
+                k.cmp(probe)
             } else {
                 // As `Ord::cmp` compares two inline keys: word by word.
                 let x0 = word(&k.bytes, 0);
@@ -576,16 +580,31 @@ impl Key {
                         word(&k.bytes, INLINE - 8).cmp(&p2)
                     }
                 }
-            };
-            match order {
-                Ordering::Less => {}
-                Ordering::Equal => return Some(Ok(i)),
-                Ordering::Greater => return Some(Err(i)),
             }
         }
-        Some(Err(keys.len()))
+        let words = (p0, p1, p2);
+        let order = |k: &Key| order(k, self, words);
+        // Every fourth key first, then the three before the first of those not less than the
+        // probe: about half the comparisons of a plain scan over a node's 12 to 15 keys, and
+        // still a walk forward through the node (a binary search waits on each probe's load).
+        let mut from = 0;
+        while from + STRIDE <= keys.len() && order(&keys[from + STRIDE - 1]) == Ordering::Less {
+            from += STRIDE;
+        }
+        let end = keys.len().min(from + STRIDE);
+        for (i, k) in keys[from..end].iter().enumerate() {
+            match order(k) {
+                Ordering::Less => {}
+                Ordering::Equal => return Some(Ok(from + i)),
+                Ordering::Greater => return Some(Err(from + i)),
+            }
+        }
+        Some(Err(end))
     }
 }
+
+/// The stride of `Key::position_in`'s first pass.
+const STRIDE: usize = 4;
 
 impl PartialOrd for Key {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
