@@ -975,6 +975,155 @@ fn text(req) { let s = "x"; for i in 0..req.body.n { s += "abcdefghij"; } let l 
     assert_eq!(pair.call("called", json!({"n": 3})), Ok(json!(3)));
 }
 
+/// A literal of values that change nothing (locals, a local's property, operators on those) is
+/// written without making its values, each read where it lies as its key comes: a row's
+/// integer or string from its packed slot. Rhai's answers, bytes and all, and its errors.
+#[test]
+fn answers_written_from_where_their_values_lie_are_rhais() {
+    let script = r#"
+fn put(req) { t.put(req.body.k, req.body.row); 0 }
+fn fields(req) { let r = t.get(req.body.k); let k = 2; #{ z: r.n, a: r.s, m: r.f, b: r.a, y: r.u, k: r.key, s: k } }
+fn changed(req) { let r = t.get(req.body.k); r.n += 1; r.s = "new\n"; #{ n: r.n, s: r.s, f: r.f } }
+fn ops(req) { let r = t.get(req.body.k); let x = req.body.x; #{ sum: r.n + x, prod: x * 3, cmp: x < r.n, cat: r.s + "!", big: x * 9223372036854775807 } }
+fn unit_row(req) { let r = t.get(req.body.k + 1000); #{ n: r.n } }
+fn map_local(req) { let m = #{ a: req.body.x, b: "two" }; #{ a: m.a, c: m.c, m: m } }
+fn pushed(req) { let r = t.get(req.body.k); let l = []; for i in 0..req.body.x { l.push(#{ i: i, s: r.s, n: r.n * i }); } #{ l: l, last: r.n } }
+fn other_list(req) { let a = []; a.push(#{ i: 1 }); let b = []; b.push(#{ a: a }); #{ b: b } }
+fn not_pieces(req) { let r = t.get(req.body.k); #{ b: r.s.len(), a: r.n } }
+"#;
+    let small = Limits {
+        array_items_max: 10,
+        map_items_max: 30,
+        string_bytes_max: 40,
+        ..limits()
+    };
+    let mut pair = pair::pair_of_app(
+        r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s", "f", "a", "u"] } }"#,
+        script,
+        small,
+    );
+    let rows = [
+        json!({"n": 5, "s": "plain", "f": 1.5, "a": [1, "x"], "u": null}),
+        json!({"n": -7, "s": "quote \" and \\ and \u{1}", "f": -0.0, "a": {"k": 1}}),
+        json!({"n": "not an integer", "s": 12, "f": true, "u": [[]]}),
+        json!({"n": 9223372036854775807i64, "s": "é and 日本", "f": 1e300}),
+        json!({"n": 1, "s": "a string of more than forty bytes, too long to read"}),
+        json!([3, "positional"]),
+    ];
+    for (k, row) in rows.iter().enumerate() {
+        pair.call("put", json!({"k": k, "row": row})).expect("put");
+    }
+    for handler in [
+        "fields",
+        "changed",
+        "ops",
+        "unit_row",
+        "map_local",
+        "pushed",
+        "other_list",
+        "not_pieces",
+    ] {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        for k in 0..rows.len() {
+            for x in [0, 2, 11] {
+                // Every answer and error is compared with Rhai's by the pair.
+                let _ = pair.call(handler, json!({"k": k, "x": x}));
+            }
+        }
+    }
+    let fallbacks = pair.compiled.fallbacks();
+    assert_eq!(
+        pair.call("fields", json!({"k": 1})),
+        Ok(
+            json!({"a": "quote \" and \\ and \u{1}", "b": {"k": 1}, "k": 1, "m": -0.0, "s": 2,
+            "y": null, "z": -7})
+        )
+    );
+    assert_eq!(
+        pair.call("pushed", json!({"k": 0, "x": 2})),
+        Ok(
+            json!({"l": [{"i": 0, "n": 0, "s": "plain"}, {"i": 1, "n": 5, "s": "plain"}], "last": 5})
+        )
+    );
+    assert_eq!(
+        pair.compiled.fallbacks(),
+        fallbacks,
+        "written, not run again in Rhai"
+    );
+    // A string past the limits is stopped where it is read, as Rhai stops it.
+    assert!(pair.call("fields", json!({"k": 4})).is_err());
+    assert!(pair.call("unit_row", json!({"k": 0})).is_err());
+}
+
+/// `row.field.contains(x)` searches a row's string where it lies, as Rhai answers it: a
+/// substring or a character; anything else (an integer field, a changed one, a needle of
+/// another type, a string past the limits) goes the general way, or to Rhai.
+#[test]
+fn a_rows_string_searched_where_it_lies_is_rhais_contains() {
+    let script = r#"
+fn put(req) { t.put(req.body.k, req.body.row); 0 }
+fn has(req) { let r = t.get(req.body.k); r.s.contains(req.body.x) }
+fn has_char(req) { let r = t.get(req.body.k); r.s.contains('é') }
+fn has_changed(req) { let r = t.get(req.body.k); r.s = "changed"; r.s.contains(req.body.x) }
+fn has_int(req) { let r = t.get(req.body.k); r.n.contains(req.body.x) }
+fn both(req) { let r = t.get(req.body.k); if r.s.contains("ORIGINAL") && r.s.contains(req.body.x) { "B" } else { "G" } }
+"#;
+    let small = Limits {
+        string_bytes_max: 40,
+        ..limits()
+    };
+    let mut pair = pair::pair_of_app(
+        r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#,
+        script,
+        small,
+    );
+    let rows = [
+        json!({"n": 5, "s": "xxORIGINALyy"}),
+        json!({"n": 6, "s": "café"}),
+        json!({"n": 7, "s": ""}),
+        json!({"n": 8, "s": 12}),
+        json!({"n": 9, "s": "a string of more than forty bytes, ORIGINAL"}),
+    ];
+    for (k, row) in rows.iter().enumerate() {
+        pair.call("put", json!({"k": k, "row": row})).expect("put");
+    }
+    for handler in ["has", "has_char", "has_changed", "has_int", "both"] {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        for k in 0..rows.len() {
+            for x in [
+                json!("ORIGINAL"),
+                json!(""),
+                json!("é"),
+                json!("zz"),
+                json!(3),
+            ] {
+                // Every answer and error is compared with Rhai's by the pair.
+                let _ = pair.call(handler, json!({"k": k, "x": x}));
+            }
+        }
+    }
+    let fallbacks = pair.compiled.fallbacks();
+    assert_eq!(
+        pair.call("both", json!({"k": 0, "x": "yy"})),
+        Ok(json!("B"))
+    );
+    assert_eq!(pair.call("has_char", json!({"k": 1})), Ok(json!(true)));
+    assert_eq!(
+        pair.compiled.fallbacks(),
+        fallbacks,
+        "searched, not run again in Rhai"
+    );
+    assert!(pair.call("has", json!({"k": 4, "x": "a"})).is_err());
+}
+
 fn pair_of(script: &str, limits: Limits) -> Pair {
     pair::pair_of_app(
         r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#,

@@ -75,6 +75,16 @@ impl Row {
         self.stored.int(slot)
     }
 
+    /// The string in `slot` as the script sees it, if it holds one as it was read: [`Row::get`]
+    /// without making a script string (`None` for a slot the script changed).
+    #[inline]
+    pub(crate) fn str(&self, slot: usize) -> Option<&str> {
+        if slot < 64 && self.dirty & (1 << slot) != 0 {
+            return None;
+        }
+        self.stored.str(slot)
+    }
+
     pub(crate) fn set(&mut self, slot: usize, value: Dynamic) {
         if self.dirty & (1 << slot) != 0 {
             let entry = self

@@ -226,7 +226,7 @@ pub(crate) fn string(out: &mut Json, text: &str) {
 
 /// An integer's text, as serde_json writes it (with the same `itoa`), without its serializer.
 #[inline]
-fn int(out: &mut Json, i: i64) {
+pub(crate) fn int(out: &mut Json, i: i64) {
     out.put(itoa::Buffer::new().format(i).as_bytes());
 }
 

@@ -254,6 +254,15 @@ impl Fields {
         (slot < self.len() && self.tag(slot) == codec::INT).then(|| self.slot_word(slot) as i64)
     }
 
+    /// The string in `slot`, if it holds one, where it lies in the row.
+    pub fn str(&self, slot: usize) -> Option<&str> {
+        if slot >= self.len() || self.tag(slot) != codec::STR {
+            return None;
+        }
+        // SAFETY: string bytes come from a `&str` or a checked decoding (the invariant).
+        Some(unsafe { std::str::from_utf8_unchecked(self.var_bytes(slot)) })
+    }
+
     /// Whether `slot` holds unit (or is past the row's end).
     pub fn is_unit(&self, slot: usize) -> bool {
         slot >= self.len() || self.tag(slot) == codec::UNIT

@@ -341,6 +341,14 @@ impl Sizes {
     }
 
     /// What a map of `entries` entries holds, its values holding `values` together.
+    /// A string of `bytes`.
+    pub(crate) fn text(bytes: usize) -> Sizes {
+        Sizes {
+            text: bytes,
+            ..Sizes::default()
+        }
+    }
+
     pub(crate) fn map_of(entries: usize, values: Sizes) -> Sizes {
         values.plus(Sizes {
             maps: entries,
@@ -386,7 +394,7 @@ pub(crate) struct Property {
     pub slots: Arc<[Option<usize>]>,
 }
 
-fn row_slot(property: &Property, table: TableId) -> Result<usize> {
+pub(crate) fn row_slot(property: &Property, table: TableId) -> Result<usize> {
     match property.slots.get(table as usize) {
         Some(Some(slot)) => Ok(*slot),
         _ => Err(Stop::Fallback),
@@ -793,13 +801,7 @@ fn text_receiver(target: &Dynamic, env: &Env) -> Result<ImmutableString> {
 fn contains(target: &Dynamic, needle: &Dynamic, env: &Env) -> Result<Dynamic> {
     if target.is_string() {
         let text = text_receiver(target, env)?;
-        if let Ok(part) = needle.as_immutable_string_ref() {
-            return Ok(Dynamic::from_bool(text.contains(part.as_str())));
-        }
-        if let Ok(c) = needle.as_char() {
-            return Ok(Dynamic::from_bool(text.contains(c)));
-        }
-        return Err(Stop::Fallback);
+        return text_contains(&text, needle);
     }
     if target.is_map() {
         fits(target, env)?;
@@ -810,6 +812,37 @@ fn contains(target: &Dynamic, needle: &Dynamic, env: &Env) -> Result<Dynamic> {
         return Ok(Dynamic::from_bool(map.contains_key(name.as_str())));
     }
     Err(Stop::Fallback)
+}
+
+fn text_contains(text: &str, needle: &Dynamic) -> Result<Dynamic> {
+    if let Ok(part) = needle.as_immutable_string_ref() {
+        return Ok(Dynamic::from_bool(text.contains(part.as_str())));
+    }
+    if let Ok(c) = needle.as_char() {
+        return Ok(Dynamic::from_bool(text.contains(c)));
+    }
+    Err(Stop::Fallback)
+}
+
+/// `row.name.contains(needle)` when `target` is a row whose field `name` holds a string as it
+/// was read: [`contains`] on the field's text where it lies, with the checks reading it makes
+/// (the string against the limits). `None` for anything else, which goes the general way.
+pub(crate) fn field_contains(
+    target: &Dynamic,
+    property: &Property,
+    needle: &Dynamic,
+    env: &Env,
+) -> Option<Result<Dynamic>> {
+    let row = target.read_lock::<Row>()?;
+    if property.name == "key" {
+        return None;
+    }
+    let slot = (*property.slots.get(row.table as usize)?)?;
+    let text = row.str(slot)?;
+    if text.len() > env.limits.string_bytes_max {
+        return Some(Err(Stop::Fallback));
+    }
+    Some(text_contains(text, needle))
 }
 
 /// `text.sub_string(start, len)` exactly as Rhai 1.27 computes it (`sub_string` in its

@@ -249,9 +249,23 @@ impl Compiler<'_> {
             .map(|(_, v)| self.expr(v))
             .collect::<Compiled<Vec<Code>>>()?;
         let slot = self.local_for_list(&variable.1).expect("a local");
+        let pieces = self.pieces(entries, &order, Some(slot))?;
         let constant = self.scope[slot].constant;
         let template: rhai::Map = template.clone();
         Ok(Some(Box::new(move |f| {
+            if let Some(pieces) = &pieces {
+                if f.local_ref(slot).is::<AnswerList>() {
+                    // Out of its local while the pieces are read (none reads it).
+                    let mut list = std::mem::take(f.local_same_sizes(slot));
+                    let pushed = list
+                        .write_lock::<AnswerList>()
+                        .expect("an answer's list")
+                        .push_pieces(&keys, pieces, f);
+                    *f.local_same_sizes(slot) = list;
+                    pushed?;
+                    return Ok(Dynamic::UNIT);
+                }
+            }
             let mut evaluated = Vec::with_capacity(values.len());
             for value in &values {
                 evaluated.push(value(f)?);

@@ -4,7 +4,7 @@
 use rhai::{Dynamic, Expr, FnCallExpr, ImmutableString, Map, Position};
 
 use super::*;
-use crate::rhai_ast::compiled::answer::{self, AnswerList, LiteralKeys};
+use crate::rhai_ast::compiled::answer::{self, AnswerList, LiteralKeys, Piece};
 use crate::rhai_ast::compiled::ops::{self, BinOp};
 use crate::rhai_ast::compiled::Frame;
 use crate::rhai_ast::compiled::{Code, Stop};
@@ -205,6 +205,72 @@ impl Compiler<'_> {
         Some((order, LiteralKeys::new(template.keys().map(|k| k.as_str()))))
     }
 
+    /// Whether `expr` can be an `answer::Piece` of a literal pushed into the local `list` (if
+    /// any): a value that changes nothing and names no table, read only when written.
+    fn is_piece(&self, expr: &Expr, list: Option<usize>) -> bool {
+        let local = |name: &str| self.slot_of(name).is_some_and(|slot| Some(slot) != list);
+        match expr {
+            Expr::IntegerConstant(..)
+            | Expr::FloatConstant(..)
+            | Expr::BoolConstant(..)
+            | Expr::StringConstant(..)
+            | Expr::CharConstant(..)
+            | Expr::Unit(..) => true,
+            Expr::Variable(variable, ..) => local(&variable.1),
+            Expr::Dot(chain, flags, _) if flags.is_empty() => matches!(
+                (&chain.lhs, &chain.rhs),
+                (Expr::Variable(variable, ..), Expr::Property(..)) if local(&variable.1)
+            ),
+            Expr::FnCall(call, _) if !call.capture_parent_scope => {
+                call.op_token.is_some()
+                    && call.args.len() == 2
+                    && BinOp::from_name(call.name.as_str()).is_some()
+                    && call.args.iter().all(|arg| self.is_piece(arg, list))
+            }
+            _ => false,
+        }
+    }
+
+    /// The values of a map literal as `answer::Piece`s, in the keys' `order`, when every one
+    /// can be (see [`Compiler::is_piece`]); `list` is the local a push puts the literal into.
+    /// Compiled beside the literal's ordinary code, which counts the operations: these count
+    /// none. Locals an answer's list may be are read as such only for a return (`list` None).
+    pub(super) fn pieces(
+        &mut self,
+        entries: &[(rhai::Ident, Expr)],
+        order: &[usize],
+        list: Option<usize>,
+    ) -> Compiled<Option<Vec<Piece>>> {
+        if !entries.iter().all(|(_, v)| self.is_piece(v, list)) {
+            return Ok(None);
+        }
+        let nodes = self.nodes;
+        let mut pieces = Vec::with_capacity(order.len());
+        for &at in order {
+            let value = &entries[at].1;
+            pieces.push(match value {
+                Expr::Variable(variable, ..) => match self.list_slot(&variable.1) {
+                    Some(_) if list.is_none() => {
+                        Piece::List(self.local_for_list(&variable.1).expect("a local"))
+                    }
+                    _ => Piece::Local(self.local(&variable.1).expect("a local").0),
+                },
+                Expr::Dot(chain, ..) => {
+                    let (Expr::Variable(variable, ..), Expr::Property(property, _)) =
+                        (&chain.lhs, &chain.rhs)
+                    else {
+                        unreachable!("a piece's chain is a local's property");
+                    };
+                    let slot = self.local(&variable.1).expect("a local").0;
+                    Piece::Field(slot, self.property(&property.2))
+                }
+                value => Piece::Int(self.int_operand(value)?),
+            });
+        }
+        self.nodes = nodes;
+        Ok(Some(pieces))
+    }
+
     /// A map literal in a handler's return position (see `answer`): the handler's answer
     /// written as it is made, when the handler runs as the handler; the map otherwise.
     pub(super) fn answer_literal(&mut self, expr: &Expr) -> Compiled<Code> {
@@ -254,8 +320,12 @@ impl Compiler<'_> {
                 v => Ok((self.expr(v)?, None)),
             })
             .collect::<Compiled<Vec<(Code, Option<usize>)>>>()?;
+        let pieces = self.pieces(entries, &order, None)?;
         let template: Map = template.clone();
         Ok(Box::new(move |f| {
+            if let (1, Some(pieces)) = (f.depth, &pieces) {
+                return answer::written_pieces(&keys, pieces, f);
+            }
             let mut evaluated = Vec::with_capacity(values.len());
             let mut sizes = ops::Sizes::default();
             for (value, local) in &values {
