@@ -288,6 +288,16 @@ pub(crate) fn put(
     with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
 }
 
+/// [`put`] of fields already made and checked (see `check_field`).
+pub(crate) fn put_fields(
+    table: Table,
+    key: Key,
+    fields: Fields,
+    must_be_new: bool,
+) -> Fallible<()> {
+    with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
+}
+
 /// Entries `put_all` and `delete_all` write between two looks at the call's time budget: they
 /// are one operation to Rhai, and a map or an array may hold tens of thousands of entries.
 const BULK_CHUNK: usize = 1024;

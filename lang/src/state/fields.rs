@@ -167,8 +167,24 @@ impl Fields {
 
     /// The row of `values` in slot order. Every value must be storable (`api::check_storable`).
     pub fn from_values(values: &[Dynamic]) -> Fields {
-        // Built in the thread's scratch buffer, so that a row costs one allocation (its own)
-        // rather than a buffer grown for its strings and then freed.
+        let row = Fields::build(values.len(), |b| {
+            for (slot, v) in values.iter().enumerate() {
+                b.set_value(slot, v);
+            }
+            Ok::<(), ()>(())
+        })
+        .expect("setting values cannot fail");
+        debug_assert_eq!(row.len(), values.len(), "a slot per value");
+        row
+    }
+
+    /// A row of `len` slots set by `fill`, in the thread's scratch buffer, so that a row costs
+    /// one allocation (its own) rather than a buffer grown for its strings and then freed.
+    /// `fill` must not build another row (the buffer is borrowed meanwhile).
+    pub fn build<E>(
+        len: usize,
+        fill: impl FnOnce(&mut FieldsBuilder) -> Result<(), E>,
+    ) -> Result<Fields, E> {
         thread_local! {
             static SCRATCH: RefCell<FieldsBuilder> = RefCell::new(FieldsBuilder::new(0));
         }
@@ -176,12 +192,9 @@ impl Fields {
         const KEPT_MAX: usize = 64 * 1024;
         SCRATCH.with(|scratch| {
             let mut b = scratch.borrow_mut();
-            b.reset(values.len());
-            for (slot, v) in values.iter().enumerate() {
-                b.set_value(slot, v);
-            }
-            let row = b.build();
-            debug_assert_eq!(row.len(), values.len(), "a slot per value");
+            b.reset(len);
+            let filled = fill(&mut b);
+            let row = filled.map(|()| b.build());
             if b.bytes.capacity() > KEPT_MAX {
                 *b = FieldsBuilder::new(0);
             }
@@ -488,6 +501,14 @@ impl FieldsBuilder {
         let len = u32::try_from(bytes.len()).expect("a field under 4 GiB");
         self.bytes.extend_from_slice(bytes);
         self.set_fixed(slot, tag, u64::from(off) | u64::from(len) << 32);
+    }
+
+    pub fn set_int(&mut self, slot: usize, i: i64) {
+        self.set_fixed(slot, codec::INT, i as u64);
+    }
+
+    pub fn set_str(&mut self, slot: usize, text: &str) {
+        self.set_var(slot, codec::STR, text.as_bytes());
     }
 
     /// Sets `slot` to a storable value.

@@ -103,6 +103,14 @@ impl TableSchema {
         Err(self.refusal(slot, *declared, value))
     }
 
+    /// [`TableSchema::check`] of a string, without the value.
+    #[inline]
+    pub fn takes_string(&self, slot: usize) -> bool {
+        self.types
+            .get(slot)
+            .is_none_or(|declared| matches!(declared.kind, Kind::Any | Kind::String))
+    }
+
     #[cold]
     fn refusal(&self, slot: usize, declared: FieldType, value: &Dynamic) -> String {
         // What the value is, shown short: a scalar as itself (cut to 40 characters), an array

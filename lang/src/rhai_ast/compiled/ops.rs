@@ -341,6 +341,14 @@ impl Sizes {
     }
 
     /// What a map of `entries` entries holds, its values holding `values` together.
+    /// An array of `items` (not counting what they hold).
+    pub(crate) fn array_of(items: usize) -> Sizes {
+        Sizes {
+            arrays: items,
+            ..Sizes::default()
+        }
+    }
+
     /// A string of `bytes`.
     pub(crate) fn text(bytes: usize) -> Sizes {
         Sizes {
@@ -639,7 +647,7 @@ impl Method {
     }
 }
 
-fn api<T>(result: std::result::Result<T, Box<rhai::EvalAltResult>>) -> Result<T> {
+pub(crate) fn api<T>(result: std::result::Result<T, Box<rhai::EvalAltResult>>) -> Result<T> {
     result.map_err(|_| Stop::Fallback)
 }
 

@@ -6,7 +6,9 @@ use super::*;
 use crate::rhai_ast::compiled::answer::AnswerList;
 use crate::rhai_ast::compiled::ops::{self, Method};
 use crate::rhai_ast::compiled::{Code, Frame, Outcome};
-use crate::script::api::Table;
+use crate::script::api::{self, Row, Table};
+use crate::state::fields::Fields;
+use crate::state::schema::TableId;
 
 impl Compiler<'_> {
     /// `root.a[i].m(x)...`: its arguments are evaluated first, in order, then the chain is walked
@@ -185,7 +187,20 @@ impl Compiler<'_> {
             .iter()
             .map(|e| self.int_operand(e))
             .collect::<Compiled<Vec<IntCode>>>()?;
-        let row = row_arg.first().map(|e| self.expr(e)).transpose()?;
+        let row = match row_arg.first() {
+            Some(Expr::Array(items, _)) if self.is_field_list(id, items) => {
+                // Counted as `expr` counts an array literal: one node, and its items.
+                self.nodes += 1;
+                RowCode::Fields(
+                    items
+                        .iter()
+                        .map(|item| self.field_code(item))
+                        .collect::<Compiled<_>>()?,
+                )
+            }
+            Some(row) => RowCode::Value(self.expr(row)?),
+            None => RowCode::None,
+        };
         let table = Table { id };
         Ok(Some(Box::new(move |f| {
             let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
@@ -203,8 +218,24 @@ impl Compiler<'_> {
                 }
             }
             let row = match &row {
-                Some(row) => Some(row(f)?),
-                None => None,
+                RowCode::Fields(items) if values.is_empty() => {
+                    let key = crate::state::key::Key::ints(&ints[..parts.len()]);
+                    let fields = fields_of(items, table, f)?;
+                    let must_be_new = method == Method::Insert;
+                    ops::api(api::put_fields(table, key, fields, must_be_new))?;
+                    return Ok(Dynamic::UNIT);
+                }
+                RowCode::Fields(items) => {
+                    let mut array = Vec::with_capacity(items.len());
+                    for item in items {
+                        array.push(ops::from_int_or(item.general(f)?));
+                    }
+                    let array = Dynamic::from_array(array);
+                    ops::fits(&array, f.env)?;
+                    Some(array)
+                }
+                RowCode::Value(row) => Some(row(f)?),
+                RowCode::None => None,
             };
             let env = f.env;
             if values.is_empty() {
@@ -214,6 +245,34 @@ impl Compiler<'_> {
             args.extend(row);
             ops::table_method(method, table, args, env)
         })))
+    }
+
+    /// Whether an array literal given as a new row of `table` can be made straight into its
+    /// fields: no more items than the table has fields, each a value that changes nothing and
+    /// builds no row (an `answer::Piece`'s kind, or `local[name]`), so that the items can be
+    /// read into the thread's row buffer as they are evaluated.
+    fn is_field_list(&self, table: TableId, items: &[Expr]) -> bool {
+        items.len() <= self.schema.table(table).fields.len()
+            && items.iter().all(|item| {
+                self.is_piece(item, None)
+                    || matches!(item, Expr::Index(chain, flags, _)
+                        if !flags.contains(ASTFlags::NEGATED)
+                            && matches!((&chain.lhs, &chain.rhs),
+                                (Expr::Variable(a, ..), Expr::Variable(b, ..))
+                                    if self.slot_of(&a.1).is_some() && self.slot_of(&b.1).is_some()))
+            })
+    }
+
+    fn field_code(&mut self, item: &Expr) -> Compiled<FieldCode> {
+        if let Expr::Index(chain, _, _) = item {
+            if let (Expr::Variable(row, ..), Expr::Variable(name, ..)) = (&chain.lhs, &chain.rhs) {
+                let general = self.int_operand(item)?;
+                let row = self.local(&row.1).expect("a local").0;
+                let name = self.local(&name.1).expect("a local").0;
+                return Ok(FieldCode::Named { row, name, general });
+            }
+        }
+        Ok(FieldCode::Value(self.int_operand(item)?))
     }
 
     /// `list.push(#{..})` on a local that may be an answer's list (see `answer`): the item
@@ -360,6 +419,93 @@ impl Compiler<'_> {
             _ => refuse(node.position(), "this kind of index chain"),
         }
     }
+}
+
+/// The row argument of a table's `insert` or `put`.
+enum RowCode {
+    None,
+    Value(Code),
+    /// An array literal made straight into the row's fields (`Compiler::is_field_list`).
+    Fields(Vec<FieldCode>),
+}
+
+/// An item of an array literal made straight into a row's field.
+enum FieldCode {
+    /// Any value: an integer kept out of a `Dynamic`.
+    Value(IntCode),
+    /// `row[name]`: a row's string field copied from where it lies, or the value the general
+    /// code makes.
+    Named {
+        row: usize,
+        name: usize,
+        general: IntCode,
+    },
+}
+
+impl FieldCode {
+    fn general(&self, f: &mut Frame) -> Result<ops::IntOr, Stop> {
+        match self {
+            FieldCode::Value(code) | FieldCode::Named { general: code, .. } => code(f),
+        }
+    }
+}
+
+/// The fields of a new row of `table` made from an array literal's items, checked as `put`
+/// checks an array (the table's types, values it can store) and as the literal is checked
+/// (the size limits): any refusal sends the call to Rhai, which reports it.
+fn fields_of(items: &[FieldCode], table: Table, f: &mut Frame) -> Result<Fields, Stop> {
+    let env = f.env;
+    let declared = env.schema.table(table.id);
+    let mut sizes = ops::Sizes::default();
+    let fields = Fields::build(declared.fields.len(), |b| {
+        for (slot, item) in items.iter().enumerate() {
+            if let FieldCode::Named { row, name, .. } = item {
+                let (row, name) = (f.local_ref(*row), f.local_ref(*name));
+                if let (Some(row), Ok(name)) =
+                    (row.read_lock::<Row>(), name.as_immutable_string_ref())
+                {
+                    let text = env
+                        .schema
+                        .field_slot(row.table, name.as_str())
+                        .and_then(|s| row.str(s));
+                    if let Some(text) = text {
+                        if text.len() > env.limits.string_bytes_max || !declared.takes_string(slot)
+                        {
+                            return Err(Stop::Fallback);
+                        }
+                        sizes = sizes.plus(ops::Sizes::text(text.len()));
+                        b.set_str(slot, text);
+                        continue;
+                    }
+                }
+            }
+            match item.general(f)? {
+                Ok(i) => {
+                    declared
+                        .check(slot, &Dynamic::from_int(i))
+                        .map_err(|_| Stop::Fallback)?;
+                    b.set_int(slot, i);
+                }
+                Err(value) => {
+                    api::check_storable(&value).map_err(|_| Stop::Fallback)?;
+                    declared.check(slot, &value).map_err(|_| Stop::Fallback)?;
+                    sizes = sizes.plus(ops::Sizes::of(&value));
+                    b.set_value(slot, &value);
+                }
+            }
+        }
+        // The fields the literal leaves unset are unit, which a required field refuses.
+        (items.len()..declared.fields.len()).try_for_each(|slot| {
+            declared
+                .check(slot, &Dynamic::UNIT)
+                .map_err(|_| Stop::Fallback)
+        })
+    })?;
+    // As the literal is checked: an array of these items.
+    sizes
+        .plus(ops::Sizes::array_of(items.len()))
+        .within(env.limits)?;
+    Ok(fields)
 }
 
 /// `local.push(item)`: the local's sizes after are its sizes before and the item's, and the

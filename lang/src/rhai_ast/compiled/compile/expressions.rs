@@ -207,7 +207,7 @@ impl Compiler<'_> {
 
     /// Whether `expr` can be an `answer::Piece` of a literal pushed into the local `list` (if
     /// any): a value that changes nothing and names no table, read only when written.
-    fn is_piece(&self, expr: &Expr, list: Option<usize>) -> bool {
+    pub(super) fn is_piece(&self, expr: &Expr, list: Option<usize>) -> bool {
         let local = |name: &str| self.slot_of(name).is_some_and(|slot| Some(slot) != list);
         match expr {
             Expr::IntegerConstant(..)
