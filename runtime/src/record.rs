@@ -39,6 +39,16 @@ pub fn put_key(out: &mut Vec<u8>, key: &Key) {
         out.extend_from_slice(text);
         return;
     }
+    // The others mostly integers (a tenth of TPC-C's Delivery went to decoding them part by
+    // part; research note 030).
+    if let Some((parts, n)) = key.int_parts() {
+        out.push(n as u8);
+        for &part in &parts[..n] {
+            out.push(INT);
+            put_int(out, part);
+        }
+        return;
+    }
     put_key_parts(out, key);
 }
 
@@ -396,6 +406,49 @@ mod tests {
     use super::*;
     use pure_lang::codec::UNIT;
     use pure_lang::KeyPart;
+
+    /// A key of integers alone is written as part by part writes it, byte for byte: every
+    /// length of integer encoding, both signs, one to four parts (and five, which goes the
+    /// general way), inline and on the heap.
+    #[test]
+    fn integer_keys_are_written_as_their_parts_are() {
+        let ints = [
+            0,
+            1,
+            -1,
+            127,
+            -128,
+            255,
+            256,
+            -257,
+            65_535,
+            1 << 40,
+            -(1 << 40),
+            i64::MAX,
+            i64::MIN,
+        ];
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..5000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let n = 1 + (seed % 5) as usize;
+            let parts: Vec<KeyPart> = (0..n)
+                .map(|i| KeyPart::Int(ints[(seed >> (8 * i)) as usize % ints.len()]))
+                .collect();
+            let key = Key::from_parts(parts.clone());
+            let (mut fast, mut general) = (Vec::new(), Vec::new());
+            put_key(&mut fast, &key);
+            put_key_parts(&mut general, &key);
+            assert_eq!(fast, general, "{parts:?}");
+            assert_eq!(
+                read_key(&mut Reader::new(&fast))
+                    .expect("reads back")
+                    .parts(),
+                parts
+            );
+        }
+    }
 
     /// Keys of one part and of more than 127 (whose count takes two bytes) read back, with
     /// strings the key's encoding escapes (`00`) or leaves as they are (empty, not ASCII).

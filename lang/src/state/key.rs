@@ -437,6 +437,34 @@ impl Key {
 
     /// The bytes of a key that is one string part without a `00` byte (most string keys), as
     /// they are stored: such a part has no escape, so its bytes are the text's.
+    /// The parts of a key of integers alone, at most [`KEY_PARTS_MAX`] of them, decoded from
+    /// its bytes in one pass (`None` for any other key): what a record writes for most keys.
+    pub fn int_parts(&self) -> Option<([i64; KEY_PARTS_MAX], usize)> {
+        let Repr::Inline(bytes) = self.repr() else {
+            return None;
+        };
+        let bytes = &bytes[..self.tag as usize];
+        let (mut parts, mut n, mut at) = ([0i64; KEY_PARTS_MAX], 0, 0);
+        while at < bytes.len() {
+            let code = bytes[at];
+            if n == KEY_PARTS_MAX || !(INT_MIN_CODE..=INT_MAX_CODE).contains(&code) {
+                return None;
+            }
+            let (len, fill) = if code >= INT_ZERO {
+                ((code - INT_ZERO) as usize, 0)
+            } else {
+                ((INT_ZERO - 1 - code) as usize, u64::MAX)
+            };
+            let value = bytes[at + 1..at + 1 + len]
+                .iter()
+                .fold(fill, |value, &b| value << 8 | u64::from(b));
+            parts[n] = value as i64;
+            n += 1;
+            at += 1 + len;
+        }
+        Some((parts, n))
+    }
+
     pub fn lone_str_bytes(&self) -> Option<&[u8]> {
         match self.as_bytes() {
             [STR, text @ .., 0] if !has_zero(text) => Some(text),
