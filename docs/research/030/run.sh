@@ -3,7 +3,8 @@
 # and after (this tree's target/release): callgrind's instructions per call of each kind, the
 # timed owner benchmark and TPC-C over HTTP alternating, then the ratios to SQLite in RAM and
 # on disk (DISK: a directory on a block device; /work here, the virtio disk vda).
-#   sh docs/research/030/run.sh BEFORE BEFORE_BIN [PARTS] [DISK]   (PARTS: "1 2 3 4 5")
+#   sh docs/research/030/run.sh BEFORE BEFORE_BIN [PARTS] [DISK]   (PARTS: "1 2 3 4 5"; 6, the
+#   tail at equal load, reads part 4's SQLite rate)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -66,3 +67,21 @@ part 5 && for engine in sqlite-grouped pure; do
     "$(grep -E 'bytes to the device' "$raw/disk-$engine.txt")"
   rm -rf "$disk"
 done
+
+# 6. The tail at equal load: New-Order in an open loop at 80% of SQLite's best closed-loop rate
+#    of part 4 (as note 028 measured it), Pure over HTTP and in-process at 64 terminals, SQLite
+#    on one connection driven by one terminal.
+part 6 && {
+  best=$(python3 -c "import json; print(int(json.load(open('$raw/sqlite.json'))['tx_per_s']))")
+  rate=$((best * 80 / 100))
+  for e in "pure --terminals 64" "pure-inprocess --terminals 64" "sqlite --threads 1 --terminals 1"; do
+    name=$(echo "$e" | sed 's/ --terminals 64//' | tr ' ' '_' | tr -d '-')
+    rm -rf /dev/shm/pure-030
+    # shellcheck disable=SC2086
+    "$after_bin/pure-bench" tpcc --engine $e --rate "$rate" --seconds 20 --warmup 5 \
+      --dir /dev/shm/pure-030 --app "$root/apps/tpcc" --json "$raw/rate-80-$name.json" \
+      > "$raw/rate-80-$name.txt" 2>&1
+    echo "rate 80% ($rate tx/s) $e: $(grep -E 'new order ' "$raw/rate-80-$name.txt")"
+  done
+  rm -rf /dev/shm/pure-030
+}
