@@ -1206,6 +1206,83 @@ fn string_key(req) { let x = req.body.x; any.put(`k${x}`, [x, x + 1]); any.get(`
         .is_err());
 }
 
+/// `table.get(parts).name` in an operator reads the field from the stored row, with no row
+/// made: Rhai's answers and errors for integer and string fields, rows that are not there,
+/// string and other keys, strings past the limits, and a write's own changes.
+#[test]
+fn a_field_of_a_row_got_in_an_operator_is_rhais() {
+    let script = r#"
+fn fill(req) { t.put(req.body.k, req.body.j, req.body.row); 0 }
+fn low(req) { let k = req.body.k; let j = req.body.j; let x = req.body.x; t.get(k, j).n < x }
+fn sum(req) { let k = req.body.k; let x = req.body.x; t.get(k, 1).n + t.get(k, 2).n * x }
+fn text(req) { let k = req.body.k; let x = req.body.x; t.get(k, 1).s + x }
+fn count(req) { let k = req.body.k; let n = 0; for j in 1..4 { if t.get(k, j).n > 0 { n += 1; } } n }
+fn own(req) { let k = req.body.k; t.put(k, 5, #{ n: req.body.x }); t.get(k, 5).n + 1 }
+fn unit(req) { let k = req.body.k; t.get(k, 1).u == () }
+"#;
+    let small = Limits {
+        string_bytes_max: 40,
+        ..limits()
+    };
+    let mut pair = pair::pair_of_app(
+        r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s", "u"] } }"#,
+        script,
+        small,
+    );
+    let rows = [
+        (0, 1, json!({"n": 5, "s": "plain"})),
+        (0, 2, json!({"n": -7, "s": "é"})),
+        (0, 3, json!({"n": 0})),
+        (1, 1, json!({"n": "text", "s": 3})),
+        (1, 2, json!({"n": 1.5})),
+        (
+            2,
+            1,
+            json!({"n": 9223372036854775807i64, "s": "a string of more than forty bytes, too long"}),
+        ),
+    ];
+    for (k, j, row) in &rows {
+        pair.call("fill", json!({"k": k, "j": j, "row": row}))
+            .expect("fill");
+    }
+    for handler in ["low", "sum", "text", "count", "own", "unit"] {
+        assert_eq!(
+            pair.compiled.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+        for k in [
+            json!(0),
+            json!(1),
+            json!(2),
+            json!(3),
+            json!("0"),
+            json!(0.5),
+        ] {
+            for x in [json!(3), json!(-10), json!("s"), json!(2)] {
+                // Every answer and error is compared with Rhai's by the pair.
+                let _ = pair.call(handler, json!({"k": k, "j": 1, "x": x}));
+                let _ = pair.call(handler, json!({"k": k, "j": 9, "x": x}));
+            }
+        }
+    }
+    let fallbacks = pair.compiled.fallbacks();
+    assert_eq!(
+        pair.call("low", json!({"k": 0, "j": 2, "x": 0})),
+        Ok(json!(true))
+    );
+    assert_eq!(pair.call("sum", json!({"k": 0, "x": 2})), Ok(json!(-9)));
+    assert_eq!(pair.call("own", json!({"k": 0, "x": 41})), Ok(json!(42)));
+    assert_eq!(pair.call("count", json!({"k": 0})), Ok(json!(1)));
+    assert_eq!(
+        pair.compiled.fallbacks(),
+        fallbacks,
+        "read in place, not run again in Rhai"
+    );
+    assert!(pair.call("low", json!({"k": 0, "j": 9, "x": 0})).is_err());
+    assert!(pair.call("text", json!({"k": 2, "x": "x"})).is_err());
+}
+
 fn pair_of(script: &str, limits: Limits) -> Pair {
     pair::pair_of_app(
         r#"{ "name": "t", "routes": {}, "tables": { "t": ["n", "s"] } }"#,

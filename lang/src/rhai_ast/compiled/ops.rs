@@ -832,6 +832,30 @@ fn text_contains(text: &str, needle: &Dynamic) -> Result<Dynamic> {
     Err(Stop::Fallback)
 }
 
+/// The field `property` of the stored row of `table` at `key`, as a row read from it gives it
+/// (an integer as an `i64`), checked against the limits as a field read is; `None` when the
+/// table has no such row or no such field (the general way decides those).
+pub(crate) fn stored_field(
+    table: Table,
+    key: &crate::state::key::Key,
+    property: &Property,
+    env: &Env,
+) -> Result<Option<IntOr>> {
+    let Some(Some(slot)) = property.slots.get(table.id as usize).copied() else {
+        return Ok(None);
+    };
+    let read = crate::script::context::with_tables(|tables| {
+        tables
+            .get(table.id, key)
+            .map(|fields| fields.int(slot).ok_or_else(|| fields.value(slot)))
+    })
+    .map_err(|_| Stop::Fallback)?;
+    if let Some(Err(value)) = &read {
+        fits(value, env)?;
+    }
+    Ok(read)
+}
+
 /// `row.name.contains(needle)` when `target` is a row whose field `name` holds a string as it
 /// was read: [`contains`] on the field's text where it lies, with the checks reading it makes
 /// (the string against the limits). `None` for anything else, which goes the general way.
