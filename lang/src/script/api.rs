@@ -285,7 +285,7 @@ pub(crate) fn put(
     must_be_new: bool,
 ) -> Fallible<()> {
     let fields = fields_from(schema, table.id, row).map_err(api_error)?;
-    with_write(|t, w| t.put(w, table.id, key, fields, must_be_new)).map_err(api_error)
+    put_fields(table, key, fields, must_be_new)
 }
 
 /// [`put`] of fields already made and checked (see `check_field`).

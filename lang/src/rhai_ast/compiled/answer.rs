@@ -9,15 +9,15 @@
 //!   given as a value of such an answer is an [`AnswerList`]: each push writes its item's text.
 //!
 //! Both exist only in a handler called as the handler (the frame's depth is 1): called from
-//! another function, the same code builds maps and arrays as before.
+//! another function, the same code builds maps and arrays as before. No other code ever sees
+//! these values: the compiler proved that no other code names the local, and the answer leaves
+//! the call as it is. The size limits are counted as for the map and array they stand for
+//! (`ops::Sizes`), and a value with no JSON form sends the call to Rhai, which reports it.
 //!
 //! A literal whose values are all [`Piece`]s (locals, a local's property, operators on those:
 //! values that change nothing and can only fail by sending the call to Rhai) is written with
 //! no value made at all: each piece is read where it lies as its key comes (a row's integer or
-//! string straight from its packed slot), so the order they are read in cannot matter. No other code ever sees
-//! these values: the compiler proved that no other code names the local, and the answer leaves
-//! the call as it is. The size limits are counted as for the map and array they stand for
-//! (`ops::Sizes`), and a value with no JSON form sends the call to Rhai, which reports it.
+//! string straight from its packed slot), so the order they are read in cannot matter.
 
 use rhai::Dynamic;
 

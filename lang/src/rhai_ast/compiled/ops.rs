@@ -841,7 +841,7 @@ pub(crate) fn stored_field(
     property: &Property,
     env: &Env,
 ) -> Result<Option<IntOr>> {
-    let Some(Some(slot)) = property.slots.get(table.id as usize).copied() else {
+    let Ok(slot) = row_slot(property, table.id) else {
         return Ok(None);
     };
     let read = crate::script::context::with_tables(|tables| {
@@ -869,8 +869,7 @@ pub(crate) fn field_contains(
     if property.name == "key" {
         return None;
     }
-    let slot = (*property.slots.get(row.table as usize)?)?;
-    let text = row.str(slot)?;
+    let text = row.str(row_slot(property, row.table).ok()?)?;
     if text.len() > env.limits.string_bytes_max {
         return Some(Err(Stop::Fallback));
     }

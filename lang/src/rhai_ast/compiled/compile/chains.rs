@@ -487,8 +487,8 @@ fn fields_of(items: &[FieldCode], table: Table, f: &mut Frame) -> Result<Fields,
                     b.set_int(slot, i);
                 }
                 Err(value) => {
-                    api::check_storable(&value).map_err(|_| Stop::Fallback)?;
-                    declared.check(slot, &value).map_err(|_| Stop::Fallback)?;
+                    api::check_field(env.schema, table.id, slot, &value)
+                        .map_err(|_| Stop::Fallback)?;
                     sizes = sizes.plus(ops::Sizes::of(&value));
                     b.set_value(slot, &value);
                 }
