@@ -4,7 +4,7 @@
 //! offset size field
 //!  0     4   magic         0x3146_5250 ("PRF1" little-endian)
 //!  4     2   version       1
-//!  6     2   flags         0 (reserved)
+//!  6     2   flags         bit 0 PADDED: zero bytes follow the records (see `SECTOR_BYTES`)
 //!  8     4   frame_len     header + payload bytes
 //! 12     4   record_count  >= 1
 //! 16     8   first_lsn     LSN of the first record
@@ -13,7 +13,8 @@
 //! 40     8   session       salt of the open that wrote the frame
 //! 48     4   prev_crc      `crc` of the previous frame of the stream (the chain)
 //! 52     4   crc           CRC32C of bytes 0..52 followed by the payload
-//! 56     ..  payload       record_count x (LEB128 length, record bytes)
+//! 56     ..  payload       record_count x (LEB128 length, record bytes), then, if PADDED,
+//!                          fewer than `SECTOR_BYTES` zero bytes
 //! ```
 //!
 //! All integers are little-endian. `decode` checks everything that can be checked from the
@@ -26,12 +27,20 @@ pub const HEADER_BYTES: usize = 56;
 pub const MAGIC: u32 = 0x3146_5250;
 /// The only frame format version so far.
 pub const VERSION: u16 = 1;
+/// A padded frame's length is a multiple of this: a frame placed at a multiple of it is written
+/// in whole device sectors, without touching its neighbours' (research note 031).
+pub const SECTOR_BYTES: usize = 512;
+/// The flag of a frame whose records are followed by zero bytes up to a multiple of
+/// `SECTOR_BYTES`.
+pub const FLAG_PADDED: u16 = 1;
 /// Offset of the CRC field; the CRC covers the bytes before it and the payload after the header.
 pub(crate) const CRC_OFFSET: usize = 52;
 
 /// The fields of a frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// `FLAG_PADDED` or 0; no other bit is defined.
+    pub flags: u16,
     pub frame_len: u32,
     pub record_count: u32,
     pub first_lsn: u64,
@@ -58,6 +67,7 @@ pub enum FrameError {
     Zeros,
     BadMagic,
     BadVersion(u16),
+    BadFlags(u16),
     BadLength(u32),
     BadCrc {
         stored: u32,
@@ -73,6 +83,7 @@ impl std::fmt::Display for FrameError {
             FrameError::Zeros => write!(f, "zero-filled space"),
             FrameError::BadMagic => write!(f, "bad frame magic"),
             FrameError::BadVersion(v) => write!(f, "unknown frame version {v}"),
+            FrameError::BadFlags(flags) => write!(f, "unknown frame flags {flags:#06x}"),
             FrameError::BadLength(len) => write!(f, "impossible frame length {len}"),
             FrameError::BadCrc { stored, computed } => {
                 write!(
@@ -98,7 +109,12 @@ pub fn read_header(bytes: &[u8]) -> Result<FrameHeader, FrameError> {
     if version != VERSION {
         return Err(FrameError::BadVersion(version));
     }
+    let flags = u16::from_le_bytes([header[6], header[7]]);
+    if flags & !FLAG_PADDED != 0 {
+        return Err(FrameError::BadFlags(flags));
+    }
     let parsed = FrameHeader {
+        flags,
         frame_len: u32_at(header, 8),
         record_count: u32_at(header, 12),
         first_lsn: u64_at(header, 16),
@@ -141,36 +157,57 @@ pub fn frame_crc(whole: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, &whole[HEADER_BYTES..])
 }
 
-/// Checks that the payload holds exactly `record_count` well-formed records.
+/// Checks that the payload holds exactly `record_count` well-formed records, and after them
+/// nothing, or in a padded frame only its padding: zeros, fewer than a sector, ending the frame
+/// at a multiple of `SECTOR_BYTES`.
 fn check_records(frame: &Frame<'_>) -> Result<(), FrameError> {
     if frame.header.record_count == 0 {
         return Err(FrameError::BadRecords("a frame holds at least one record"));
     }
-    let mut count = 0u32;
     let mut records = Records {
         rest: frame.payload,
     };
-    while let Some(record) = records.next_record() {
-        record?;
-        count = count
-            .checked_add(1)
-            .ok_or(FrameError::BadRecords("too many records"))?;
+    for _ in 0..frame.header.record_count {
+        match records.next_record() {
+            Some(record) => record?,
+            None => {
+                return Err(FrameError::BadRecords(
+                    "record count does not match the payload",
+                ))
+            }
+        };
     }
-    if count != frame.header.record_count {
-        return Err(FrameError::BadRecords(
-            "record count does not match the payload",
-        ));
+    let rest = records.rest;
+    if frame.header.flags & FLAG_PADDED == 0 {
+        if !rest.is_empty() {
+            return Err(FrameError::BadRecords(
+                "record count does not match the payload",
+            ));
+        }
+        return Ok(());
+    }
+    if rest.len() >= SECTOR_BYTES || rest.iter().any(|&b| b != 0) {
+        return Err(FrameError::BadRecords("padding that is not zeros within a sector"));
+    }
+    if frame.header.frame_len as usize % SECTOR_BYTES != 0 {
+        return Err(FrameError::BadRecords("a padded frame that ends inside a sector"));
     }
     Ok(())
 }
 
 impl<'a> Frame<'a> {
-    /// The records of the frame, in order.
+    /// The records of the frame, in order (its padding is not a record).
     pub fn records(&self) -> impl Iterator<Item = &'a [u8]> {
         let mut records = Records { rest: self.payload };
         // `decode` already walked the payload, so every record is well-formed.
         std::iter::from_fn(move || records.next_record().and_then(Result::ok))
+            .take(self.header.record_count as usize)
     }
+}
+
+/// Zero bytes that make a frame of `len` bytes a whole number of sectors.
+pub fn padding_for(len: usize) -> usize {
+    len.next_multiple_of(SECTOR_BYTES) - len
 }
 
 /// Walks the payload's (length, bytes) pairs.
@@ -225,8 +262,9 @@ fn read_varint(bytes: &[u8]) -> Result<(u64, usize), FrameError> {
     Err(FrameError::BadRecords("unterminated length varint"))
 }
 
-/// Fills in the header of a frame whose payload is already in `frame[HEADER_BYTES..]`, and
-/// returns its CRC. `header.crc` and `header.frame_len` are computed here.
+/// Fills in the header of a frame whose payload (and padding, if `header.flags` says so) is
+/// already in `frame[HEADER_BYTES..]`, and returns its CRC. `header.crc` and `header.frame_len`
+/// are computed here.
 pub fn seal(frame: &mut [u8], header: &FrameHeader) -> u32 {
     let frame_len = u32::try_from(frame.len()).expect("the store caps frames below 4 GiB");
     // What `decode` refuses as damage must never be written: no header without room, no
@@ -235,10 +273,14 @@ pub fn seal(frame: &mut [u8], header: &FrameHeader) -> u32 {
         frame.len() >= HEADER_BYTES && header.record_count >= 1 && header.first_lsn >= 1,
         "a sealed frame holds its header and at least one record, from LSN 1 on"
     );
+    assert!(
+        header.flags & FLAG_PADDED == 0 || frame.len() % SECTOR_BYTES == 0,
+        "a padded frame is whole sectors"
+    );
     let h = &mut frame[..HEADER_BYTES];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..6].copy_from_slice(&VERSION.to_le_bytes());
-    h[6..8].copy_from_slice(&0u16.to_le_bytes());
+    h[6..8].copy_from_slice(&header.flags.to_le_bytes());
     h[8..12].copy_from_slice(&frame_len.to_le_bytes());
     h[12..16].copy_from_slice(&header.record_count.to_le_bytes());
     h[16..24].copy_from_slice(&header.first_lsn.to_le_bytes());

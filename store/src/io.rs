@@ -40,6 +40,14 @@ pub trait Io: Send + Sync {
     fn create_file(&self, path: &Path) -> io::Result<Box<dyn IoFile>>;
     /// Opens an existing file for reading and writing (`NotFound` if absent).
     fn open_file(&self, path: &Path) -> io::Result<Box<dyn IoFile>>;
+    /// Opens the existing log for reading and writing. Its writes of whole sectors at sector
+    /// offsets may bypass the page cache (the real file system's `O_DIRECT`, where the file
+    /// system allows it): a write then costs its own sectors on the device, where through the
+    /// page cache it costs every page it touches, the partly written last one again at the
+    /// next commit. Everything else behaves as `open_file`.
+    fn open_log(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
+        self.open_file(path)
+    }
     /// Opens an existing file for reading only: for examining a directory that must not
     /// change, perhaps on a read-only mount. Its writes fail.
     fn open_file_read_only(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
@@ -72,6 +80,10 @@ pub trait IoFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// The file's length in bytes.
     fn size_bytes(&self) -> io::Result<u64>;
+    /// Whether writes of whole sectors bypass the page cache (see `Io::open_log`).
+    fn writes_direct(&self) -> bool {
+        false
+    }
 }
 
 /// The real file system.
@@ -91,6 +103,73 @@ impl IoFile for RealFile {
     }
     fn size_bytes(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+}
+
+/// The device sector that direct writes are aligned to: the smallest logical block of the
+/// devices in use (a device of 4 KiB logical blocks refuses them, and the log falls back to
+/// the page cache).
+const DIRECT_ALIGN: usize = 512;
+
+/// The log on the real file system: reads, and writes that are not whole sectors, through the
+/// page cache; writes of whole sectors at sector offsets through a second descriptor opened
+/// `O_DIRECT`, where the file system takes one.
+///
+/// The two paths stay coherent as Linux keeps them: a direct write first writes back and then
+/// drops the cached pages of its range. Either way `fdatasync` (on the cached descriptor: it
+/// syncs the file, whatever wrote it) is what makes a write durable: a direct write may still
+/// sit in the device's volatile cache, which the sync flushes.
+struct RealLog {
+    cached: File,
+    /// `None` where the file system refused `O_DIRECT` at open (tmpfs), or once it refused a
+    /// write (a device whose sectors are larger than `DIRECT_ALIGN`).
+    direct: std::sync::Mutex<Option<File>>,
+}
+
+impl RealLog {
+    /// Writes `bytes` through the direct descriptor from a buffer aligned as `O_DIRECT` needs.
+    /// `Ok(false)`: the file system refused this write (nothing was written).
+    fn write_direct(direct: &File, bytes: &[u8], offset: u64) -> io::Result<bool> {
+        let mut buffer = vec![0u8; bytes.len() + DIRECT_ALIGN];
+        let start = buffer.as_ptr().align_offset(DIRECT_ALIGN);
+        let aligned = &mut buffer[start..start + bytes.len()];
+        aligned.copy_from_slice(bytes);
+        match direct.write_all_at(aligned, offset) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl IoFile for RealLog {
+    fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
+        let whole_sectors = bytes.len() % DIRECT_ALIGN == 0 && offset % DIRECT_ALIGN as u64 == 0;
+        if whole_sectors && !bytes.is_empty() {
+            let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(file) = direct.as_ref() {
+                if Self::write_direct(file, bytes, offset)? {
+                    return Ok(());
+                }
+                *direct = None;
+            }
+        }
+        self.cached.write_all_at(bytes, offset)
+    }
+    fn read_at(&self, bytes: &mut [u8], offset: u64) -> io::Result<()> {
+        self.cached.read_exact_at(bytes, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.cached.sync_data()
+    }
+    fn size_bytes(&self) -> io::Result<u64> {
+        Ok(self.cached.metadata()?.len())
+    }
+    fn writes_direct(&self) -> bool {
+        self.direct
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 }
 
@@ -120,6 +199,19 @@ impl Io for RealIo {
     }
     fn open_file_read_only(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
         Ok(Box::new(RealFile(File::open(path)?)))
+    }
+    fn open_log(&self, path: &Path) -> io::Result<Box<dyn IoFile>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let cached = OpenOptions::new().read(true).write(true).open(path)?;
+        let direct = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .ok();
+        Ok(Box::new(RealLog {
+            cached,
+            direct: std::sync::Mutex::new(direct),
+        }))
     }
     fn map_file(&self, path: &Path) -> io::Result<Mapping> {
         let file = File::open(path)?;

@@ -38,7 +38,7 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
         create_log(&*io, dir, &log_path, newest, &options)?;
     }
     let log = io
-        .open_file(&log_path)
+        .open_log(&log_path)
         .map_err(|e| io_error("open", &log_path, e))?;
     let header = ring::read_header(&*log, &log_path)?;
     let (checkpoint, start, covered) = match newest {
@@ -102,10 +102,7 @@ fn create_log(
         });
     }
     let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
-    let header = LogHeader {
-        capacity,
-        log_id: io.session_salt(),
-    };
+    let header = LogHeader::new(capacity, io.session_salt());
     ring::create(io, dir, log_path, header)
 }
 
@@ -290,6 +287,7 @@ fn build(
         log_id: header.log_id,
         sync: options.sync,
         capacity: header.capacity,
+        padded: header.padded,
         session,
         end: replay.end.position,
         prev_crc: replay.end.prev_crc,

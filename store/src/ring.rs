@@ -6,7 +6,7 @@
 //! log header (first 4096 bytes of the file; the rest of the block is zero)
 //! offset size field
 //!  0     8   magic     "PURELOG\0"
-//!  8     4   version   1
+//!  8     4   version   2 (1: frames are never padded)
 //! 12     4   reserved  0
 //! 16     8   capacity  bytes of ring space after the header block
 //! 24     8   log_id    random; its low 32 bits are the chain value before the first frame
@@ -20,13 +20,16 @@
 use std::path::Path;
 
 use crate::error::{io_error, Error};
-use crate::frame::{u32_at, u64_at};
+use crate::frame::{u32_at, u64_at, SECTOR_BYTES};
 use crate::io::{Io, IoFile};
 
 /// Bytes before the ring space: one 4 KiB block, so ring writes never touch the header's block.
 pub const HEADER_AREA_BYTES: u64 = 4096;
 const MAGIC: &[u8; 8] = b"PURELOG\0";
-const VERSION: u32 = 1;
+/// The version of the logs this store creates: their frames may be padded to whole sectors
+/// (`frame::FLAG_PADDED`). A version-1 log, made before frames were padded, is read and
+/// written as it was, so that the binary that made it can still open it.
+const VERSION: u32 = 2;
 /// The smallest ring the store accepts.
 pub const MIN_CAPACITY_BYTES: u64 = 4096;
 /// Zero-fill chunk at creation: large enough to be quick, small enough not to matter in memory.
@@ -37,6 +40,9 @@ const FILL_CHUNK_BYTES: usize = 1 << 20;
 pub struct LogHeader {
     pub capacity: u64,
     pub log_id: u64,
+    /// Frames are padded to whole sectors: a log of this version whose capacity is whole
+    /// sectors (so that every lap starts a sector).
+    pub padded: bool,
 }
 
 impl LogHeader {
@@ -45,10 +51,23 @@ impl LogHeader {
         self.log_id as u32
     }
 
+    /// The header of a new log.
+    pub fn new(capacity: u64, log_id: u64) -> LogHeader {
+        LogHeader {
+            capacity,
+            log_id,
+            padded: capacity % SECTOR_BYTES as u64 == 0,
+        }
+    }
+
     fn encode(&self) -> [u8; 36] {
         let mut bytes = [0u8; 36];
         bytes[0..8].copy_from_slice(MAGIC);
-        bytes[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        let version = match self.padded {
+            true => VERSION,
+            false => 1,
+        };
+        bytes[8..12].copy_from_slice(&version.to_le_bytes());
         bytes[16..24].copy_from_slice(&self.capacity.to_le_bytes());
         bytes[24..32].copy_from_slice(&self.log_id.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[0..32]);
@@ -65,16 +84,23 @@ impl LogHeader {
             return Err("log header CRC mismatch".into());
         }
         let version = u32_at(bytes, 8);
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(format!("unknown log version {version}"));
         }
         let capacity = u64_at(bytes, 16);
         if capacity < MIN_CAPACITY_BYTES {
             return Err(format!("impossible log capacity {capacity}"));
         }
+        let padded = version == VERSION && capacity % SECTOR_BYTES as u64 == 0;
+        if version == VERSION && !padded {
+            return Err(format!(
+                "a version-{VERSION} log of {capacity} bytes, not whole sectors"
+            ));
+        }
         Ok(LogHeader {
             capacity,
             log_id: u64_at(bytes, 24),
+            padded,
         })
     }
 }

@@ -38,6 +38,12 @@ pub struct Store {
     pub(crate) log_id: u64,
     pub(crate) sync: SyncMode,
     pub(crate) capacity: u64,
+    /// Frames are padded to whole sectors (`frame::SECTOR_BYTES`), so that each starts a
+    /// sector and one commit writes only its own sectors: the log is then written without the
+    /// page cache where the file system allows (`Io::open_log`), and a group of a few records
+    /// costs its bytes on the device, not a page rewritten for each group (research note 031).
+    /// A ring whose capacity is not whole sectors keeps frames unpadded.
+    pub(crate) padded: bool,
     /// Salt written into every frame of this open, so that a frame rewritten after a crash
     /// never has the bytes (and CRC) of the frame it replaces: the chain then rejects the
     /// pre-crash successors of the old one (no ghosts).
@@ -80,6 +86,14 @@ impl Store {
         (self.capacity / 2).min(u64::from(u32::MAX))
     }
 
+    /// Room kept in the largest frame for the padding that `commit` adds.
+    fn padding_max(&self) -> u64 {
+        match self.padded {
+            true => frame::SECTOR_BYTES as u64 - 1,
+            false => 0,
+        }
+    }
+
     /// Buffers one record for the next commit; returns its LSN. Nothing is written yet.
     ///
     /// `RecordTooLarge` if the record can never fit in a frame; `LogFull` (nothing buffered)
@@ -87,7 +101,7 @@ impl Store {
     pub fn append(&mut self, record: &[u8]) -> Result<Lsn, Error> {
         self.check_poison()?;
         let encoded = record.len() as u64 + 10;
-        let max = self.frame_bytes_max();
+        let max = self.frame_bytes_max() - self.padding_max();
         if encoded + HEADER_BYTES as u64 > max {
             return Err(Error::RecordTooLarge {
                 bytes: record.len() as u64,
@@ -119,6 +133,10 @@ impl Store {
         if self.pending_count == 0 {
             return Ok(self.durable_lsn());
         }
+        let unpadded = self.pending.len();
+        if self.padded {
+            self.pending.resize(unpadded + frame::padding_for(unpadded), 0);
+        }
         let frame_len = self.pending.len() as u64;
         assert!(
             frame_len <= self.frame_bytes_max(),
@@ -129,6 +147,8 @@ impl Store {
         let new_end = position + frame_len;
         if new_end - self.tail > self.capacity {
             let needed_bytes = new_end - self.end;
+            // The records stay pending as they were: the next commit pads them again.
+            self.pending.truncate(unpadded);
             return Err(Error::LogFull {
                 needed_bytes,
                 free_bytes: self.free_bytes(),
@@ -136,6 +156,10 @@ impl Store {
         }
         let first_lsn = self.committed_lsn + 1;
         let header = FrameHeader {
+            flags: match self.padded {
+                true => frame::FLAG_PADDED,
+                false => 0,
+            },
             frame_len: 0,
             record_count: self.pending_count,
             first_lsn,
@@ -221,12 +245,24 @@ impl Store {
             return false;
         }
         // Each record takes a length varint of at most 10 bytes (see `append`).
-        let frame_len = HEADER_BYTES as u64 + bytes + 10 * records as u64;
+        let frame_len = HEADER_BYTES as u64 + bytes + 10 * records as u64 + self.padding_max();
         if frame_len > self.frame_bytes_max() {
             return false;
         }
         let position = ring::place(self.end, frame_len, self.capacity);
         position + frame_len - self.tail <= self.capacity
+    }
+
+    /// Whether the log's commits bypass the page cache (see `Io::open_log`): false on a file
+    /// system that refuses it, or for a log made before frames were padded.
+    pub fn log_writes_direct(&self) -> bool {
+        self.padded && self.log.writes_direct()
+    }
+
+    /// Whether commits pad their frames to whole sectors (a log made before frames were padded,
+    /// or a ring that is not whole sectors, does not).
+    pub fn log_writes_padded(&self) -> bool {
+        self.padded
     }
 
     /// Bytes of log space in use (from the oldest record still needed to the end).

@@ -16,6 +16,7 @@ fn valid_frame(records: &[Vec<u8>]) -> Vec<u8> {
         bytes.extend_from_slice(record);
     }
     let header = FrameHeader {
+        flags: 0,
         frame_len: 0,
         record_count: records.len() as u32,
         first_lsn: 1,
@@ -96,4 +97,75 @@ proptest! {
             Err(e) => prop_assert!(false, "unexpected error {}", e),
         }
     }
+}
+
+/// `valid_frame` with `FLAG_PADDED` and `pad` zero bytes after the records.
+fn padded_frame(records: &[Vec<u8>], pad: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; frame::HEADER_BYTES];
+    for record in records {
+        frame::write_varint(&mut bytes, record.len() as u64);
+        bytes.extend_from_slice(record);
+    }
+    bytes.resize(bytes.len() + pad, 0);
+    let header = FrameHeader {
+        flags: frame::FLAG_PADDED,
+        frame_len: 0,
+        record_count: records.len() as u32,
+        first_lsn: 1,
+        position: 0,
+        acked_lsn: 0,
+        session: 7,
+        prev_crc: 0,
+        crc: 0,
+    };
+    frame::seal(&mut bytes, &header);
+    bytes
+}
+
+/// Re-seals a frame after its bytes were changed, so that only the change is refused.
+/// (By hand: `seal` refuses to make a padded frame that is not whole sectors.)
+fn reseal(bytes: &mut [u8]) {
+    let len = bytes.len() as u32;
+    bytes[8..12].copy_from_slice(&len.to_le_bytes());
+    let crc = frame::frame_crc(bytes);
+    bytes[52..56].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn a_padded_frame_decodes_to_its_records_and_only_zeros_within_a_sector_pad_it() {
+    let records: Vec<Vec<u8>> = (1..=3).map(|lsn| record_bytes(lsn, 0)).collect();
+    let unpadded = valid_frame(&records).len();
+    let pad = frame::padding_for(unpadded);
+    let bytes = padded_frame(&records, pad);
+    assert_eq!(bytes.len() % frame::SECTOR_BYTES, 0);
+    let decoded = frame::decode(&bytes).expect("a padded frame");
+    let got: Vec<Vec<u8>> = decoded.records().map(<[u8]>::to_vec).collect();
+    assert_eq!(got, records, "the padding is not a record");
+
+    let mut not_zero = bytes.clone();
+    *not_zero.last_mut().expect("padding") = 1;
+    reseal(&mut not_zero);
+    assert!(matches!(frame::decode(&not_zero), Err(frame::FrameError::BadRecords(_))));
+
+    let mut a_sector_more = padded_frame(&records, pad + frame::SECTOR_BYTES);
+    reseal(&mut a_sector_more);
+    assert!(matches!(frame::decode(&a_sector_more), Err(frame::FrameError::BadRecords(_))));
+
+    if pad > 0 {
+        let mut inside_a_sector = bytes.clone();
+        inside_a_sector.pop();
+        reseal(&mut inside_a_sector);
+        assert!(matches!(frame::decode(&inside_a_sector), Err(frame::FrameError::BadRecords(_))));
+    }
+
+    // An unpadded frame with bytes after its records is refused, as before padding existed.
+    let mut unflagged = bytes.clone();
+    unflagged[6] = 0;
+    reseal(&mut unflagged);
+    assert!(matches!(frame::decode(&unflagged), Err(frame::FrameError::BadRecords(_))));
+
+    let mut unknown_flag = bytes;
+    unknown_flag[6] |= 2;
+    reseal(&mut unknown_flag);
+    assert!(matches!(frame::decode(&unknown_flag), Err(frame::FrameError::BadFlags(3))));
 }

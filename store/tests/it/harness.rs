@@ -8,7 +8,7 @@ use pure_store::sim::{SimDisk, SimRng};
 use pure_store::{Error, Io, Lsn, Recovered, Store, StoreOptions, SyncMode};
 
 /// Ring capacity of the simulations: small, so that workloads wrap it many times.
-pub const SIM_CAPACITY_BYTES: u64 = 4096;
+pub const SIM_CAPACITY_BYTES: u64 = 16384;
 
 pub fn scale() -> u64 {
     std::env::var("PURE_TEST_SCALE")

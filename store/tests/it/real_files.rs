@@ -261,3 +261,111 @@ fn a_second_open_of_a_directory_is_refused_while_the_first_lives() {
     store.append(b"after").expect("append");
     store.commit().expect("commit");
 }
+
+/// A directory on the disk the tests build on (cargo's target directory), not `/tmp`, which
+/// may be a RAM file system that refuses `O_DIRECT`.
+fn dir_on_disk() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on disk")
+}
+
+#[test]
+fn the_log_is_written_in_whole_sectors_past_the_page_cache_where_the_file_system_allows() {
+    let dir = dir_on_disk();
+    let mut store = Store::open(dir.path(), options(1 << 20))
+        .expect("create")
+        .store;
+    assert!(store.log_writes_padded(), "a new log of whole sectors pads its frames");
+    if !store.log_writes_direct() {
+        eprintln!(
+            "SKIPPED: the file system under {} refuses O_DIRECT; the log is written through the \
+             page cache there (the padded frames are still checked)",
+            dir.path().display()
+        );
+    }
+    let mut expected = Vec::new();
+    for group in 0..40u64 {
+        // Groups from one small record to several sectors.
+        for i in 0..1 + group % 9 * 3 {
+            let lsn = expected.len() as u64 + 1;
+            let bytes = record_bytes(lsn, group * 100 + i);
+            store.append(&bytes).expect("append");
+            expected.push((Lsn(lsn), bytes));
+        }
+        store.commit().expect("commit");
+        assert_eq!(
+            store.log_end_position() % 512,
+            0,
+            "each frame ends at a sector, where the next one starts"
+        );
+    }
+    let direct = store.log_writes_direct();
+    drop(store);
+    let (_, records) = records_of(dir.path(), 1 << 20);
+    assert_eq!(records, expected, "direct writes: {direct}");
+}
+
+#[test]
+fn a_ring_that_is_not_whole_sectors_keeps_its_frames_unpadded() {
+    let capacity = (1 << 20) + 100;
+    let dir = dir_on_disk();
+    let mut store = Store::open(dir.path(), options(capacity))
+        .expect("create")
+        .store;
+    assert!(!store.log_writes_padded());
+    assert!(!store.log_writes_direct());
+    let bytes = record_bytes(1, 0);
+    store.append(&bytes).expect("append");
+    let start = store.log_end_position();
+    store.commit().expect("commit");
+    assert_eq!(
+        store.log_end_position() - start,
+        56 + 1 + bytes.len() as u64,
+        "a header, the record's length and its bytes: no padding"
+    );
+    drop(store);
+    assert_eq!(records_of(dir.path(), capacity).1, vec![(Lsn(1), bytes)]);
+}
+
+/// CRC32C (Castagnoli), bit by bit: what the log header's check is.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0x82f6_3b78 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// A log made before frames were padded (log version 1) stays unpadded, so that the binary
+/// that made it can still open it after this one wrote to it.
+#[test]
+fn a_version_1_log_is_written_as_version_1_frames() {
+    let dir = dir_on_disk();
+    let capacity = 1 << 20;
+    drop(Store::open(dir.path(), options(capacity)).expect("create"));
+    // Make the new log's header say version 1, as an older binary wrote it.
+    let log_path = dir.path().join(pure_store::LOG_FILE_NAME);
+    let mut log = std::fs::read(&log_path).expect("read log");
+    assert_eq!(log[8..12], 2u32.to_le_bytes(), "new logs are version 2");
+    log[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c(&log[0..32]);
+    log[32..36].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&log_path, &log).expect("write log");
+
+    let mut store = Store::open(dir.path(), options(capacity))
+        .expect("reopen")
+        .store;
+    assert!(!store.log_writes_padded());
+    let bytes = record_bytes(1, 0);
+    store.append(&bytes).expect("append");
+    let start = store.log_end_position();
+    store.commit().expect("commit");
+    assert_eq!(store.log_end_position() - start, 56 + 1 + bytes.len() as u64);
+    drop(store);
+    let log = std::fs::read(&log_path).expect("read log");
+    let frame = &log[pure_store::LOG_HEADER_AREA_BYTES as usize..];
+    assert_eq!(frame[6..8], [0, 0], "no frame flag a version-1 reader does not know");
+    assert_eq!(records_of(dir.path(), capacity).1, vec![(Lsn(1), bytes)]);
+}

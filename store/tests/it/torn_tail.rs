@@ -6,15 +6,16 @@
 use std::sync::Arc;
 
 use pure_store::sim::{test_seed, SimDisk, SimRng};
-use pure_store::{Lsn, Store};
+use pure_store::{frame, Lsn, Store};
 
 use crate::harness::{log_offset, log_path, open, record_bytes, recovered_state, Model};
 
-/// Frames written, and where each ended: (stream end position, LSN of its last record).
+/// Frames written, and where each ended: (stream end position, LSN of its last record, where
+/// its records end: before its padding).
 struct Built {
     disk: Arc<SimDisk>,
     model: Model,
-    ends: Vec<(u64, u64)>,
+    ends: Vec<(u64, u64, u64)>,
     previous_lap: Vec<u8>,
 }
 
@@ -25,15 +26,18 @@ fn build(seed: u64) -> Built {
     let mut model = Model::default();
     let mut store = open(&disk).expect("fresh store").store;
     let mut rng = SimRng::new(seed);
-    let mut ends = vec![(store.log_end_position(), 0)];
+    let start = store.log_end_position();
+    let mut ends = vec![(start, 0, start)];
     let mut previous_lap = Vec::new();
-    let groups = 60;
+    let groups = 100;
     for group in 0..groups {
         if group == groups - 3 {
             previous_lap = disk.read(&log_path()).expect("log exists");
         }
-        commit_group(&mut store, &mut model, &mut rng);
-        ends.push((store.log_end_position(), model.acked));
+        let unpadded = commit_group(&mut store, &mut model, &mut rng);
+        let end = store.log_end_position();
+        let padded = unpadded + frame::padding_for(unpadded as usize) as u64;
+        ends.push((end, model.acked, end - padded + unpadded));
         if group % 5 == 4 && group < groups - 4 {
             crate::harness::checkpoint(&mut store, &mut model).expect("checkpoint");
         }
@@ -52,13 +56,20 @@ fn build(seed: u64) -> Built {
     }
 }
 
-fn commit_group(store: &mut Store, model: &mut Model, rng: &mut SimRng) {
+/// Commits a group of one to three records; returns its frame's length before padding.
+fn commit_group(store: &mut Store, model: &mut Model, rng: &mut SimRng) -> u64 {
+    let mut len = frame::HEADER_BYTES as u64;
     for _ in 0..1 + rng.below(3) {
         let bytes = record_bytes(model.records.len() as u64 + 1, model.generation);
         store.append(&bytes).expect("append");
+        let mut varint = Vec::new();
+        frame::write_varint(&mut varint, bytes.len() as u64);
+        len += (varint.len() + bytes.len()) as u64;
         model.records.push(bytes);
     }
     model.acked = store.commit().expect("commit").0;
+    assert!(store.log_writes_padded(), "the simulated ring is whole sectors");
+    len
 }
 
 #[test]
@@ -72,19 +83,12 @@ fn torn_tail_at_every_byte() {
 fn torn_tail_at_every_byte_with(seed: u64) {
     let built = build(seed);
     let n = built.ends.len();
-    let (start, _) = built.ends[n - 4];
-    let (end, _) = built.ends[n - 1];
+    let (start, _, _) = built.ends[n - 4];
+    let (end, _, _) = built.ends[n - 1];
     let mut cases = 0;
     for cut in start..end {
-        let survivors = built
-            .ends
-            .iter()
-            .filter(|(e, _)| *e <= cut)
-            .map(|(_, l)| *l)
-            .max();
-        let survivors = survivors.expect("frames before the cut");
         for fill in 0..3 {
-            check_cut(&built, cut, end, fill, survivors, seed);
+            check_cut(&built, cut, end, fill, seed);
             cases += 1;
         }
     }
@@ -92,10 +96,11 @@ fn torn_tail_at_every_byte_with(seed: u64) {
 }
 
 /// Cuts at stream position `cut` and checks recovery, more writes, crash, recovery.
-fn check_cut(built: &Built, cut: u64, end: u64, fill: u8, survivors: u64, seed: u64) {
+fn check_cut(built: &Built, cut: u64, end: u64, fill: u8, seed: u64) {
     let context = format!("seed {seed}, cut at {cut}, fill {fill}");
     let disk = built.disk.fork();
     let mut rng = SimRng::new(seed ^ cut);
+    let mut zeros_until = None;
     for position in cut..end {
         let offset = log_offset(position);
         let byte = match fill {
@@ -103,8 +108,21 @@ fn check_cut(built: &Built, cut: u64, end: u64, fill: u8, survivors: u64, seed: 
             1 => built.previous_lap[offset as usize],
             _ => rng.next_u64() as u8,
         };
+        if byte != 0 && zeros_until.is_none() {
+            zeros_until = Some(position);
+        }
         disk.damage(&log_path(), offset, &[byte]);
     }
+    // The whole frames before the cut survive, and the frame cut in its padding if the bytes
+    // that replaced its padding are zeros: its records and its CRC are all there.
+    let zeros_until = zeros_until.unwrap_or(end);
+    let survivors = built
+        .ends
+        .iter()
+        .filter(|&&(e, _, records_end)| e <= cut || (records_end <= cut && e <= zeros_until))
+        .map(|&(_, lsn, _)| lsn)
+        .max()
+        .expect("frames before the cut");
     let recovered = open(&disk).unwrap_or_else(|e| panic!("{context}: {e}"));
     let state = recovered_state(&recovered);
     assert_eq!(
