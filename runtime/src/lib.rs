@@ -39,7 +39,7 @@ pub use allocator::Allocator;
 pub use error::{OpenError, ReloadError};
 pub use job::WriteReply;
 pub use metrics::{Health, Metrics};
-pub use options::{CommitGate, RuntimeOptions, LONE_WRITE_SYNC_MAX};
+pub use options::{CommitGate, RuntimeOptions, CHECKPOINT_IMAGE_RATIO, LONE_WRITE_SYNC_MAX};
 pub use pure_lang::ImmutableString;
 pub use pure_lang::{
     has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,

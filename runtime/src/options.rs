@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use pure_store::SyncMode;
 
+/// The default `checkpoint_image_ratio`.
+pub const CHECKPOINT_IMAGE_RATIO: f64 = 2.0;
+
 /// The default `lone_write_sync_max`.
 pub const LONE_WRITE_SYNC_MAX: Duration = Duration::from_micros(50);
 
@@ -16,8 +19,15 @@ pub struct RuntimeOptions {
     pub sync: SyncMode,
     /// Size of the preallocated log (used when the log is created).
     pub log_capacity_bytes: u64,
-    /// A checkpoint starts when the log since the last one exceeds this.
+    /// A checkpoint starts when the log since the last one exceeds this, and also
+    /// `checkpoint_image_ratio` times the last checkpoint's image.
     pub checkpoint_interval_bytes: u64,
+    /// How many times the last checkpoint's image the log grows before the next checkpoint, on
+    /// a state whose image is larger than the interval: every checkpoint writes the whole state,
+    /// so this bounds what checkpoints write to `1 / ratio` of what the log does (research note
+    /// 031). The log is never let past three quarters of its capacity for it. 0: the interval
+    /// alone decides.
+    pub checkpoint_image_ratio: f64,
     /// Bound of the write queue: a full queue answers `Unavailable` at once (backpressure).
     pub queue_capacity: usize,
     /// The longest a write waits for room in a full log (for checkpoints to free it) before it
@@ -43,6 +53,7 @@ impl Default for RuntimeOptions {
             sync: SyncMode::Always,
             log_capacity_bytes: 256 << 20,
             checkpoint_interval_bytes: 64 << 20,
+            checkpoint_image_ratio: CHECKPOINT_IMAGE_RATIO,
             queue_capacity: 4096,
             write_timeout: Duration::from_secs(5),
             lone_write_sync_max: Some(LONE_WRITE_SYNC_MAX),

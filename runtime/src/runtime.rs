@@ -79,6 +79,10 @@ impl Runtime {
                 cut.bytes, cut.position, cut.reason
             );
         }
+        let image_bytes = recovered
+            .checkpoint
+            .as_ref()
+            .map_or(0, |image| image.bytes().len() as u64);
         let mut state = recover(&app, &recovered)?;
         build_indexes(&app, &mut state.tables)?;
         let recovery = state.report;
@@ -112,6 +116,8 @@ impl Runtime {
             building: building.clone(),
             inbox: inbox.clone(),
             checkpoint_interval_bytes: options.checkpoint_interval_bytes,
+            checkpoint_image_ratio: options.checkpoint_image_ratio,
+            image_bytes,
             write_timeout: options.write_timeout,
             commit_gate: options.commit_gate.clone(),
             checkpoint: None,

@@ -99,6 +99,9 @@ pub(crate) struct Syncer {
     pub building: Arc<Building>,
     pub inbox: Arc<Inbox>,
     pub checkpoint_interval_bytes: u64,
+    pub checkpoint_image_ratio: f64,
+    /// The size of the last checkpoint's image (0 before the first).
+    pub image_bytes: u64,
     /// The longest a group waits for log space (see the module doc).
     pub write_timeout: Duration,
     pub commit_gate: Option<CommitGate>,
@@ -308,8 +311,14 @@ impl Syncer {
         self.shared
             .metrics
             .log(used, self.store.log_capacity_bytes());
-        if self.checkpoint.is_none() && used > self.checkpoint_interval_bytes && !self.is_poisoned()
-        {
+        let due = checkpoint_due(
+            self.checkpoint_interval_bytes,
+            self.checkpoint_image_ratio,
+            used,
+            self.image_bytes,
+            self.store.log_capacity_bytes(),
+        );
+        if self.checkpoint.is_none() && due && !self.is_poisoned() {
             self.start_checkpoint();
         }
     }
@@ -558,8 +567,10 @@ impl Syncer {
         match result {
             Ok((done, started)) => {
                 let lsn = done.lsn.0;
+                let image_bytes = done.image_bytes;
                 match self.store.install_checkpoint(done) {
                     Ok(()) => {
+                        self.image_bytes = image_bytes;
                         self.shared.metrics.checkpoint(started.elapsed(), lsn);
                         self.log_full.next_attempt = None;
                         self.log_full.pause = Duration::ZERO;
@@ -591,6 +602,17 @@ impl Syncer {
     }
 }
 
+/// Whether the log, `used` bytes since the last checkpoint, is due another: past the interval,
+/// and past `ratio` times the last image (`image_bytes`) unless that is more than three
+/// quarters of the log's `capacity` (a quarter stays free for the writes made while the
+/// checkpoint is written). A checkpoint writes the whole state; the log, only what changed:
+/// on a state larger than the interval, the ratio is what keeps checkpoints from writing more
+/// than the log does.
+fn checkpoint_due(interval: u64, ratio: f64, used: u64, image_bytes: u64, capacity: u64) -> bool {
+    let by_image = (image_bytes as f64 * ratio) as u64;
+    used > interval.max(by_image.min(capacity / 4 * 3))
+}
+
 fn finish_checkpoint(
     mut writer: pure_store::CheckpointWriter,
     schema: &Schema,
@@ -617,5 +639,30 @@ impl Drop for SyncerGone {
     fn drop(&mut self) {
         self.inbox.syncer_gone();
         self.building.syncer_gone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checkpoint_due;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_checkpoint_is_due_past_the_interval_and_past_the_ratio_times_the_last_image() {
+        let capacity = 256 * MIB;
+        // A state smaller than the interval: the interval decides.
+        assert!(!checkpoint_due(64 * MIB, 2.0, 64 * MIB, MIB, capacity));
+        assert!(checkpoint_due(64 * MIB, 2.0, 64 * MIB + 1, MIB, capacity));
+        // A larger one: the log grows to twice its image first.
+        assert!(!checkpoint_due(64 * MIB, 2.0, 150 * MIB, 75 * MIB, capacity));
+        assert!(checkpoint_due(64 * MIB, 2.0, 150 * MIB + 1, 75 * MIB, capacity));
+        // But never past three quarters of the log.
+        assert!(!checkpoint_due(64 * MIB, 2.0, 192 * MIB, 150 * MIB, capacity));
+        assert!(checkpoint_due(64 * MIB, 2.0, 192 * MIB + 1, 150 * MIB, capacity));
+        // Unless the interval asks for more.
+        assert!(!checkpoint_due(200 * MIB, 2.0, 200 * MIB, 150 * MIB, capacity));
+        // A ratio of 0 leaves the interval alone.
+        assert!(checkpoint_due(64 * MIB, 0.0, 64 * MIB + 1, 150 * MIB, capacity));
     }
 }

@@ -190,9 +190,18 @@ pub struct Options {
     #[arg(long)]
     pub lone_writes_on_syncer: bool,
 
-    /// A checkpoint is taken when the log since the last one exceeds this.
+    /// A checkpoint is taken when the log since the last one exceeds this, and also
+    /// --checkpoint-image-ratio times the last checkpoint's image.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub checkpoint_interval: u64,
+
+    /// A checkpoint writes the whole state, the log only what changed: on a state larger than
+    /// --checkpoint-interval, the log grows to this many times the last checkpoint's image
+    /// before the next checkpoint, so that checkpoints write at most 1/RATIO of the log's
+    /// bytes (never past three quarters of --log-capacity, so that writes seldom wait for
+    /// room). A larger ratio writes less and replays more after a crash; 0: the interval alone.
+    #[arg(long, value_name = "RATIO", default_value_t = pure_runtime::CHECKPOINT_IMAGE_RATIO)]
+    pub checkpoint_image_ratio: f64,
 
     /// On a poisoned store: how long to keep answering (reads, and 503 for writes) before exiting
     /// with status 10.

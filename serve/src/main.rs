@@ -187,6 +187,7 @@ fn runtime_options(options: &Options) -> RuntimeOptions {
         },
         log_capacity_bytes: options.log_capacity,
         checkpoint_interval_bytes: options.checkpoint_interval,
+        checkpoint_image_ratio: options.checkpoint_image_ratio,
         queue_capacity: options.queue_capacity,
         write_timeout: Duration::from_millis(options.write_timeout_ms),
         lone_write_sync_max: match options.lone_writes_on_syncer {
