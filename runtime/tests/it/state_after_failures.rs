@@ -529,14 +529,25 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
     let options = RuntimeOptions {
         log_capacity_bytes: 8 << 20,
         checkpoint_interval_bytes: 256 << 10,
+        // The interval alone: the image is larger than the log written after the fault.
+        checkpoint_image_ratio: 0.0,
         ..RuntimeOptions::default()
     };
     let open = || Runtime::open_with_io(app("review"), dir, options.clone(), disk.clone()).unwrap();
-    let big = "x".repeat(4000);
+    // Letters that do not compress, so that the image (compressed) takes several writes.
+    let mut seed = 12u64;
+    let mut big = || -> String {
+        (0..4000)
+            .map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                char::from(b'a' + (seed >> 59) as u8 % 26)
+            })
+            .collect()
+    };
     let rt = open();
     for i in 0..40i64 {
         let ops: Vec<Value> = (0..10)
-            .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big}]))
+            .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big()}]))
             .collect();
         call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
     }
@@ -554,7 +565,7 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
     // and its image (larger than one write chunk) fails partway.
     for i in 0..10i64 {
         let ops: Vec<Value> = (0..10)
-            .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big}]))
+            .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big()}]))
             .collect();
         call(&rt, "apply", json!({"ops": ops, "fail": false})).unwrap();
     }
