@@ -4,7 +4,8 @@
 //! offset size field
 //!  0     4   magic         0x3146_5250 ("PRF1" little-endian)
 //!  4     2   version       1
-//!  6     2   flags         bit 0 PADDED: zero bytes follow the records (see `SECTOR_BYTES`)
+//!  6     2   flags         bit 0 PADDED: zero bytes end the payload (see `SECTOR_BYTES`);
+//!                          bit 1 COMPRESSED: the records are compressed (see `compress`)
 //!  8     4   frame_len     header + payload bytes
 //! 12     4   record_count  >= 1
 //! 16     8   first_lsn     LSN of the first record
@@ -13,8 +14,10 @@
 //! 40     8   session       salt of the open that wrote the frame
 //! 48     4   prev_crc      `crc` of the previous frame of the stream (the chain)
 //! 52     4   crc           CRC32C of bytes 0..52 followed by the payload
-//! 56     ..  payload       record_count x (LEB128 length, record bytes), then, if PADDED,
-//!                          fewer than `SECTOR_BYTES` zero bytes
+//! 56     ..  payload       records, then, if PADDED, fewer than `SECTOR_BYTES` zero bytes
+//!
+//! records    := record_count x (LEB128 length, record bytes)
+//! COMPRESSED := raw_len:LEB128 zlen:LEB128 zstd(records)[zlen]   raw_len: the records' length
 //! ```
 //!
 //! All integers are little-endian. `decode` checks everything that can be checked from the
@@ -33,6 +36,10 @@ pub const SECTOR_BYTES: usize = 512;
 /// The flag of a frame whose records are followed by zero bytes up to a multiple of
 /// `SECTOR_BYTES`.
 pub const FLAG_PADDED: u16 = 1;
+/// The flag of a frame whose records are compressed with zstd.
+pub const FLAG_COMPRESSED: u16 = 2;
+/// The flags a frame may carry.
+const FLAGS_KNOWN: u16 = FLAG_PADDED | FLAG_COMPRESSED;
 /// Offset of the CRC field; the CRC covers the bytes before it and the payload after the header.
 pub(crate) const CRC_OFFSET: usize = 52;
 
@@ -52,10 +59,11 @@ pub struct FrameHeader {
 }
 
 /// A frame that decoded: its header and its payload (records still encoded).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Frame<'a> {
     pub header: FrameHeader,
-    pub payload: &'a [u8],
+    /// The records (decompressed if they were compressed), without padding.
+    pub records: std::borrow::Cow<'a, [u8]>,
 }
 
 /// Why bytes are not a frame.
@@ -110,7 +118,7 @@ pub fn read_header(bytes: &[u8]) -> Result<FrameHeader, FrameError> {
         return Err(FrameError::BadVersion(version));
     }
     let flags = u16::from_le_bytes([header[6], header[7]]);
-    if flags & !FLAG_PADDED != 0 {
+    if flags & !FLAGS_KNOWN != 0 {
         return Err(FrameError::BadFlags(flags));
     }
     let parsed = FrameHeader {
@@ -143,12 +151,25 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
             computed,
         });
     }
-    let frame = Frame {
-        header,
-        payload: &whole[HEADER_BYTES..],
+    let payload = &whole[HEADER_BYTES..];
+    let (records, rest) = match header.flags & FLAG_COMPRESSED != 0 {
+        true => {
+            let (records, rest) = decompress(payload)?;
+            (std::borrow::Cow::Owned(records), rest)
+        }
+        false => {
+            let rest = walk_records(payload, header.record_count)?;
+            let records = &payload[..payload.len() - rest.len()];
+            (std::borrow::Cow::Borrowed(records), rest)
+        }
     };
-    check_records(&frame)?;
-    Ok(frame)
+    if header.flags & FLAG_COMPRESSED != 0 && !walk_records(&records, header.record_count)?.is_empty() {
+        return Err(FrameError::BadRecords(
+            "record count does not match the payload",
+        ));
+    }
+    check_padding(&header, rest)?;
+    Ok(Frame { header, records })
 }
 
 /// The CRC of a whole frame (header with its CRC field skipped, then the payload).
@@ -157,17 +178,13 @@ pub fn frame_crc(whole: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, &whole[HEADER_BYTES..])
 }
 
-/// Checks that the payload holds exactly `record_count` well-formed records, and after them
-/// nothing, or in a padded frame only its padding: zeros, fewer than a sector, ending the frame
-/// at a multiple of `SECTOR_BYTES`.
-fn check_records(frame: &Frame<'_>) -> Result<(), FrameError> {
-    if frame.header.record_count == 0 {
+/// Walks exactly `count` well-formed records from the start of `bytes`; returns what follows.
+fn walk_records(bytes: &[u8], count: u32) -> Result<&[u8], FrameError> {
+    if count == 0 {
         return Err(FrameError::BadRecords("a frame holds at least one record"));
     }
-    let mut records = Records {
-        rest: frame.payload,
-    };
-    for _ in 0..frame.header.record_count {
+    let mut records = Records { rest: bytes };
+    for _ in 0..count {
         match records.next_record() {
             Some(record) => record?,
             None => {
@@ -177,8 +194,13 @@ fn check_records(frame: &Frame<'_>) -> Result<(), FrameError> {
             }
         };
     }
-    let rest = records.rest;
-    if frame.header.flags & FLAG_PADDED == 0 {
+    Ok(records.rest)
+}
+
+/// What may follow a frame's records: nothing, or in a padded frame only its padding: zeros,
+/// fewer than a sector, ending the frame at a multiple of `SECTOR_BYTES`.
+fn check_padding(header: &FrameHeader, rest: &[u8]) -> Result<(), FrameError> {
+    if header.flags & FLAG_PADDED == 0 {
         if !rest.is_empty() {
             return Err(FrameError::BadRecords(
                 "record count does not match the payload",
@@ -189,19 +211,85 @@ fn check_records(frame: &Frame<'_>) -> Result<(), FrameError> {
     if rest.len() >= SECTOR_BYTES || rest.iter().any(|&b| b != 0) {
         return Err(FrameError::BadRecords("padding that is not zeros within a sector"));
     }
-    if frame.header.frame_len as usize % SECTOR_BYTES != 0 {
+    if header.frame_len as usize % SECTOR_BYTES != 0 {
         return Err(FrameError::BadRecords("a padded frame that ends inside a sector"));
     }
     Ok(())
 }
 
-impl<'a> Frame<'a> {
-    /// The records of the frame, in order (its padding is not a record).
-    pub fn records(&self) -> impl Iterator<Item = &'a [u8]> {
-        let mut records = Records { rest: self.payload };
-        // `decode` already walked the payload, so every record is well-formed.
+/// zstd's level for frames: its fastest but one; a TPC-C group of about 2.7 KB of records
+/// takes 0.59 of its bytes (research note 031).
+const ZSTD_LEVEL: i32 = 1;
+
+/// A compression context for `compress`, to keep from one frame to the next.
+pub fn compressor() -> zstd::bulk::Compressor<'static> {
+    zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("zstd takes its own level")
+}
+
+/// Appends `records` (a frame's records, encoded) to `out` in the COMPRESSED form. False, with
+/// `out` as it was, where that would not save at least a sixteenth of their bytes.
+pub fn compress(
+    compressor: &mut zstd::bulk::Compressor<'static>,
+    records: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    let start = out.len();
+    let room = records.len() - records.len() / 16;
+    // The two lengths go before the compressed bytes, once the second is known: room for the
+    // longest two varints, then moved down.
+    let at = start + 20;
+    out.resize(at + room, 0);
+    let Ok(zlen) = compressor.compress_to_buffer(records, &mut out[at..]) else {
+        out.truncate(start);
+        return false;
+    };
+    let mut head = Vec::with_capacity(20);
+    write_varint(&mut head, records.len() as u64);
+    write_varint(&mut head, zlen as u64);
+    if head.len() + zlen >= room {
+        out.truncate(start);
+        return false;
+    }
+    out.copy_within(at..at + zlen, start + head.len());
+    out[start..start + head.len()].copy_from_slice(&head);
+    out.truncate(start + head.len() + zlen);
+    true
+}
+
+/// The records of a COMPRESSED payload, and what follows them (the padding).
+fn decompress(payload: &[u8]) -> Result<(Vec<u8>, &[u8]), FrameError> {
+    let (raw_len, used) = read_varint(payload)?;
+    let rest = &payload[used..];
+    let (zlen, used) = read_varint(rest)?;
+    let rest = &rest[used..];
+    let zlen = usize::try_from(zlen).map_err(|_| FrameError::BadRecords("length overflow"))?;
+    if zlen > rest.len() {
+        return Err(FrameError::BadRecords("compressed records run past the frame"));
+    }
+    let (compressed, rest) = rest.split_at(zlen);
+    // Read as they come, never more than `raw_len` and one byte: a length that lies takes no
+    // memory beyond what the compressed bytes really hold.
+    let mut records = Vec::new();
+    let decoder = zstd::stream::read::Decoder::with_buffer(compressed)
+        .map_err(|_| FrameError::BadRecords("compressed records that do not decompress"))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(decoder, raw_len.saturating_add(1)), &mut records)
+        .map_err(|_| FrameError::BadRecords("compressed records that do not decompress"))?;
+    if records.len() as u64 != raw_len {
+        return Err(FrameError::BadRecords(
+            "compressed records of another length than the frame says",
+        ));
+    }
+    Ok((records, rest))
+}
+
+impl Frame<'_> {
+    /// The records of the frame, in order.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let mut records = Records {
+            rest: &self.records,
+        };
+        // `decode` already walked them, so every record is well-formed.
         std::iter::from_fn(move || records.next_record().and_then(Result::ok))
-            .take(self.header.record_count as usize)
     }
 }
 
@@ -277,6 +365,7 @@ pub fn seal(frame: &mut [u8], header: &FrameHeader) -> u32 {
         header.flags & FLAG_PADDED == 0 || frame.len() % SECTOR_BYTES == 0,
         "a padded frame is whole sectors"
     );
+    assert_eq!(header.flags & !FLAGS_KNOWN, 0, "a frame carries only known flags");
     let h = &mut frame[..HEADER_BYTES];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..6].copy_from_slice(&VERSION.to_le_bytes());

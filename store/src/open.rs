@@ -288,6 +288,8 @@ fn build(
         sync: options.sync,
         capacity: header.capacity,
         padded: header.padded,
+        compressor: crate::frame::compressor(),
+        compressed: Vec::new(),
         session,
         end: replay.end.position,
         prev_crc: replay.end.prev_crc,

@@ -38,18 +38,18 @@ struct Window {
     bytes: Vec<u8>,
 }
 
-/// A frame that decoded, with its bytes.
+/// A frame that decoded: its header and its records (decompressed).
 pub struct FrameBytes {
     pub header: FrameHeader,
-    bytes: Vec<u8>,
+    records: Vec<u8>,
 }
 
 impl FrameBytes {
-    /// The frame, borrowing these bytes.
+    /// The frame, borrowing these records.
     pub fn frame(&self) -> Frame<'_> {
         Frame {
             header: self.header,
-            payload: &self.bytes[HEADER_BYTES..],
+            records: std::borrow::Cow::Borrowed(&self.records),
         }
     }
 }
@@ -145,11 +145,11 @@ impl<'a> RingReader<'a> {
         }
         let mut bytes = vec![0u8; len as usize];
         self.read(offset, &mut bytes)?;
-        let header = match frame::decode(&bytes) {
-            Ok(frame) => frame.header,
+        let (header, records) = match frame::decode(&bytes) {
+            Ok(frame) => (frame.header, frame.records.into_owned()),
             Err(e) => return Ok(Err(e)),
         };
-        Ok(Ok(FrameBytes { header, bytes }))
+        Ok(Ok(FrameBytes { header, records }))
     }
 
     /// Checks the CRC of the frame at ring `offset` whose header is `header`, reading it through

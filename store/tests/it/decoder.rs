@@ -165,7 +165,66 @@ fn a_padded_frame_decodes_to_its_records_and_only_zeros_within_a_sector_pad_it()
     assert!(matches!(frame::decode(&unflagged), Err(frame::FrameError::BadRecords(_))));
 
     let mut unknown_flag = bytes;
-    unknown_flag[6] |= 2;
+    unknown_flag[6] |= 4;
     reseal(&mut unknown_flag);
-    assert!(matches!(frame::decode(&unknown_flag), Err(frame::FrameError::BadFlags(3))));
+    assert!(matches!(frame::decode(&unknown_flag), Err(frame::FrameError::BadFlags(5))));
+}
+
+/// A frame of `records` in the COMPRESSED form, padded to whole sectors, with `edit` applied to
+/// its payload before it is sealed.
+fn compressed_frame(records: &[Vec<u8>], edit: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for record in records {
+        frame::write_varint(&mut raw, record.len() as u64);
+        raw.extend_from_slice(record);
+    }
+    let mut payload = Vec::new();
+    assert!(frame::compress(&mut frame::compressor(), &raw, &mut payload), "records that compress");
+    edit(&mut payload);
+    let mut bytes = vec![0u8; frame::HEADER_BYTES];
+    bytes.extend_from_slice(&payload);
+    bytes.resize(bytes.len().next_multiple_of(frame::SECTOR_BYTES), 0);
+    let header = FrameHeader {
+        flags: frame::FLAG_PADDED | frame::FLAG_COMPRESSED,
+        frame_len: 0,
+        record_count: records.len() as u32,
+        first_lsn: 1,
+        position: 0,
+        acked_lsn: 0,
+        session: 7,
+        prev_crc: 0,
+        crc: 0,
+    };
+    frame::seal(&mut bytes, &header);
+    bytes
+}
+
+#[test]
+fn a_compressed_frame_decodes_to_its_records_and_only_to_them() {
+    let records: Vec<Vec<u8>> = (1..=4).map(|i| vec![i as u8; 300]).collect();
+    let bytes = compressed_frame(&records, |_| {});
+    assert_eq!(bytes.len(), frame::SECTOR_BYTES, "1,200 bytes of records in one sector");
+    let decoded = frame::decode(&bytes).expect("a compressed frame");
+    let got: Vec<Vec<u8>> = decoded.records().map(<[u8]>::to_vec).collect();
+    assert_eq!(got, records);
+
+    // Records that do not compress are left as they are.
+    let mut noise = vec![0u8; 300];
+    pure_store::sim::SimRng::new(3).fill(&mut noise);
+    assert!(!frame::compress(&mut frame::compressor(), &noise, &mut Vec::new()));
+
+    let refused = |edit: &dyn Fn(&mut Vec<u8>), what: &str| {
+        let bytes = compressed_frame(&records, edit);
+        assert!(
+            matches!(frame::decode(&bytes), Err(frame::FrameError::BadRecords(_))),
+            "{what}: {:?}",
+            frame::decode(&bytes).map(|f| f.header)
+        );
+    };
+    // The first byte is the records' length (1,208 as a 2-byte varint: b8 09).
+    refused(&|p| p[1] += 1, "a length longer than the records");
+    refused(&|p| p[1] -= 1, "a length shorter than the records");
+    refused(&|p| p[2] += 1, "compressed bytes longer than they are");
+    refused(&|p| *p.last_mut().unwrap() ^= 0x55, "compressed bytes that do not decompress");
+    refused(&|p| p.push(1), "a byte after the compressed records, before the padding");
 }

@@ -58,6 +58,13 @@ pub fn record_bytes(lsn: u64, generation: u64) -> Vec<u8> {
     let len = 1 + rng.below(120) as usize;
     let mut bytes = vec![0u8; len];
     rng.fill(&mut bytes);
+    // Every other record repeats a few bytes, as real records repeat their shapes: frames that
+    // hold them are written compressed.
+    if lsn % 2 == 0 {
+        for i in 4..len {
+            bytes[i] = bytes[i % 4];
+        }
+    }
     bytes[0] = lsn as u8;
     bytes
 }

@@ -10,12 +10,13 @@ use pure_store::{frame, Lsn, Store};
 
 use crate::harness::{log_offset, log_path, open, record_bytes, recovered_state, Model};
 
-/// Frames written, and where each ended: (stream end position, LSN of its last record, where
-/// its records end: before its padding).
+/// Frames written, and where each ended: (stream end position, LSN of its last record).
 struct Built {
     disk: Arc<SimDisk>,
     model: Model,
-    ends: Vec<(u64, u64, u64)>,
+    ends: Vec<(u64, u64)>,
+    /// The log as the last frame left it.
+    last: Vec<u8>,
     previous_lap: Vec<u8>,
 }
 
@@ -26,18 +27,29 @@ fn build(seed: u64) -> Built {
     let mut model = Model::default();
     let mut store = open(&disk).expect("fresh store").store;
     let mut rng = SimRng::new(seed);
-    let start = store.log_end_position();
-    let mut ends = vec![(start, 0, start)];
+    let mut ends = vec![(store.log_end_position(), 0)];
+    let mut compressed = 0;
+    let capacity = store.log_capacity_bytes();
     let mut previous_lap = Vec::new();
     let groups = 100;
     for group in 0..groups {
         if group == groups - 3 {
             previous_lap = disk.read(&log_path()).expect("log exists");
         }
-        let unpadded = commit_group(&mut store, &mut model, &mut rng);
+        let start = store.log_end_position();
+        commit_group(&mut store, &mut model, &mut rng);
         let end = store.log_end_position();
-        let padded = unpadded + frame::padding_for(unpadded as usize) as u64;
-        ends.push((end, model.acked, end - padded + unpadded));
+        // The frame is at `start`, or at the next lap's start if it did not fit the lap.
+        let log = disk.read(&log_path()).expect("log exists");
+        let at = [start, start + capacity - start % capacity]
+            .into_iter()
+            .find_map(|position| {
+                let header = frame::read_header(&log[log_offset(position) as usize..]).ok()?;
+                (header.position == position).then_some(header)
+            })
+            .expect("the frame just written");
+        compressed += usize::from(at.flags & frame::FLAG_COMPRESSED != 0);
+        ends.push((end, model.acked));
         if group % 5 == 4 && group < groups - 4 {
             crate::harness::checkpoint(&mut store, &mut model).expect("checkpoint");
         }
@@ -46,30 +58,30 @@ fn build(seed: u64) -> Built {
         store.log_end_position() > 2 * store.log_capacity_bytes(),
         "the ring wrapped"
     );
+    assert!(
+        compressed > 10 && compressed < groups - 10,
+        "{compressed} of {groups} frames compressed: both kinds are cut"
+    );
     drop(store);
     disk.power_loss();
+    let last = disk.read(&log_path()).expect("log exists");
     Built {
         disk,
         model,
         ends,
         previous_lap,
+        last,
     }
 }
 
-/// Commits a group of one to three records; returns its frame's length before padding.
-fn commit_group(store: &mut Store, model: &mut Model, rng: &mut SimRng) -> u64 {
-    let mut len = frame::HEADER_BYTES as u64;
+fn commit_group(store: &mut Store, model: &mut Model, rng: &mut SimRng) {
     for _ in 0..1 + rng.below(3) {
         let bytes = record_bytes(model.records.len() as u64 + 1, model.generation);
         store.append(&bytes).expect("append");
-        let mut varint = Vec::new();
-        frame::write_varint(&mut varint, bytes.len() as u64);
-        len += (varint.len() + bytes.len()) as u64;
         model.records.push(bytes);
     }
     model.acked = store.commit().expect("commit").0;
     assert!(store.log_writes_padded(), "the simulated ring is whole sectors");
-    len
 }
 
 #[test]
@@ -83,8 +95,8 @@ fn torn_tail_at_every_byte() {
 fn torn_tail_at_every_byte_with(seed: u64) {
     let built = build(seed);
     let n = built.ends.len();
-    let (start, _, _) = built.ends[n - 4];
-    let (end, _, _) = built.ends[n - 1];
+    let (start, _) = built.ends[n - 4];
+    let (end, _) = built.ends[n - 1];
     let mut cases = 0;
     for cut in start..end {
         for fill in 0..3 {
@@ -100,7 +112,7 @@ fn check_cut(built: &Built, cut: u64, end: u64, fill: u8, seed: u64) {
     let context = format!("seed {seed}, cut at {cut}, fill {fill}");
     let disk = built.disk.fork();
     let mut rng = SimRng::new(seed ^ cut);
-    let mut zeros_until = None;
+    let mut first_changed = end;
     for position in cut..end {
         let offset = log_offset(position);
         let byte = match fill {
@@ -108,19 +120,18 @@ fn check_cut(built: &Built, cut: u64, end: u64, fill: u8, seed: u64) {
             1 => built.previous_lap[offset as usize],
             _ => rng.next_u64() as u8,
         };
-        if byte != 0 && zeros_until.is_none() {
-            zeros_until = Some(position);
+        if byte != built.last[offset as usize] {
+            first_changed = first_changed.min(position);
         }
         disk.damage(&log_path(), offset, &[byte]);
     }
-    // The whole frames before the cut survive, and the frame cut in its padding if the bytes
-    // that replaced its padding are zeros: its records and its CRC are all there.
-    let zeros_until = zeros_until.unwrap_or(end);
+    // Every frame before the first byte the cut changed survives: a cut that only wrote a
+    // frame's own bytes again (zeros over its padding, or over a zero it holds) leaves it whole.
     let survivors = built
         .ends
         .iter()
-        .filter(|&&(e, _, records_end)| e <= cut || (records_end <= cut && e <= zeros_until))
-        .map(|&(_, lsn, _)| lsn)
+        .filter(|&&(e, _)| e <= first_changed)
+        .map(|&(_, lsn)| lsn)
         .max()
         .expect("frames before the cut");
     let recovered = open(&disk).unwrap_or_else(|e| panic!("{context}: {e}"));
