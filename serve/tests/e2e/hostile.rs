@@ -335,6 +335,21 @@ fn with_file_size_limit(mut command: Command, bytes: u64) -> Command {
     command
 }
 
+/// `n` letters that do not compress much, different for each `seed` (the log and the
+/// checkpoint images are compressed): each write takes about as much of the log, and each row as
+/// much of an image, as its text is long.
+fn letters(n: usize, seed: u64) -> String {
+    let mut seed = 0x2545_f491_4f6c_dd1du64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (0..n)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'a' + (seed % 26) as u8)
+        })
+        .collect()
+}
+
 /// Raises the soft file size limit of the process `pid` to its hard limit: the full disk of
 /// `with_file_size_limit` has room again.
 fn lift_file_size_limit(pid: u32) {
@@ -378,12 +393,13 @@ fn a_write_on_a_full_disk_is_answered_in_bounded_time_and_a_stop_says_so() {
         .flag("--checkpoint-interval", &(64 << 10).to_string())
         .flag("--write-timeout-ms", "300");
     let server = Server::start(with_file_size_limit(launch.command(), limit));
-    let text = "n".repeat(60_000);
+
     let mut client = server.client();
     let mut acknowledged = 0;
     let refused = loop {
         assert!(acknowledged < 200, "the log never filled");
-        let body = serde_json::to_vec(&json!({ "text": text })).expect("json");
+        let body = serde_json::to_vec(&json!({ "text": letters(60_000, acknowledged) }))
+            .expect("json");
         let path = format!("/notes/{acknowledged}");
         let response = client.request("PUT", &path, Some(&body)).expect("answered");
         match response.status {
@@ -470,11 +486,11 @@ fn health_is_degraded_while_a_full_disk_refuses_writes() {
         (health.status, &health.json()["status"]),
         (200, &json!("ok"))
     );
-    let body = serde_json::to_vec(&json!({ "text": "n".repeat(60_000) })).expect("json");
     let mut notes = 0;
     loop {
         assert!(notes < 200, "the log never filled");
         let path = format!("/notes/{notes}");
+        let body = serde_json::to_vec(&json!({ "text": letters(60_000, notes) })).expect("json");
         match client.request("PUT", &path, Some(&body)).expect("answered") {
             answer if answer.status == 200 => notes += 1,
             answer if answer.status == 503 => break,
@@ -494,6 +510,7 @@ fn health_is_degraded_while_a_full_disk_refuses_writes() {
         let health = client.get("/_pure/health");
         health.status == 200 && health.json()["status"] == "ok"
     });
+    let body = serde_json::to_vec(&json!({ "text": letters(60_000, notes) })).expect("json");
     let answer = client
         .request("PUT", "/notes/again", Some(&body))
         .expect("answered");
