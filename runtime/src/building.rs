@@ -8,14 +8,17 @@
 //! owner is never woken for it, and never waits for the syncer unless the group is full.
 //!
 //! When the syncer comes for the lock while the owner is running writes back to back, the owner
-//! usually keeps it until its queue is empty: std's mutex is not fair, and the owner takes it
-//! again within a microsecond while the syncer is still being woken. So a busy group grows by the
-//! writes already waiting, up to its bound, and is cut the moment the owner pauses. That costs
-//! one commit's worth of latency to nobody (the syncer would otherwise be committing a smaller
-//! group) and saves syncs: cutting at the first write boundary instead (the owner handing the
-//! group over through a second lock) made groups of 19.5 writes instead of 24-25 at 64
-//! connections and ran 5-13% slower (research note 007). A long write keeps the syncer asleep on
-//! the lock, not polling. Correctness does not depend on who wins the lock.
+//! would keep it until its queue is empty: std's mutex is not fair, and the owner takes it
+//! again within a microsecond while the syncer is still being woken. A busy group then grows by
+//! every write waiting, and is cut only when the owner pauses; but by then every write of the
+//! group waits for its commit, and with them the clients that would send the next writes: the
+//! owner idles through each commit (at 64 TPC-C terminals in process, groups of 40 writes, the
+//! owner busy 83% of a core; research note 032). Cutting at the first write boundary instead made
+//! groups too small (a sync and a snapshot each) and ran 5-13% slower (research note 007). So
+//! the owner lets a syncer that waits for the lock take the group once it holds
+//! `HANDOVER_WRITES` writes (`let_the_syncer_take`), and goes on building the next one while
+//! that commits. A long write keeps the syncer asleep on the lock, not polling. Correctness does
+//! not depend on who wins the lock.
 //!
 //! (The owner used to hand each group over once the syncer said it was idle. On a busy machine
 //! the owner first had to be woken and scheduled, and it ran the writes queued meanwhile first:
@@ -40,6 +43,16 @@ use crate::group::Group;
 /// Most writes in one group: bounds the time a group's first request waits for its answer.
 const GROUP_WRITES_MAX: usize = 1024;
 
+/// A group this large is handed to a syncer that waits for the lock (`let_the_syncer_take`).
+/// Measured at 64 terminals of TPC-C in process (research note 032): 16 ran 1.21x the
+/// throughput of never handing over, 8 and fewer barely better (a sync and a snapshot for every
+/// few writes), 24 a little less than 16.
+const HANDOVER_WRITES: usize = 16;
+
+/// The most times the owner yields to a syncer that waits for the lock before it takes the lock
+/// all the same.
+const HANDOVER_YIELDS_MAX: u32 = 2000;
+
 /// Invariants:
 /// - The group holds at most `GROUP_WRITES_MAX` writes: one runs only when the group has room.
 /// - Only the syncer waits on `ready`, and only the owner thread on `room`: one waiter each,
@@ -54,6 +67,10 @@ pub(crate) struct Building {
     group_bytes_max: usize,
     /// Writes added so far: what the syncer watches while it waits awake (`wait_for_group`).
     added_total: AtomicU64,
+    /// The syncer is waiting for the lock to take a group (`wait_for_group`, `take`).
+    syncer_wants: AtomicBool,
+    /// Writes in the group being built (without the lock: for `let_the_syncer_take`).
+    group_writes: std::sync::atomic::AtomicUsize,
     /// Writes come one at a time (`set_lone_writes`).
     lone_writes: AtomicBool,
     /// A caller told to commit found the syncer's role taken (`contended`).
@@ -122,6 +139,8 @@ impl Building {
             room: Condvar::new(),
             group_bytes_max,
             added_total: AtomicU64::new(0),
+            syncer_wants: AtomicBool::new(false),
+            group_writes: std::sync::atomic::AtomicUsize::new(0),
             lone_writes: AtomicBool::new(false),
             contended: AtomicBool::new(false),
         }
@@ -179,6 +198,7 @@ impl Building {
             "a write adds at most one record, and a run's schema one more"
         );
         self.added_total.fetch_add(1, Ordering::Release);
+        self.group_writes.fetch_add(1, Ordering::Relaxed);
         if !state.syncer_waits {
             return false;
         }
@@ -225,6 +245,21 @@ impl Building {
         self.contended.store(true, Ordering::Relaxed);
     }
 
+    /// Called by the owner before it takes the lock for a write: while the syncer waits for
+    /// the lock and the group holds `HANDOVER_WRITES` writes, gives the syncer the turn (see
+    /// the module doc). Bounded, so that a syncer that is slow to be scheduled never holds the
+    /// owner up for long: correctness does not depend on who wins the lock.
+    pub(crate) fn let_the_syncer_take(&self) {
+        for _ in 0..HANDOVER_YIELDS_MAX {
+            let waits = self.syncer_wants.load(Ordering::Relaxed)
+                && self.group_writes.load(Ordering::Relaxed) >= HANDOVER_WRITES;
+            if !waits {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Whether `contended` was called since the last call of this.
     pub(crate) fn take_contended(&self) -> bool {
         self.contended.swap(false, Ordering::Relaxed)
@@ -241,7 +276,10 @@ impl Building {
     pub(crate) fn wait_for_group(&self, awake: Duration, patience: Option<Duration>) -> Take {
         let mut awake_until = (!awake.is_zero()).then(|| Instant::now() + awake);
         let give_up = patience.map(|patience| Instant::now() + awake + patience);
-        let Ok(mut state) = self.state.lock() else {
+        self.syncer_wants.store(true, Ordering::Relaxed);
+        let locked = self.state.lock();
+        self.syncer_wants.store(false, Ordering::Relaxed);
+        let Ok(mut state) = locked else {
             return Take::Done;
         };
         loop {
@@ -291,7 +329,10 @@ impl Building {
     /// `fits(records, bytes)` says its records fit; `Idle` otherwise. Only the holder of the
     /// syncer's role calls this, so that groups are committed in the order they were taken.
     pub(crate) fn take(&self, fits: impl FnOnce(usize, u64) -> bool) -> Take {
-        let Ok(mut state) = self.state.lock() else {
+        self.syncer_wants.store(true, Ordering::Relaxed);
+        let locked = self.state.lock();
+        self.syncer_wants.store(false, Ordering::Relaxed);
+        let Ok(mut state) = locked else {
             return Take::Done;
         };
         if state.group.replies.is_empty() {
@@ -303,6 +344,7 @@ impl Building {
         if !fits(state.group.ends.len(), state.group.bytes.len() as u64) {
             return Take::Idle;
         }
+        self.group_writes.store(0, Ordering::Relaxed);
         let mut group = std::mem::take(&mut state.group);
         group.snapshot = Arc::new(state.tables.snapshot());
         let taken = Taken {
@@ -326,6 +368,7 @@ impl Building {
     /// next write, as its record may have been in a refused group.
     pub(crate) fn roll_back(&self, durable: &Tables) -> Group {
         let mut state = self.lock();
+        self.group_writes.store(0, Ordering::Relaxed);
         state.tables = durable.thawed();
         state.schema_logged = false;
         state.busy = Duration::ZERO;

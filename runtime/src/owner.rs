@@ -202,6 +202,7 @@ impl Owner {
             depth > 0,
             "a job was counted in the queue before it was pushed"
         );
+        self.building.let_the_syncer_take();
         let mut state = self.building.lock();
         if !state.schema_logged {
             record::encode_schema(&mut state.group.bytes, &self.schema);
