@@ -651,18 +651,31 @@ mod tests {
     #[test]
     fn a_checkpoint_is_due_past_the_interval_and_past_the_ratio_times_the_last_image() {
         let capacity = 256 * MIB;
+        let due = |used, image| checkpoint_due(64 * MIB, 2.0, used, image, capacity);
         // A state smaller than the interval: the interval decides.
-        assert!(!checkpoint_due(64 * MIB, 2.0, 64 * MIB, MIB, capacity));
-        assert!(checkpoint_due(64 * MIB, 2.0, 64 * MIB + 1, MIB, capacity));
+        assert!(!due(64 * MIB, MIB));
+        assert!(due(64 * MIB + 1, MIB));
         // A larger one: the log grows to twice its image first.
-        assert!(!checkpoint_due(64 * MIB, 2.0, 150 * MIB, 75 * MIB, capacity));
-        assert!(checkpoint_due(64 * MIB, 2.0, 150 * MIB + 1, 75 * MIB, capacity));
+        assert!(!due(150 * MIB, 75 * MIB));
+        assert!(due(150 * MIB + 1, 75 * MIB));
         // But never past three quarters of the log.
-        assert!(!checkpoint_due(64 * MIB, 2.0, 192 * MIB, 150 * MIB, capacity));
-        assert!(checkpoint_due(64 * MIB, 2.0, 192 * MIB + 1, 150 * MIB, capacity));
+        assert!(!due(192 * MIB, 150 * MIB));
+        assert!(due(192 * MIB + 1, 150 * MIB));
         // Unless the interval asks for more.
-        assert!(!checkpoint_due(200 * MIB, 2.0, 200 * MIB, 150 * MIB, capacity));
+        assert!(!checkpoint_due(
+            200 * MIB,
+            2.0,
+            200 * MIB,
+            150 * MIB,
+            capacity
+        ));
         // A ratio of 0 leaves the interval alone.
-        assert!(checkpoint_due(64 * MIB, 0.0, 64 * MIB + 1, 150 * MIB, capacity));
+        assert!(checkpoint_due(
+            64 * MIB,
+            0.0,
+            64 * MIB + 1,
+            150 * MIB,
+            capacity
+        ));
     }
 }

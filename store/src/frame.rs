@@ -155,6 +155,11 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
     let (records, rest) = match header.flags & FLAG_COMPRESSED != 0 {
         true => {
             let (records, rest) = decompress(payload)?;
+            if !walk_records(&records, header.record_count)?.is_empty() {
+                return Err(FrameError::BadRecords(
+                    "record count does not match the payload",
+                ));
+            }
             (std::borrow::Cow::Owned(records), rest)
         }
         false => {
@@ -163,11 +168,6 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
             (std::borrow::Cow::Borrowed(records), rest)
         }
     };
-    if header.flags & FLAG_COMPRESSED != 0 && !walk_records(&records, header.record_count)?.is_empty() {
-        return Err(FrameError::BadRecords(
-            "record count does not match the payload",
-        ));
-    }
     check_padding(&header, rest)?;
     Ok(Frame { header, records })
 }
@@ -209,10 +209,14 @@ fn check_padding(header: &FrameHeader, rest: &[u8]) -> Result<(), FrameError> {
         return Ok(());
     }
     if rest.len() >= SECTOR_BYTES || rest.iter().any(|&b| b != 0) {
-        return Err(FrameError::BadRecords("padding that is not zeros within a sector"));
+        return Err(FrameError::BadRecords(
+            "padding that is not zeros within a sector",
+        ));
     }
     if header.frame_len as usize % SECTOR_BYTES != 0 {
-        return Err(FrameError::BadRecords("a padded frame that ends inside a sector"));
+        return Err(FrameError::BadRecords(
+            "a padded frame that ends inside a sector",
+        ));
     }
     Ok(())
 }
@@ -264,7 +268,9 @@ fn decompress(payload: &[u8]) -> Result<(Vec<u8>, &[u8]), FrameError> {
     let rest = &rest[used..];
     let zlen = usize::try_from(zlen).map_err(|_| FrameError::BadRecords("length overflow"))?;
     if zlen > rest.len() {
-        return Err(FrameError::BadRecords("compressed records run past the frame"));
+        return Err(FrameError::BadRecords(
+            "compressed records run past the frame",
+        ));
     }
     let (compressed, rest) = rest.split_at(zlen);
     // Read as they come, never more than `raw_len` and one byte: a length that lies takes no
@@ -272,8 +278,11 @@ fn decompress(payload: &[u8]) -> Result<(Vec<u8>, &[u8]), FrameError> {
     let mut records = Vec::new();
     let decoder = zstd::stream::read::Decoder::with_buffer(compressed)
         .map_err(|_| FrameError::BadRecords("compressed records that do not decompress"))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(decoder, raw_len.saturating_add(1)), &mut records)
-        .map_err(|_| FrameError::BadRecords("compressed records that do not decompress"))?;
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(decoder, raw_len.saturating_add(1)),
+        &mut records,
+    )
+    .map_err(|_| FrameError::BadRecords("compressed records that do not decompress"))?;
     if records.len() as u64 != raw_len {
         return Err(FrameError::BadRecords(
             "compressed records of another length than the frame says",
@@ -365,7 +374,11 @@ pub fn seal(frame: &mut [u8], header: &FrameHeader) -> u32 {
         header.flags & FLAG_PADDED == 0 || frame.len() % SECTOR_BYTES == 0,
         "a padded frame is whole sectors"
     );
-    assert_eq!(header.flags & !FLAGS_KNOWN, 0, "a frame carries only known flags");
+    assert_eq!(
+        header.flags & !FLAGS_KNOWN,
+        0,
+        "a frame carries only known flags"
+    );
     let h = &mut frame[..HEADER_BYTES];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..6].copy_from_slice(&VERSION.to_le_bytes());

@@ -140,14 +140,15 @@ impl Store {
             return Ok(self.durable_lsn());
         }
         let unpadded = self.pending.len();
-        self.compressed.clear();
-        self.compressed.resize(HEADER_BYTES, 0);
-        let compressed = self.padded
-            && frame::compress(
+        let compressed = self.padded && {
+            self.compressed.clear();
+            self.compressed.resize(HEADER_BYTES, 0);
+            frame::compress(
                 &mut self.compressor,
                 &self.pending[HEADER_BYTES..],
                 &mut self.compressed,
-            );
+            )
+        };
         // From here `pending` is the frame written: its records as they are, or compressed
         // (the records themselves kept in `compressed`, for a full log to leave them pending).
         if compressed {

@@ -539,7 +539,9 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
     let mut big = || -> String {
         (0..4000)
             .map(|_| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 char::from(b'a' + (seed >> 59) as u8 % 26)
             })
             .collect()

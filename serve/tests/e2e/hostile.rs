@@ -398,8 +398,8 @@ fn a_write_on_a_full_disk_is_answered_in_bounded_time_and_a_stop_says_so() {
     let mut acknowledged = 0;
     let refused = loop {
         assert!(acknowledged < 200, "the log never filled");
-        let body = serde_json::to_vec(&json!({ "text": letters(60_000, acknowledged) }))
-            .expect("json");
+        let body =
+            serde_json::to_vec(&json!({ "text": letters(60_000, acknowledged) })).expect("json");
         let path = format!("/notes/{acknowledged}");
         let response = client.request("PUT", &path, Some(&body)).expect("answered");
         match response.status {

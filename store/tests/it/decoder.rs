@@ -9,16 +9,24 @@ use pure_store::Error;
 
 use crate::harness::{config, log_offset, log_path, open, record_bytes, recovered_state, Model};
 
-fn valid_frame(records: &[Vec<u8>]) -> Vec<u8> {
-    let mut bytes = vec![0u8; frame::HEADER_BYTES];
+/// Records as a frame holds them: each its length, then its bytes.
+fn encoded(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut bytes = Vec::new();
     for record in records {
         frame::write_varint(&mut bytes, record.len() as u64);
         bytes.extend_from_slice(record);
     }
+    bytes
+}
+
+/// A frame of `count` records whose payload is `payload`, sealed with `flags`.
+fn sealed(payload: &[u8], count: usize, flags: u16) -> Vec<u8> {
+    let mut bytes = vec![0u8; frame::HEADER_BYTES];
+    bytes.extend_from_slice(payload);
     let header = FrameHeader {
-        flags: 0,
+        flags,
         frame_len: 0,
-        record_count: records.len() as u32,
+        record_count: count as u32,
         first_lsn: 1,
         position: 0,
         acked_lsn: 0,
@@ -28,6 +36,10 @@ fn valid_frame(records: &[Vec<u8>]) -> Vec<u8> {
     };
     frame::seal(&mut bytes, &header);
     bytes
+}
+
+fn valid_frame(records: &[Vec<u8>]) -> Vec<u8> {
+    sealed(&encoded(records), records.len(), 0)
 }
 
 #[test]
@@ -101,25 +113,9 @@ proptest! {
 
 /// `valid_frame` with `FLAG_PADDED` and `pad` zero bytes after the records.
 fn padded_frame(records: &[Vec<u8>], pad: usize) -> Vec<u8> {
-    let mut bytes = vec![0u8; frame::HEADER_BYTES];
-    for record in records {
-        frame::write_varint(&mut bytes, record.len() as u64);
-        bytes.extend_from_slice(record);
-    }
-    bytes.resize(bytes.len() + pad, 0);
-    let header = FrameHeader {
-        flags: frame::FLAG_PADDED,
-        frame_len: 0,
-        record_count: records.len() as u32,
-        first_lsn: 1,
-        position: 0,
-        acked_lsn: 0,
-        session: 7,
-        prev_crc: 0,
-        crc: 0,
-    };
-    frame::seal(&mut bytes, &header);
-    bytes
+    let mut payload = encoded(records);
+    payload.resize(payload.len() + pad, 0);
+    sealed(&payload, records.len(), frame::FLAG_PADDED)
 }
 
 /// Re-seals a frame after its bytes were changed, so that only the change is refused.
@@ -145,65 +141,72 @@ fn a_padded_frame_decodes_to_its_records_and_only_zeros_within_a_sector_pad_it()
     let mut not_zero = bytes.clone();
     *not_zero.last_mut().expect("padding") = 1;
     reseal(&mut not_zero);
-    assert!(matches!(frame::decode(&not_zero), Err(frame::FrameError::BadRecords(_))));
+    assert!(matches!(
+        frame::decode(&not_zero),
+        Err(frame::FrameError::BadRecords(_))
+    ));
 
     let mut a_sector_more = padded_frame(&records, pad + frame::SECTOR_BYTES);
     reseal(&mut a_sector_more);
-    assert!(matches!(frame::decode(&a_sector_more), Err(frame::FrameError::BadRecords(_))));
+    assert!(matches!(
+        frame::decode(&a_sector_more),
+        Err(frame::FrameError::BadRecords(_))
+    ));
 
     if pad > 0 {
         let mut inside_a_sector = bytes.clone();
         inside_a_sector.pop();
         reseal(&mut inside_a_sector);
-        assert!(matches!(frame::decode(&inside_a_sector), Err(frame::FrameError::BadRecords(_))));
+        assert!(matches!(
+            frame::decode(&inside_a_sector),
+            Err(frame::FrameError::BadRecords(_))
+        ));
     }
 
     // An unpadded frame with bytes after its records is refused, as before padding existed.
     let mut unflagged = bytes.clone();
     unflagged[6] = 0;
     reseal(&mut unflagged);
-    assert!(matches!(frame::decode(&unflagged), Err(frame::FrameError::BadRecords(_))));
+    assert!(matches!(
+        frame::decode(&unflagged),
+        Err(frame::FrameError::BadRecords(_))
+    ));
 
     let mut unknown_flag = bytes;
     unknown_flag[6] |= 4;
     reseal(&mut unknown_flag);
-    assert!(matches!(frame::decode(&unknown_flag), Err(frame::FrameError::BadFlags(5))));
+    assert!(matches!(
+        frame::decode(&unknown_flag),
+        Err(frame::FrameError::BadFlags(5))
+    ));
 }
 
 /// A frame of `records` in the COMPRESSED form, padded to whole sectors, with `edit` applied to
 /// its payload before it is sealed.
 fn compressed_frame(records: &[Vec<u8>], edit: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for record in records {
-        frame::write_varint(&mut raw, record.len() as u64);
-        raw.extend_from_slice(record);
-    }
     let mut payload = Vec::new();
-    assert!(frame::compress(&mut frame::compressor(), &raw, &mut payload), "records that compress");
+    let compressed = frame::compress(&mut frame::compressor(), &encoded(records), &mut payload);
+    assert!(compressed, "records that compress");
     edit(&mut payload);
-    let mut bytes = vec![0u8; frame::HEADER_BYTES];
-    bytes.extend_from_slice(&payload);
-    bytes.resize(bytes.len().next_multiple_of(frame::SECTOR_BYTES), 0);
-    let header = FrameHeader {
-        flags: frame::FLAG_PADDED | frame::FLAG_COMPRESSED,
-        frame_len: 0,
-        record_count: records.len() as u32,
-        first_lsn: 1,
-        position: 0,
-        acked_lsn: 0,
-        session: 7,
-        prev_crc: 0,
-        crc: 0,
-    };
-    frame::seal(&mut bytes, &header);
-    bytes
+    // The padding after the header's bytes too: the frame ends on a sector.
+    let padded = (frame::HEADER_BYTES + payload.len()).next_multiple_of(frame::SECTOR_BYTES);
+    payload.resize(padded - frame::HEADER_BYTES, 0);
+    sealed(
+        &payload,
+        records.len(),
+        frame::FLAG_PADDED | frame::FLAG_COMPRESSED,
+    )
 }
 
 #[test]
 fn a_compressed_frame_decodes_to_its_records_and_only_to_them() {
     let records: Vec<Vec<u8>> = (1..=4).map(|i| vec![i as u8; 300]).collect();
     let bytes = compressed_frame(&records, |_| {});
-    assert_eq!(bytes.len(), frame::SECTOR_BYTES, "1,200 bytes of records in one sector");
+    assert_eq!(
+        bytes.len(),
+        frame::SECTOR_BYTES,
+        "1,200 bytes of records in one sector"
+    );
     let decoded = frame::decode(&bytes).expect("a compressed frame");
     let got: Vec<Vec<u8>> = decoded.records().map(<[u8]>::to_vec).collect();
     assert_eq!(got, records);
@@ -211,7 +214,11 @@ fn a_compressed_frame_decodes_to_its_records_and_only_to_them() {
     // Records that do not compress are left as they are.
     let mut noise = vec![0u8; 300];
     pure_store::sim::SimRng::new(3).fill(&mut noise);
-    assert!(!frame::compress(&mut frame::compressor(), &noise, &mut Vec::new()));
+    assert!(!frame::compress(
+        &mut frame::compressor(),
+        &noise,
+        &mut Vec::new()
+    ));
 
     let refused = |edit: &dyn Fn(&mut Vec<u8>), what: &str| {
         let bytes = compressed_frame(&records, edit);
@@ -225,6 +232,12 @@ fn a_compressed_frame_decodes_to_its_records_and_only_to_them() {
     refused(&|p| p[1] += 1, "a length longer than the records");
     refused(&|p| p[1] -= 1, "a length shorter than the records");
     refused(&|p| p[2] += 1, "compressed bytes longer than they are");
-    refused(&|p| *p.last_mut().unwrap() ^= 0x55, "compressed bytes that do not decompress");
-    refused(&|p| p.push(1), "a byte after the compressed records, before the padding");
+    refused(
+        &|p| *p.last_mut().unwrap() ^= 0x55,
+        "compressed bytes that do not decompress",
+    );
+    refused(
+        &|p| p.push(1),
+        "a byte after the compressed records, before the padding",
+    );
 }

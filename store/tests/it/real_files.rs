@@ -276,7 +276,10 @@ fn the_log_is_written_in_whole_sectors_past_the_page_cache_where_the_file_system
     let mut store = Store::open(dir.path(), options(1 << 20))
         .expect("create")
         .store;
-    assert!(store.log_writes_padded(), "a new log of whole sectors pads its frames");
+    assert!(
+        store.log_writes_padded(),
+        "a new log of whole sectors pads its frames"
+    );
     if !store.log_writes_direct() {
         eprintln!(
             "SKIPPED: the file system under {} refuses O_DIRECT; the log is written through the \
@@ -364,10 +367,17 @@ fn a_version_1_log_is_written_as_version_1_frames() {
     store.append(&bytes).expect("append");
     let start = store.log_end_position();
     store.commit().expect("commit");
-    assert_eq!(store.log_end_position() - start, 56 + 1 + bytes.len() as u64);
+    assert_eq!(
+        store.log_end_position() - start,
+        56 + 1 + bytes.len() as u64
+    );
     drop(store);
     let log = std::fs::read(&log_path).expect("read log");
     let frame = &log[pure_store::LOG_HEADER_AREA_BYTES as usize..];
-    assert_eq!(frame[6..8], [0, 0], "no frame flag a version-1 reader does not know");
+    assert_eq!(
+        frame[6..8],
+        [0, 0],
+        "no frame flag a version-1 reader does not know"
+    );
     assert_eq!(records_of(dir.path(), capacity).1, vec![(Lsn(1), bytes)]);
 }

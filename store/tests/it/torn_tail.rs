@@ -81,7 +81,10 @@ fn commit_group(store: &mut Store, model: &mut Model, rng: &mut SimRng) {
         model.records.push(bytes);
     }
     model.acked = store.commit().expect("commit").0;
-    assert!(store.log_writes_padded(), "the simulated ring is whole sectors");
+    assert!(
+        store.log_writes_padded(),
+        "the simulated ring is whole sectors"
+    );
 }
 
 #[test]
