@@ -68,7 +68,7 @@ pub(crate) fn compile_program(
     // statements in order as paths of length one: walking an AST that holds only that function
     // gives exactly its statements.
     let mut compilers = Vec::new();
-    let mut bodies: Vec<Compiled<Vec<Code>>> = Vec::new();
+    let mut bodies: Vec<Compiled<Vec<Statement>>> = Vec::new();
     for definition in &definitions {
         let mut compiler = Compiler {
             schema,
@@ -121,7 +121,7 @@ pub(crate) fn compile_program(
                 compiler.tail = n == last;
                 compiler.stmt(stmt)
             })
-            .collect::<Compiled<Vec<Code>>>();
+            .collect::<Compiled<Vec<Statement>>>();
         compilers.push(compiler);
         bodies.push(body);
     }
@@ -263,20 +263,45 @@ enum Step {
 }
 
 /// Statements in order; the value of the last is the value of all.
-fn sequence(mut codes: Vec<Code>) -> Code {
-    match codes.len() {
-        0 => unit(),
-        1 => codes.pop().expect("one statement"),
-        _ => {
-            let last = codes.pop().expect("statements");
-            Box::new(move |f| {
-                for code in &codes {
-                    let _ = code(f)?;
-                }
-                last(f)
-            })
-        }
+/// A compiled statement, with what it is charged and where it is (see [`Compiler::stmt`]).
+struct Statement {
+    code: Code,
+    weight: u64,
+    at: Position,
+}
+
+/// Statements run in order, the value of the last one the block's. The block is charged its
+/// statements' weights together when it starts: a statement that leaves the block early has
+/// been charged for those after it, which only sends a handler near the limit to Rhai early
+/// (see [`Compiler::stmt`]). A stop leaving a statement is placed at it.
+fn sequence(mut statements: Vec<Statement>) -> Code {
+    let weight: u64 = statements.iter().map(|s| s.weight).sum();
+    let Some(last) = statements.pop() else {
+        return unit();
+    };
+    let first_at = statements.first().map_or(last.at, |s| s.at);
+    let Statement {
+        code: last,
+        at: last_at,
+        ..
+    } = last;
+    if statements.is_empty() {
+        return Box::new(move |f| {
+            f.tick(weight).map_err(|stop| stop.leaving(first_at))?;
+            last(f).map_err(|stop| stop.leaving(last_at))
+        });
     }
+    Box::new(move |f| {
+        f.tick(weight).map_err(|stop| stop.leaving(first_at))?;
+        for statement in &statements {
+            let value = (statement.code)(f).map_err(|stop| stop.leaving(statement.at))?;
+            if value.is_unit() {
+                // Most statements' value: nothing to drop, so no call to drop it.
+                std::mem::forget(value);
+            }
+        }
+        last(f).map_err(|stop| stop.leaving(last_at))
+    })
 }
 
 fn unit() -> Code {
@@ -375,7 +400,7 @@ impl Compiler<'_> {
         let codes = statements
             .iter()
             .map(|s| self.stmt(s))
-            .collect::<Compiled<Vec<Code>>>()?;
+            .collect::<Compiled<Vec<Statement>>>()?;
         self.scope.truncate(mark);
         Ok(sequence(codes))
     }
@@ -387,15 +412,15 @@ impl Compiler<'_> {
     /// `CHARGE_PER_NODE` per expression node in it (nested blocks included, whether they run or
     /// not) plus two. Counting more than Rhai only sends a handler near the limit to Rhai early;
     /// counting less would let a handler run on that Rhai stops.
-    fn stmt(&mut self, stmt: &Stmt) -> Compiled<Code> {
+    fn stmt(&mut self, stmt: &Stmt) -> Compiled<Statement> {
         let before = self.nodes;
         let code = self.stmt_body(stmt)?;
         let weight = CHARGE_PER_NODE * (self.nodes - before) + 2;
-        let at = stmt.position();
-        Ok(Box::new(move |f| {
-            f.tick(weight).map_err(|stop| stop.leaving(at))?;
-            code(f).map_err(|stop| stop.leaving(at))
-        }))
+        Ok(Statement {
+            code,
+            weight,
+            at: stmt.position(),
+        })
     }
 }
 

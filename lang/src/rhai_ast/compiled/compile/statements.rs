@@ -19,14 +19,8 @@ impl Compiler<'_> {
             Stmt::Expr(expr) if tail && self.is_handler && matches!(**expr, Expr::Map(..)) => {
                 self.answer_literal(expr)?
             }
-            Stmt::Expr(expr) => {
-                let code = self.expr(expr)?;
-                Box::new(move |f| code(f))
-            }
-            Stmt::FnCall(call, at) => {
-                let code = self.call(call, *at)?;
-                Box::new(move |f| code(f))
-            }
+            Stmt::Expr(expr) => self.expr(expr)?,
+            Stmt::FnCall(call, at) => self.call(call, *at)?,
             Stmt::Block(block) => self.block(block.statements())?,
             Stmt::Var(var, flags, _) => {
                 let (ident, value, _) = &**var;
