@@ -227,22 +227,21 @@ impl KeyBuilder {
     }
 }
 
-/// Writes the encoding of `v` at the start of `out`; returns its length (1 to 9).
+/// Writes the encoding of `v` at the start of `out`, zeros after it; returns its length (1 to 9).
+/// Fixed-size stores only: the bytes after the code are the value's, left-aligned in a word.
+#[inline]
 fn encode_int(out: &mut [u8; 9], v: i64) -> usize {
-    let (code, bits) = if v >= 0 {
+    let (code, n) = if v >= 0 {
         let n = 8 - (v as u64).leading_zeros() as usize / 8;
-        (INT_ZERO + n as u8, v as u64)
+        (INT_ZERO + n as u8, n)
     } else {
         let n = 8 - (!(v as u64)).leading_zeros() as usize / 8;
-        (INT_ZERO - 1 - n as u8, v as u64)
+        (INT_ZERO - 1 - n as u8, n)
     };
-    let n = if code >= INT_ZERO {
-        (code - INT_ZERO) as usize
-    } else {
-        (INT_ZERO - 1 - code) as usize
-    };
+    // The value's low `n` bytes at the top of the word, zeros below (none when `n` is 0).
+    let word = (v as u64).checked_shl(8 * (8 - n) as u32).unwrap_or(0);
     out[0] = code;
-    out[1..1 + n].copy_from_slice(&bits.to_be_bytes()[8 - n..]);
+    out[1..9].copy_from_slice(&word.to_be_bytes());
     1 + n
 }
 
@@ -352,10 +351,8 @@ impl Key {
     }
 
     pub fn int(value: i64) -> Key {
-        let mut buf = [0u8; 9];
-        let n = encode_int(&mut buf, value);
         let mut bytes = [0u8; INLINE];
-        bytes[..n].copy_from_slice(&buf[..n]);
+        let n = encode_int((&mut bytes[..9]).try_into().expect("9 bytes"), value);
         Key::inline(bytes, n)
     }
 
@@ -381,14 +378,14 @@ impl Key {
         let mut bytes = [0u8; INLINE + 9];
         let mut len = 0;
         for &part in parts {
-            let mut buf = [0u8; 9];
-            let n = encode_int(&mut buf, part);
+            // Written whole where it goes (zeros after it), counted only if it fits.
+            let at: &mut [u8; 9] = (&mut bytes[len..len + 9]).try_into().expect("9 bytes");
+            let n = encode_int(at, part);
             if len + n > INLINE {
                 let mut encoder = Encoder::new();
                 parts.iter().for_each(|&p| encoder.int(p));
                 return encoder.finish();
             }
-            bytes[len..len + n].copy_from_slice(&buf[..n]);
             len += n;
         }
         let mut inline = [0u8; INLINE];

@@ -195,8 +195,12 @@ impl Piece {
     fn write(&self, out: &mut Json, f: &mut Frame, depth: usize) -> Result<Sizes, Stop> {
         match self {
             Piece::Local(slot) => {
-                let sizes = f.known_sizes(*slot);
                 let value = f.local_ref(*slot);
+                if let Ok(i) = value.as_int() {
+                    json::int(out, i);
+                    return Ok(Sizes::default());
+                }
+                let sizes = f.known_sizes(*slot);
                 let sizes = sizes.unwrap_or_else(|| Sizes::of(value));
                 value_text(out, value, f.env, depth)?;
                 Ok(sizes)

@@ -273,7 +273,12 @@ impl Sizes {
     /// What `value` holds, walked in full; past the depth rule's bound, more than any limit
     /// allows, so that the call goes to Rhai (which decides) and this walk never recurses more
     /// than `DEPTH_MAX + 1` times.
+    #[inline]
     pub(crate) fn of(value: &Dynamic) -> Sizes {
+        // Most values sized are integers: no call for those.
+        if value.is_int() {
+            return Sizes::default();
+        }
         Sizes::within_depth(value, 0)
     }
 
@@ -1096,4 +1101,15 @@ pub(crate) fn place_map(mut map: Map, order: &[usize], mut values: Vec<Dynamic>)
         *slot = std::mem::take(&mut values[at]);
     }
     Dynamic::from_map(map)
+}
+
+/// Puts `value` in `target`, dropping the value it replaces only when that owns something: most
+/// locals a statement sets held an integer or nothing.
+#[inline]
+pub(super) fn put(target: &mut Dynamic, value: Dynamic) {
+    let old = std::mem::replace(target, value);
+    // Neither owns anything (Rhai is built without closures: no value is a shared cell).
+    if old.is_unit() || old.is_int() {
+        std::mem::forget(old);
+    }
 }

@@ -51,7 +51,7 @@ impl Compiler<'_> {
                 }
                 Box::new(move |f| {
                     let value = value(f)?;
-                    *f.local(slot) = value;
+                    ops::put(f.local(slot), value);
                     Ok(Dynamic::UNIT)
                 })
             }
@@ -214,7 +214,7 @@ impl Compiler<'_> {
         // One turn of the loop; Ok(false) ends it.
         let turn = move |f: &mut Frame, n: usize, value: Dynamic| -> Result<bool, Stop> {
             f.tick(2)?;
-            *f.local(slot) = value;
+            ops::put(f.local(slot), value);
             if let Some(counter) = counter {
                 *f.local(counter) = Dynamic::from_int(n as i64);
             }
@@ -371,7 +371,7 @@ impl Compiler<'_> {
                 let slot = self.target_local(lhs)?;
                 Box::new(move |f| {
                     let value = value(f)?;
-                    *f.local(slot) = value;
+                    ops::put(f.local(slot), value);
                     Ok(Dynamic::UNIT)
                 })
             }
