@@ -632,6 +632,7 @@ impl Key {
 const STRIDE: usize = 4;
 
 impl PartialOrd for Key {
+    #[inline]
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }

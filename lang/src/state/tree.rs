@@ -609,6 +609,13 @@ struct Live<K, V> {
     /// Retired since the last snapshot.
     pending: Retired<K, V>,
     census: Census,
+    /// Counts the changes to which nodes the live tree reaches and where their entries are: a
+    /// node copied, made or freed, an entry added or removed. A value replaced in place is not
+    /// counted. While it stays, a node found at a count is still where it was found.
+    shape: u64,
+    /// The leaf of the last update, at `shape` then: the next update of a key in it (the lines
+    /// of an order, saved one after another) starts there rather than at the root.
+    hint: Option<(Node, u64)>,
 }
 
 /// A snapshot: a root that no one changes, and the generation that keeps its nodes.
@@ -655,6 +662,8 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
             changed: false,
             pending: Retired::new(census.clone()),
             census,
+            shape: 0,
+            hint: None,
         }
     }
 
@@ -689,17 +698,24 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
 
     /// `node`, or its copy in the live generation if a snapshot may share it (the original
     /// retired).
+    #[inline]
     fn own(&mut self, node: Node) -> Node {
         // SAFETY: `node` is reachable from the live root.
-        unsafe {
-            if Shape::<K, V>::generation(node) == self.generation {
-                return node;
-            }
-            let copy = Shape::<K, V>::copy_node(node, self.generation);
-            self.census.made(1);
-            self.pending.nodes.push(node);
-            copy
+        if unsafe { Shape::<K, V>::generation(node) } == self.generation {
+            return node;
         }
+        self.copy(node)
+    }
+
+    /// [`Live::own`] for a node of an older generation.
+    #[inline(never)]
+    fn copy(&mut self, node: Node) -> Node {
+        self.shape += 1;
+        // SAFETY: `node` is reachable from the live root.
+        let copy = unsafe { Shape::<K, V>::copy_node(node, self.generation) };
+        self.census.made(1);
+        self.pending.nodes.push(node);
+        copy
     }
 
     /// Makes every node on `path` the live generation's, so that it can be changed in place.
@@ -718,6 +734,26 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
                 *slot = owned;
                 path.nodes[level] = owned.as_ptr();
             }
+        }
+    }
+
+    /// The hinted leaf, if `key` is in it (between its first and last keys, so that no other
+    /// leaf can hold it) and it is still there and the live generation's: the leaf of an
+    /// update can be changed in place with no search from the root, as nothing on its path
+    /// needs a copy (a node is made the live generation's only under a parent that is).
+    fn hinted(&self, key: &K) -> Option<Node> {
+        let (leaf, shape) = self.hint?;
+        if shape != self.shape {
+            return None;
+        }
+        // SAFETY: the shape is as it was when `leaf` was on the live tree's path to a key, so
+        // it still is: not freed, not moved, its entries where they were.
+        unsafe {
+            if Shape::<K, V>::generation(leaf) != self.generation {
+                return None;
+            }
+            let keys = Shape::<K, V>::leaf_keys(leaf);
+            (keys.first()? <= key && key <= keys.last()?).then_some(leaf)
         }
     }
 
@@ -767,6 +803,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
 
     /// Inserts `(key, value)` at `path`'s position in its (owned) leaf, splitting it if full.
     fn insert_at(&mut self, path: &Path, key: K, value: V) {
+        self.shape += 1;
         let cap = Shape::<K, V>::LEAF_CAP;
         let leaf = path.leaf();
         let pos = path.pos();
@@ -1210,6 +1247,7 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
             live.root = Some(leaf);
             live.len = 1;
             live.changed = true;
+            live.shape += 1;
             return None;
         };
         // Before anything changes: a split that reached the root would make the tree one level
@@ -1242,6 +1280,7 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
             return None;
         }
         live.own_path(&mut path);
+        live.shape += 1;
         let leaf = path.leaf();
         let pos = path.pos();
         // SAFETY: the leaf is owned and holds an entry at `pos`, moved out here.
@@ -1274,13 +1313,27 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
     /// replaced and the new one, or `None` (nothing changed) without such a key.
     pub(crate) fn update(&mut self, key: &K, new: impl FnOnce(&V) -> V) -> Option<(V, &V)> {
         let live = self.live();
-        let mut path = live.search(key)?;
-        if !path.found {
-            return None;
-        }
-        live.own_path(&mut path);
+        let (leaf, pos) = match live.hinted(key) {
+            // SAFETY: a hinted leaf is on the live tree and owned (`Live::hinted`).
+            Some(leaf) => match unsafe { Shape::<K, V>::leaf_search(leaf, key) } {
+                Ok(pos) => {
+                    live.changed = true;
+                    (leaf, pos)
+                }
+                Err(_) => return None,
+            },
+            None => {
+                let mut path = live.search(key)?;
+                if !path.found {
+                    return None;
+                }
+                live.own_path(&mut path);
+                live.hint = Some((path.leaf(), live.shape));
+                (path.leaf(), path.pos())
+            }
+        };
         // SAFETY: the leaf is owned and holds an entry at `pos`.
-        let slot = unsafe { &mut *Shape::<K, V>::values_ptr(path.leaf()).add(path.pos()) };
+        let slot = unsafe { &mut *Shape::<K, V>::values_ptr(leaf).add(pos) };
         let value = new(slot);
         let old = std::mem::replace(slot, value);
         let old = live.give_back(old);
@@ -1330,6 +1383,15 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
     /// (what a roll-back to a snapshot costs; it happens only when the log refuses a group).
     pub(crate) fn thawed(&self) -> Tree<K, V> {
         Tree::from_sorted(self.iter().map(|(k, v)| (k.clone(), v.clone())))
+    }
+
+    /// Whether an update of `key` would start at the last update's leaf.
+    #[cfg(test)]
+    fn hints(&self, key: &K) -> bool {
+        match &self.state {
+            State::Live(live) => live.hinted(key).is_some(),
+            State::Frozen(_) => false,
+        }
     }
 
     /// Counts the nodes of a live tree and of every snapshot it made (in builds with debug
@@ -1968,6 +2030,57 @@ mod tests {
         drop(snapshots);
         assert_eq!(census.live(), 0, "every node made was freed once");
         assert_eq!(Counted::left(), 0, "every value dropped once");
+    }
+
+    /// Updates of keys one after another in a leaf start at the last update's leaf, and change
+    /// only what they would have changed from the root: a snapshot taken between them keeps
+    /// its values, an insert or a remove (which move entries) or a snapshot (after which the
+    /// leaf is shared) stops the hint until the next update from the root.
+    #[test]
+    fn updates_in_the_last_updated_leaf_start_there() {
+        let mut tree = Tree::<u64, u64>::from_sorted((0..2_000u64).map(|k| (k * 2, 0)));
+        let mut model: std::collections::BTreeMap<u64, u64> =
+            tree.iter().map(|(k, v)| (*k, *v)).collect();
+        let mut hinted = 0;
+        let mut snapshots = Vec::new();
+        for round in 0..40u64 {
+            for k in (round * 50..round * 50 + 40).map(|k| k * 2) {
+                hinted += usize::from(tree.hints(&k));
+                let got = tree
+                    .update(&k, |v| v + round + 1)
+                    .map(|(old, new)| (old, *new));
+                let stored = model.get_mut(&k).expect("every even key");
+                assert_eq!(got, Some((*stored, *stored + round + 1)));
+                *stored += round + 1;
+                // A key the tree does not hold, inside the hinted leaf: no update.
+                assert_eq!(tree.update(&(k + 1), |v| v + 1).map(|(old, _)| old), None);
+            }
+            match round % 4 {
+                0 => snapshots.push((tree.snapshot(), model.clone())),
+                1 => {
+                    tree.insert(round * 100 + 1, 7);
+                    model.insert(round * 100 + 1, 7);
+                    assert!(!tree.hints(&(round * 100 + 2)), "an insert moves entries");
+                }
+                2 => {
+                    let k = round * 100 + 4;
+                    assert_eq!(tree.remove(&k), model.remove(&k));
+                    assert!(!tree.hints(&(k + 2)), "a remove moves entries");
+                }
+                _ => {}
+            }
+            tree.check();
+        }
+        assert!(tree.iter().map(|(k, v)| (*k, *v)).eq(model.into_iter()));
+        for (snapshot, at) in snapshots {
+            snapshot.check();
+            assert!(
+                snapshot.iter().map(|(k, v)| (*k, *v)).eq(at.into_iter()),
+                "a snapshot keeps its values"
+            );
+        }
+        // Most of each round's 40 updates follow one in the same leaf.
+        assert!(hinted > 40 * 30, "{hinted} updates hinted");
     }
 
     /// A tree built from sorted pairs is the tree those pairs inserted one by one make, its
