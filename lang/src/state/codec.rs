@@ -24,12 +24,24 @@ pub const STR: u8 = 5;
 pub const ARRAY: u8 = 6;
 pub const MAP: u8 = 7;
 
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push(value as u8 | 0x80);
-        value >>= 7;
+    // Room for the longest first (ten bytes), then the bytes written with no check each.
+    out.reserve(10);
+    let len = out.len();
+    let mut n = 0;
+    // SAFETY: at most ten bytes are written, within the capacity reserved, and all of them are
+    // initialised before the length covers them.
+    unsafe {
+        let at = out.as_mut_ptr().add(len);
+        while value >= 0x80 {
+            at.add(n).write(value as u8 | 0x80);
+            value >>= 7;
+            n += 1;
+        }
+        at.add(n).write(value as u8);
+        out.set_len(len + n + 1);
     }
-    out.push(value as u8);
 }
 
 pub fn zigzag(value: i64) -> u64 {
@@ -40,6 +52,7 @@ pub fn unzigzag(z: u64) -> i64 {
     (z >> 1) as i64 ^ -((z & 1) as i64)
 }
 
+#[inline]
 pub fn put_int(out: &mut Vec<u8>, value: i64) {
     put_varint(out, zigzag(value));
 }

@@ -440,10 +440,13 @@ impl Key {
         let Repr::Inline(bytes) = self.repr() else {
             return None;
         };
-        let bytes = &bytes[..self.tag as usize];
+        // The bytes with room after them, so that each part's value is one word's load.
+        let mut padded = [0u8; INLINE + 9];
+        padded[..INLINE].copy_from_slice(bytes);
+        let end = self.tag as usize;
         let (mut parts, mut n, mut at) = ([0i64; KEY_PARTS_MAX], 0, 0);
-        while at < bytes.len() {
-            let code = bytes[at];
+        while at < end {
+            let code = padded[at];
             if n == KEY_PARTS_MAX || !(INT_MIN_CODE..=INT_MAX_CODE).contains(&code) {
                 return None;
             }
@@ -452,9 +455,14 @@ impl Key {
             } else {
                 ((INT_ZERO - 1 - code) as usize, u64::MAX)
             };
-            let value = bytes[at + 1..at + 1 + len]
-                .iter()
-                .fold(fill, |value, &b| value << 8 | u64::from(b));
+            let word = u64::from_be_bytes(padded[at + 1..at + 9].try_into().expect("8 bytes"));
+            // The part's `len` bytes are the word's top ones; a negative part's missing top
+            // bytes are ones.
+            let value = match len {
+                0 => fill,
+                8 => word,
+                _ => fill << (8 * len) | word >> (8 * (8 - len)),
+            };
             parts[n] = value as i64;
             n += 1;
             at += 1 + len;
@@ -917,6 +925,10 @@ mod tests {
                     })
                     .collect();
                 assert_eq!(Key::ints(&ints).as_bytes(), ka.as_bytes(), "one encoding");
+                if ka.heap_bytes() == 0 && ints.len() <= KEY_PARTS_MAX {
+                    let (parts, n) = ka.int_parts().expect("an inline key of integers");
+                    assert_eq!(&parts[..n], &ints[..], "decoded in one pass");
+                }
             }
             for b in keys.iter().take(150) {
                 let kb = Key::from_part_slice(b);
