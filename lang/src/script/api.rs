@@ -142,7 +142,7 @@ pub(crate) fn key_of(parts: &[&Dynamic]) -> Fallible<Key> {
 }
 
 pub(crate) fn get(table: Table, key: Key) -> Fallible<Dynamic> {
-    let fields = with_tables(|t| t.get(table.id, &key).cloned()).map_err(api_error)?;
+    let fields = crate::script::context::get_row(table.id, &key).map_err(api_error)?;
     Ok(match fields {
         Some(fields) => Dynamic::from(Row::new(table.id, key, fields)),
         None => Dynamic::UNIT,

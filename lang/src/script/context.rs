@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use rhai::{EvalAltResult, Position};
 
+use crate::state::fields::Fields;
+use crate::state::key::Key;
+use crate::state::schema::TableId;
 use crate::state::tables::{Tables, WriteSet};
 
 pub(crate) enum Context {
@@ -194,6 +197,16 @@ pub(crate) fn with_tables<R>(f: impl FnOnce(&Tables) -> R) -> Result<R, String> 
     CONTEXT.with(|c| match &*c.borrow() {
         Context::Write { tables, .. } => Ok(f(tables)),
         Context::Read { tables } => Ok(f(tables)),
+        Context::Idle => Err(NOT_IN_HANDLER.to_string()),
+    })
+}
+
+/// A row as a handler reads it: from the owner's tables remembering where it was (a save of it
+/// then starts there), or from a read's snapshot.
+pub(crate) fn get_row(table: TableId, key: &Key) -> Result<Option<Fields>, String> {
+    CONTEXT.with(|c| match &mut *c.borrow_mut() {
+        Context::Write { tables, .. } => Ok(tables.get_for_update(table, key).cloned()),
+        Context::Read { tables } => Ok(tables.get(table, key).cloned()),
         Context::Idle => Err(NOT_IN_HANDLER.to_string()),
     })
 }

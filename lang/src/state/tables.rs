@@ -715,6 +715,12 @@ impl Tables {
         self.maps[table as usize].get(key)
     }
 
+    /// [`Tables::get`] for a row the caller may change: a [`Tables::patch`] of it that follows
+    /// (with no other change to the table between) does not search for it again.
+    pub fn get_for_update(&mut self, table: TableId, key: &Key) -> Option<&Fields> {
+        self.maps[table as usize].get_remembered(key)
+    }
+
     pub fn len(&self, table: TableId) -> usize {
         self.maps[table as usize].len()
     }

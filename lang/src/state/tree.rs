@@ -616,6 +616,9 @@ struct Live<K, V> {
     /// The leaf of the last update, at `shape` then: the next update of a key in it (the lines
     /// of an order, saved one after another) starts there rather than at the root.
     hint: Option<(Node, u64)>,
+    /// The path of the last [`Tree::get_remembered`], at `shape` then: an update of that key
+    /// (a row read, then saved) starts there rather than at the root.
+    read: Option<(Path, u64)>,
 }
 
 /// A snapshot: a root that no one changes, and the generation that keeps its nodes.
@@ -635,9 +638,10 @@ unsafe impl<K: Send + Sync, V: Send + Sync> Sync for Frozen<K, V> {}
 
 /// The way from the root to an entry or the place for one: the node at each level and the
 /// child (in a branch) or entry (in the leaf) taken.
+#[derive(Clone, Copy)]
 struct Path {
     nodes: [*mut Header; DEPTH_MAX],
-    at: [usize; DEPTH_MAX],
+    at: [u16; DEPTH_MAX],
     depth: usize,
     found: bool,
 }
@@ -648,7 +652,7 @@ impl Path {
     }
 
     fn pos(&self) -> usize {
-        self.at[self.depth - 1]
+        self.at[self.depth - 1] as usize
     }
 }
 
@@ -664,6 +668,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
             census,
             shape: 0,
             hint: None,
+            read: None,
         }
     }
 
@@ -680,7 +685,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
             while !Shape::<K, V>::is_leaf(node) {
                 let i = Shape::<K, V>::child_for(node, key);
                 path.nodes[path.depth] = node.as_ptr();
-                path.at[path.depth] = i;
+                path.at[path.depth] = i as u16;
                 path.depth += 1;
                 node = Shape::<K, V>::kid(node, i);
             }
@@ -689,7 +694,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
                 Err(pos) => (false, pos),
             };
             path.nodes[path.depth] = node.as_ptr();
-            path.at[path.depth] = pos;
+            path.at[path.depth] = pos as u16;
             path.depth += 1;
             path.found = found;
         }
@@ -726,7 +731,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
         path.nodes[0] = root.as_ptr();
         for level in 1..path.depth {
             let parent = NonNull::new(path.nodes[level - 1]).expect("a node on the path");
-            let i = path.at[level - 1];
+            let i = path.at[level - 1] as usize;
             // SAFETY: `parent` is owned (made so just before); `i` is one of its children.
             unsafe {
                 let slot = Shape::<K, V>::kids_ptr(parent).add(i);
@@ -755,6 +760,18 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
             let keys = Shape::<K, V>::leaf_keys(leaf);
             (keys.first()? <= key && key <= keys.last()?).then_some(leaf)
         }
+    }
+
+    /// The path the last remembered read of `key` took, if nothing has moved since.
+    fn remembered(&mut self, key: &K) -> Option<Path> {
+        let (path, shape) = self.read.take()?;
+        if shape != self.shape {
+            return None;
+        }
+        // SAFETY: the shape is as it was when the path was the way to an entry, so it still
+        // is: its nodes where they were, the entry at `pos` (whose key may not be `key`).
+        let at = unsafe { &*Shape::<K, V>::leaf_keys_ptr(path.leaf()).add(path.pos()) };
+        (at == key).then_some(path)
     }
 
     /// Whether a snapshot may hold what the live tree lets go of now.
@@ -884,7 +901,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
         let leaf = path.leaf();
         let pos = path.pos();
         let parent = NonNull::new(path.nodes[path.depth - 2]).expect("a branch on the path");
-        let i = path.at[path.depth - 2];
+        let i = path.at[path.depth - 2] as usize;
         // SAFETY: `leaf` and `parent` are owned (the path was); the sibling is owned before it
         // changes; entries move bitwise, each to one place.
         unsafe {
@@ -960,7 +977,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
             }
             level -= 1;
             let branch = NonNull::new(path.nodes[level]).expect("a branch on the path");
-            let i = path.at[level];
+            let i = path.at[level] as usize;
             // SAFETY: `branch` is owned (the path was); children `0..len` and keys
             // `0..len - 1` are initialised and moved bitwise.
             unsafe {
@@ -976,7 +993,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
                 let rightmost = i == len - 1
                     && (0..level).all(|l| {
                         let node = NonNull::new(path.nodes[l]).expect("a branch on the path");
-                        path.at[l] == Shape::<K, V>::len(node) - 1
+                        path.at[l] as usize == Shape::<K, V>::len(node) - 1
                     });
                 let new = Shape::<K, V>::new_node(false, self.generation);
                 self.census.made(1);
@@ -1016,7 +1033,7 @@ impl<K: Ord + Clone + 'static, V: Clone> Live<K, V> {
     fn remove_up(&mut self, path: &Path, mut level: usize) {
         loop {
             let branch = NonNull::new(path.nodes[level]).expect("a branch on the path");
-            let i = path.at[level];
+            let i = path.at[level] as usize;
             // SAFETY: `branch` is owned; its child `i` has been freed.
             unsafe {
                 let len = Shape::<K, V>::len(branch);
@@ -1172,6 +1189,21 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
         }
     }
 
+    /// [`Tree::get`] that remembers, on a live tree, the way to the key: an update of the same
+    /// key before anything moves (a row read, changed, then saved) does not search again.
+    pub(crate) fn get_remembered(&mut self, key: &K) -> Option<&V> {
+        let State::Live(live) = &mut self.state else {
+            return self.get(key);
+        };
+        let path = live.search(key)?;
+        if !path.found {
+            return None;
+        }
+        live.read = Some((path, live.shape));
+        // SAFETY: the path's leaf is on the live tree and holds an entry at `pos`.
+        unsafe { Some(&*Shape::<K, V>::values_ptr(path.leaf()).add(path.pos())) }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.root_and_len().1
     }
@@ -1323,7 +1355,10 @@ impl<K: Item + Ord + Debug, V: Item> Tree<K, V> {
                 Err(_) => return None,
             },
             None => {
-                let mut path = live.search(key)?;
+                let mut path = match live.remembered(key) {
+                    Some(path) => path,
+                    None => live.search(key)?,
+                };
                 if !path.found {
                     return None;
                 }
@@ -2081,6 +2116,53 @@ mod tests {
         }
         // Most of each round's 40 updates follow one in the same leaf.
         assert!(hinted > 40 * 30, "{hinted} updates hinted");
+    }
+
+    /// An update of the key last read with `get_remembered` starts at the path the read took,
+    /// and changes what an update from the root would: whatever came between the read and the
+    /// update (an update of another key, an insert that splits, a remove, a snapshot), against
+    /// a model, with snapshots that keep their values.
+    #[test]
+    fn an_update_of_the_row_just_read_starts_where_the_read_found_it() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut tree = Tree::<u64, u64>::from_sorted((0..5_000u64).map(|k| (k * 3, k)));
+        let mut model: std::collections::BTreeMap<u64, u64> =
+            tree.iter().map(|(k, v)| (*k, *v)).collect();
+        let mut snapshots = Vec::new();
+        for step in 0..20_000u64 {
+            let k = rng.random_range(0..15_000u64);
+            let read = tree.get_remembered(&k).copied();
+            assert_eq!(read, model.get(&k).copied());
+            let other = rng.random_range(0..15_000u64);
+            match rng.random_range(0..6) {
+                0 => {
+                    let got = tree.update(&other, |v| v + 1).map(|(old, _)| old);
+                    assert_eq!(
+                        got,
+                        model.get_mut(&other).map(|v| std::mem::replace(v, *v + 1))
+                    );
+                }
+                1 => assert_eq!(tree.insert(other, step), model.insert(other, step)),
+                2 => assert_eq!(tree.remove(&other), model.remove(&other)),
+                3 if step % 50 == 0 => snapshots.push((tree.snapshot(), model.clone())),
+                _ => {}
+            }
+            let got = tree.update(&k, |v| v * 2).map(|(old, new)| (old, *new));
+            let expected = model.get_mut(&k).map(|v| {
+                *v *= 2;
+                (*v / 2, *v)
+            });
+            assert_eq!(got, expected, "key {k} at step {step}");
+        }
+        tree.check();
+        assert!(tree.iter().map(|(k, v)| (*k, *v)).eq(model.into_iter()));
+        for (snapshot, at) in snapshots {
+            snapshot.check();
+            assert!(
+                snapshot.iter().map(|(k, v)| (*k, *v)).eq(at.into_iter()),
+                "a snapshot keeps its values"
+            );
+        }
     }
 
     /// A tree built from sorted pairs is the tree those pairs inserted one by one make, its
