@@ -216,7 +216,7 @@ impl Piece {
                 let env = f.env;
                 let target = f.local_ref(*slot);
                 match target.read_lock::<Row>() {
-                    Some(row) if property.name != "key" => {
+                    Some(row) if !property.is_key => {
                         field_text(out, &row, ops::row_slot(property, row.table)?, env, depth)
                     }
                     _ => {

@@ -131,10 +131,7 @@ pub(crate) fn binary_int_or(op: BinOp, x: IntOr, y: IntOr, env: &Env) -> Result<
 /// type (the caller then reads it as any value).
 #[inline]
 pub(crate) fn row_int(target: &Dynamic, property: &Property) -> Option<i64> {
-    debug_assert!(
-        property.name != "key",
-        "a row's key is not one of its fields"
-    );
+    debug_assert!(!property.is_key, "a row's key is not one of its fields");
     let row = target.read_lock::<Row>()?;
     let slot = (*property.slots.get(row.table as usize)?)?;
     row.int(slot)
@@ -403,6 +400,8 @@ pub(crate) fn fits_known(value: &Dynamic, known: Option<Sizes>, env: &Env) -> Re
 /// A property name with its field slot in each table, resolved at compile time.
 pub(crate) struct Property {
     pub name: ImmutableString,
+    /// The name is `key`: a row's key, not one of its fields.
+    pub is_key: bool,
     /// Indexed by table id; `None` where the table has no such field.
     pub slots: Arc<[Option<usize>]>,
 }
@@ -424,7 +423,7 @@ pub(crate) fn get_property(target: &Dynamic, property: &Property, env: &Env) -> 
             .unwrap_or(Dynamic::UNIT));
     }
     if let Some(row) = target.read_lock::<Row>() {
-        if property.name == "key" {
+        if property.is_key {
             return Ok(row.key.to_dynamic());
         }
         let slot = row_slot(property, row.table)?;
@@ -871,7 +870,7 @@ pub(crate) fn field_contains(
     env: &Env,
 ) -> Option<Result<Dynamic>> {
     let row = target.read_lock::<Row>()?;
-    if property.name == "key" {
+    if property.is_key {
         return None;
     }
     let text = row.str(row_slot(property, row.table).ok()?)?;

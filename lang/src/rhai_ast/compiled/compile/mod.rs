@@ -391,6 +391,7 @@ impl Compiler<'_> {
             .collect();
         Property {
             name: name.clone(),
+            is_key: name == "key",
             slots,
         }
     }

@@ -328,7 +328,7 @@ impl Compiler<'_> {
                 };
                 let slot = self.target_local(&chain.lhs)?;
                 let property = self.property(&property.2);
-                let is_key = property.name == "key";
+                let is_key = property.is_key;
                 Box::new(move |f| {
                     let value = value(f)?;
                     let env = f.env;
