@@ -22,7 +22,8 @@
 use rhai::Dynamic;
 
 use super::ops::{self, Property, Sizes};
-use super::{Env, Frame, IntCode, Stop};
+use super::pure::IntExpr;
+use super::{Env, Frame, Stop};
 use crate::script::api::Row;
 use crate::script::json::{self, Json};
 
@@ -187,7 +188,7 @@ pub(crate) enum Piece {
     /// general way reads it.
     Field(usize, Property),
     /// An operator on pieces, or a constant: an integer kept out of a `Dynamic`.
-    Int(IntCode),
+    Int(IntExpr),
 }
 
 impl Piece {
@@ -227,7 +228,7 @@ impl Piece {
                     }
                 }
             }
-            Piece::Int(code) => match code(f)? {
+            Piece::Int(code) => match code.eval(f)? {
                 Ok(i) => {
                     json::int(out, i);
                     Ok(Sizes::default())

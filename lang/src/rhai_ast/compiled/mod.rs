@@ -31,6 +31,7 @@
 mod answer;
 mod compile;
 mod ops;
+mod pure;
 
 pub(crate) use answer::WrittenAnswer;
 

@@ -186,7 +186,7 @@ impl Compiler<'_> {
         let parts = key_args
             .iter()
             .map(|e| self.int_operand(e))
-            .collect::<Compiled<Vec<IntCode>>>()?;
+            .collect::<Compiled<Vec<IntExpr>>>()?;
         let row = match row_arg.first() {
             Some(Expr::Array(items, _)) if self.is_field_list(id, items) => {
                 // Counted as `expr` counts an array literal: one node, and its items.
@@ -206,7 +206,7 @@ impl Compiler<'_> {
             let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
             let mut values: Vec<ops::IntOr> = Vec::new();
             for (at, part) in parts.iter().enumerate() {
-                match part(f)? {
+                match part.eval(f)? {
                     Ok(i) if values.is_empty() => ints[at] = i,
                     // A part that is not an integer: every part goes the general way.
                     part => {
@@ -432,20 +432,20 @@ enum RowCode {
 /// An item of an array literal made straight into a row's field.
 enum FieldCode {
     /// Any value: an integer kept out of a `Dynamic`.
-    Value(IntCode),
+    Value(IntExpr),
     /// `row[name]`: a row's string field copied from where it lies, or the value the general
     /// code makes.
     Named {
         row: usize,
         name: usize,
-        general: IntCode,
+        general: IntExpr,
     },
 }
 
 impl FieldCode {
     fn general(&self, f: &mut Frame) -> Result<ops::IntOr, Stop> {
         match self {
-            FieldCode::Value(code) | FieldCode::Named { general: code, .. } => code(f),
+            FieldCode::Value(code) | FieldCode::Named { general: code, .. } => code.eval(f),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Expressions: literals, operators, and calls of script functions and of Rhai's and Pure's
 //! functions.
 
-use rhai::{Dynamic, Expr, FnCallExpr, ImmutableString, Map, Position};
+use rhai::{ASTFlags, Dynamic, Expr, FnCallExpr, ImmutableString, Map, Position, Stmt};
 
 use super::*;
 use crate::rhai_ast::compiled::answer::{self, AnswerList, LiteralKeys, Piece};
@@ -390,14 +390,14 @@ impl Compiler<'_> {
             .args
             .iter()
             .map(|arg| self.int_operand(arg))
-            .collect::<Compiled<Vec<IntCode>>>()?;
+            .collect::<Compiled<Vec<IntExpr>>>()?;
         self.nodes = nodes;
         let property = self.property(&property.2);
         let table = Table { id };
         Ok(Some(Box::new(move |f| {
             let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
             for (at, part) in parts.iter().enumerate() {
-                match part(f)? {
+                match part.eval(f)? {
                     Ok(i) => ints[at] = i,
                     Err(_) => return Ok(ops::int_or(general(f)?)),
                 }
@@ -438,8 +438,8 @@ impl Compiler<'_> {
         let y = self.int_operand(y)?;
         Ok(Box::new(move |f| {
             // In Rhai's order: `x` is read (an integer copied) before `y` runs.
-            let x = x(f)?;
-            let y = y(f)?;
+            let x = x.eval(f)?;
+            let y = y.eval(f)?;
             ops::binary_int_or(op, x, y, f.env)
         }))
     }
@@ -448,7 +448,137 @@ impl Compiler<'_> {
     /// an integer literal, a local read in place, a row's field read from its packed slot, an
     /// operator on such operands. Any other expression is compiled as usual; any other value
     /// is handed on as it is.
-    pub(super) fn int_operand(&mut self, expr: &Expr) -> Compiled<IntCode> {
+    pub(super) fn int_operand(&mut self, expr: &Expr) -> Compiled<IntExpr> {
+        // Resolved before the general code, which counts the uses of locals.
+        let pure = self
+            .pure_int(expr)
+            .filter(Pure::is_compound)
+            .map(Pure::fuse);
+        let code = self.int_code(expr)?;
+        Ok(IntExpr { pure, code })
+    }
+
+    /// The [`Pure`] form of `expr`, if it has one: its locals resolved without counting as
+    /// uses (the general code compiled beside it counts them).
+    pub(super) fn pure_int(&self, expr: &Expr) -> Option<Pure> {
+        match expr {
+            Expr::IntegerConstant(value, _) => Some(Pure::Const(*value)),
+            Expr::Variable(variable, ..) => self.slot_of(&variable.1).map(Pure::Local),
+            Expr::Dot(chain, flags, _) if flags.is_empty() => match (&chain.lhs, &chain.rhs) {
+                (Expr::Variable(variable, ..), Expr::Property(property, _))
+                    if property.2 != "key" =>
+                {
+                    let slot = self.slot_of(&variable.1)?;
+                    Some(Pure::Field(slot, self.property(&property.2)))
+                }
+                _ => None,
+            },
+            Expr::Index(chain, flags, _)
+                if flags.contains(ASTFlags::BREAK) && !flags.contains(ASTFlags::NEGATED) =>
+            {
+                let Expr::Variable(variable, ..) = &chain.lhs else {
+                    return None;
+                };
+                let slot = self.slot_of(&variable.1)?;
+                Some(Pure::Item(slot, Box::new(self.pure_int(&chain.rhs)?)))
+            }
+            Expr::FnCall(call, _) => self.pure_call(call),
+            // `if test { x } else { y }` as a value.
+            Expr::Stmt(block) => {
+                let [Stmt::If(flow, _)] = block.statements() else {
+                    return None;
+                };
+                let test = self.pure_comparison(&flow.expr)?;
+                let branch = |statements: &[Stmt]| match statements {
+                    [Stmt::Expr(expr)] => self.pure_int(expr),
+                    [Stmt::FnCall(call, _)] => self.pure_call(call),
+                    _ => None,
+                };
+                Some(Pure::Choice(
+                    Box::new(test),
+                    Box::new(branch(flow.body.statements())?),
+                    Box::new(branch(flow.branch.statements())?),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// A condition decided with no `Dynamic` made, if `expr` is one: a [`Comparison`], or a
+    /// local tested against `()` (a row not found). Resolved without counting uses of locals
+    /// (the general code compiled beside it counts them).
+    pub(super) fn test(&self, expr: &Expr) -> Option<TestCode> {
+        if let Some(comparison) = self.pure_comparison(expr) {
+            return Some(comparison.fuse());
+        }
+        let Expr::FnCall(call, _) = expr else {
+            return None;
+        };
+        let (false, Some(_), [x, y], Some(op @ (BinOp::Eq | BinOp::Ne))) = (
+            call.capture_parent_scope,
+            &call.op_token,
+            &call.args[..],
+            BinOp::from_name(call.name.as_str()),
+        ) else {
+            return None;
+        };
+        let ((Expr::Variable(variable, ..), Expr::Unit(_))
+        | (Expr::Unit(_), Expr::Variable(variable, ..))) = (x, y)
+        else {
+            return None;
+        };
+        let slot = self.slot_of(&variable.1)?;
+        let equal = op == BinOp::Eq;
+        Some(Box::new(move |f| {
+            Some(f.local_ref(slot).is_unit() == equal)
+        }))
+    }
+
+    /// [`Compiler::pure_int`] of an operator's call.
+    fn pure_call(&self, call: &FnCallExpr) -> Option<Pure> {
+        let (false, Some(_), [x, y], Some(op)) = (
+            call.capture_parent_scope,
+            &call.op_token,
+            &call.args[..],
+            BinOp::from_name(call.name.as_str()),
+        ) else {
+            return None;
+        };
+        if !pure::is_arithmetic(op) {
+            return None;
+        }
+        Some(Pure::Arithmetic(
+            op,
+            Box::new(self.pure_int(x)?),
+            Box::new(self.pure_int(y)?),
+        ))
+    }
+
+    /// `x op y` comparing two [`Pure`] integers, if `expr` is one.
+    pub(super) fn pure_comparison(&self, expr: &Expr) -> Option<Comparison> {
+        let Expr::FnCall(call, _) = expr else {
+            return None;
+        };
+        let (false, Some(_), [x, y], Some(op)) = (
+            call.capture_parent_scope,
+            &call.op_token,
+            &call.args[..],
+            BinOp::from_name(call.name.as_str()),
+        ) else {
+            return None;
+        };
+        if !pure::is_comparison(op) {
+            return None;
+        }
+        Some(Comparison {
+            op,
+            x: self.pure_int(x)?,
+            y: self.pure_int(y)?,
+        })
+    }
+
+    /// [`Compiler::int_operand`]'s general code.
+    fn int_code(&mut self, expr: &Expr) -> Compiled<IntCode> {
         match expr {
             Expr::IntegerConstant(value, _) => {
                 self.nodes += 1;

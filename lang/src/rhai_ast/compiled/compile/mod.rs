@@ -21,6 +21,7 @@ mod expressions;
 mod statements;
 
 use super::ops::{self, Method, Property};
+use super::pure::{self, Comparison, IntExpr, Pure, TestCode};
 use super::{Code, Function, IntCode, Outcome, Program, Stop};
 use crate::script::api::{IndexRef, Table};
 use crate::script::error::SourceMap;

@@ -33,6 +33,8 @@ impl Compiler<'_> {
                     }
                     _ => false,
                 };
+                // Resolved before the new local hides an outer one of its name.
+                let pure = self.pure_int(value);
                 let value = self.expr(value)?;
                 let slot = self.declare(ident.name.clone(), constant);
                 if empty_array && !constant && self.is_handler {
@@ -49,11 +51,7 @@ impl Compiler<'_> {
                         Ok(Dynamic::UNIT)
                     }));
                 }
-                Box::new(move |f| {
-                    let value = value(f)?;
-                    ops::put(f.local(slot), value);
-                    Ok(Dynamic::UNIT)
-                })
+                set_local(slot, pure, value)
             }
             Stmt::Assignment(assignment) => {
                 let (op, BinaryExpr { lhs, rhs }) = &**assignment;
@@ -69,11 +67,16 @@ impl Compiler<'_> {
                 self.assignment(op, lhs, rhs)?
             }
             Stmt::If(flow, _) => {
+                let test = self.test(&flow.expr);
                 let condition = self.expr(&flow.expr)?;
                 let body = self.block(flow.body.statements())?;
                 let branch = self.block(flow.branch.statements())?;
                 Box::new(move |f| {
-                    if ops::truth(&condition(f)?)? {
+                    let truth = match test.as_ref().and_then(|test| test(f)) {
+                        Some(truth) => truth,
+                        None => ops::truth(&condition(f)?)?,
+                    };
+                    if truth {
                         body(f)
                     } else {
                         branch(f)
@@ -308,7 +311,7 @@ impl Compiler<'_> {
             Expr::Variable(..) => {
                 let slot = self.target_local(lhs)?;
                 Box::new(move |f| {
-                    let value = value(f)?;
+                    let value = value.eval(f)?;
                     let env = f.env;
                     let target = f.local(slot);
                     if let (Ok(a), Ok(b)) = (target.as_int(), &value) {
@@ -330,7 +333,7 @@ impl Compiler<'_> {
                 let property = self.property(&property.2);
                 let is_key = property.is_key;
                 Box::new(move |f| {
-                    let value = value(f)?;
+                    let value = value.eval(f)?;
                     let env = f.env;
                     let (target, mut sizes) = f.local_sized(slot);
                     let current = match (is_key, &value) {
@@ -364,16 +367,13 @@ impl Compiler<'_> {
                 return self.op_assignment(op, lhs, rhs);
             }
         }
+        let pure = self.pure_int(rhs);
         let value = self.expr(rhs)?;
         Ok(match lhs {
             // (`x op= y` to a local or its property went to `op_assignment` above.)
             Expr::Variable(..) => {
                 let slot = self.target_local(lhs)?;
-                Box::new(move |f| {
-                    let value = value(f)?;
-                    ops::put(f.local(slot), value);
-                    Ok(Dynamic::UNIT)
-                })
+                set_local(slot, pure, value)
             }
             Expr::Dot(chain, flags, _) if flags.is_empty() => {
                 let Expr::Property(property, _) = &chain.rhs else {
@@ -417,5 +417,28 @@ impl Compiler<'_> {
             }
             _ => return refuse(lhs.position(), "an assignment to this kind of target"),
         })
+    }
+}
+
+/// `slot = value`: an integer expression's [`Pure`] form, when it has one, computes it with no
+/// `Dynamic` between its steps; the general code decides whenever that answers nothing.
+fn set_local(slot: usize, pure: Option<Pure>, value: Code) -> Code {
+    match pure {
+        Some(pure) => {
+            let pure = pure.fuse();
+            Box::new(move |f| {
+                let value = match pure(f) {
+                    Some(i) => Dynamic::from_int(i),
+                    None => value(f)?,
+                };
+                ops::put(f.local(slot), value);
+                Ok(Dynamic::UNIT)
+            })
+        }
+        None => Box::new(move |f| {
+            let value = value(f)?;
+            ops::put(f.local(slot), value);
+            Ok(Dynamic::UNIT)
+        }),
     }
 }
