@@ -38,7 +38,7 @@ pub struct Row {
     /// The stored row this one was read as (the base `Tables::patch` compares with).
     stored: Fields,
     /// The value of every dirty slot, once each.
-    changed: Vec<(usize, Dynamic)>,
+    changed: smallvec::SmallVec<[(usize, Dynamic); 4]>,
 }
 
 impl Row {
@@ -48,7 +48,7 @@ impl Row {
             key,
             dirty: 0,
             stored: fields,
-            changed: Vec::new(),
+            changed: smallvec::SmallVec::new(),
         }
     }
 

@@ -85,7 +85,18 @@ impl Compiler<'_> {
         // `local.len()`: Rhai checks the receiver against the size limits, which walks it; a
         // loop that asks an array it grows for its length would walk it at every turn.
         let len_on_root = matches!(steps.as_slice(), [Step::Method(Method::Len, 0)]);
-        Ok(Box::new(move |f| {
+        // `row.save()` on a local: the row saved where it lies, with no walk.
+        let saves_root = match (&root, steps.as_slice()) {
+            (
+                Root::Local {
+                    slot,
+                    constant: false,
+                },
+                [Step::Method(Method::Save, 0)],
+            ) => Some(*slot),
+            _ => None,
+        };
+        let general: Code = Box::new(move |f| {
             let mut values = Vec::with_capacity(args.len());
             for arg in &args {
                 values.push(arg(f)?);
@@ -147,7 +158,18 @@ impl Compiler<'_> {
                 Root::Value(code) => walk(&mut code(f)?, &steps, &mut values, false, env),
                 Root::Table(_) | Root::Index(_) => unreachable!("called above"),
             }
-        }))
+        });
+        Ok(match saves_root {
+            Some(slot) => Box::new(move |f| {
+                // As `ops::call_method` saves a row; anything else the general way.
+                if let Some(mut row) = f.local_same_sizes(slot).write_lock::<Row>() {
+                    row.save().map_err(|_| Stop::Fallback)?;
+                    return Ok(Dynamic::UNIT);
+                }
+                general(f)
+            }),
+            None => general,
+        })
     }
 
     /// `table.get(a, b)`, `table.insert(a, b, row)` and the other calls of a table's method
