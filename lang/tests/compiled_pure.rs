@@ -101,6 +101,12 @@ fn loop_sum(req) {
     sum
 }
 fn store(req) { let r = t.get(req.body.k); let v = r.n + req.body.x; r.n = v; r.save(); t.get(req.body.k).n }
+fn row_ops(req) {
+    let r = t.get(req.body.k); let x = req.body.x; let y = req.body.y;
+    r.n += x; r.n -= 1; r.n *= y; r.s += x; r.n %= 7; r.save(); r.s -= y;
+    let q = u.get(req.body.k); q.n += r.n; q.save();
+    [r.n, r.s, t.get(req.body.k).n, u.get(req.body.k).n]
+}
 "#;
 
 /// Every form on every pair of values: rows whose fields hold any value, arrays of any items
@@ -122,6 +128,7 @@ fn integer_expressions_in_one_closure_are_rhais() {
         "shadowed",
         "loop_sum",
         "store",
+        "row_ops",
     ];
     for handler in handlers {
         assert_eq!(

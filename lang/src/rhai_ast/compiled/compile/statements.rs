@@ -9,6 +9,7 @@ use super::*;
 use crate::rhai_ast::compiled::answer::AnswerList;
 use crate::rhai_ast::compiled::ops::{self, BinOp};
 use crate::rhai_ast::compiled::{Code, Frame, Stop};
+use crate::script::api::{self, Row};
 
 impl Compiler<'_> {
     pub(super) fn stmt_body(&mut self, stmt: &Stmt) -> Compiled<Code> {
@@ -336,6 +337,25 @@ impl Compiler<'_> {
                     let value = value.eval(f)?;
                     let env = f.env;
                     let (target, mut sizes) = f.local_sized(slot);
+                    // A row's integer field and an integer: read, computed and set in place,
+                    // as the general way below does it with the row looked up twice.
+                    if let (false, Ok(b), Some(mut row)) =
+                        (is_key, &value, target.write_lock::<Row>())
+                    {
+                        let field = property.slots.get(row.table as usize).copied().flatten();
+                        if let Some((field, a)) = field.and_then(|s| Some((s, row.int(s)?))) {
+                            let result = ops::from_int_or(ops::int_binary(op, a, *b)?);
+                            api::check_field(env.schema, row.table, field, &result)
+                                .map_err(|_| Stop::Fallback)?;
+                            row.set(field, result);
+                            drop(row);
+                            if let Some(sizes) = sizes {
+                                f.keep_sizes(slot, sizes);
+                            }
+                            return Ok(Dynamic::UNIT);
+                        }
+                    }
+                    let (target, _) = f.local_sized(slot);
                     let current = match (is_key, &value) {
                         (false, Ok(_)) => ops::row_int(target, &property).map(Ok),
                         _ => None,
