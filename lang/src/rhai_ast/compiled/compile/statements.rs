@@ -48,7 +48,7 @@ impl Compiler<'_> {
                         } else {
                             value(f)?
                         };
-                        *f.local(slot) = value;
+                        ops::put(f.local(slot), value);
                         Ok(Dynamic::UNIT)
                     }));
                 }
@@ -220,7 +220,7 @@ impl Compiler<'_> {
             f.tick(2)?;
             ops::put(f.local(slot), value);
             if let Some(counter) = counter {
-                *f.local(counter) = Dynamic::from_int(n as i64);
+                ops::put(f.local(counter), Dynamic::from_int(n as i64));
             }
             match body(f) {
                 Ok(_) | Err(Stop::Continue) => Ok(true),
