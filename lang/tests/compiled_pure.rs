@@ -101,6 +101,16 @@ fn loop_sum(req) {
     sum
 }
 fn store(req) { let r = t.get(req.body.k); let v = r.n + req.body.x; r.n = v; r.save(); t.get(req.body.k).n }
+fn reads(req) {
+    let out = []; let r = 5; let k = req.body.k;
+    for i in 0..4 { r = t.get(k + i); if r != () { out.push(r.n); } else { out.push(-1); } }
+    let a = t.get(k); let b = a; a = t.get(k + 1);
+    out.push(if a == () { 0 } else { 1 }); out.push(if b == () { 0 } else { 1 });
+    if b != () { out.push(b.n); }
+    let s = t.get(req.body.x); out.push(s == ());
+    let q = t.get(k); if q != () { q.n = 5; q = t.get(k); out.push(q.n); }
+    out
+}
 fn row_ops(req) {
     let r = t.get(req.body.k); let x = req.body.x; let y = req.body.y;
     r.n += x; r.n -= 1; r.n *= y; r.s += x; r.n %= 7; r.save(); r.s -= y;
@@ -129,6 +139,7 @@ fn integer_expressions_in_one_closure_are_rhais() {
         "loop_sum",
         "store",
         "row_ops",
+        "reads",
     ];
     for handler in handlers {
         assert_eq!(

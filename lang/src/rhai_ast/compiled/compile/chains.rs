@@ -172,6 +172,41 @@ impl Compiler<'_> {
         })
     }
 
+    /// `table.get(a, b)` whose parts are pieces (they change nothing, so that they can be
+    /// evaluated again): the table and the parts compiled as integers, for a statement that
+    /// reads the row into a local (`get_into_local`). Compiled after the general code, which
+    /// counts the operations; the parts compiled again count none.
+    pub(super) fn row_get(&mut self, expr: &Expr) -> Compiled<Option<(Table, Vec<IntExpr>)>> {
+        let Expr::Dot(chain, flags, _) = expr else {
+            return Ok(None);
+        };
+        let (Expr::Variable(variable, ..), Expr::MethodCall(call, _)) = (&chain.lhs, &chain.rhs)
+        else {
+            return Ok(None);
+        };
+        let (Some(id), None, true, "get", false, 1..=crate::state::key::KEY_PARTS_MAX) = (
+            self.schema.table_id(&variable.1),
+            self.slot_of(&variable.1),
+            flags.is_empty(),
+            call.name.as_str(),
+            self.script_names.contains("get"),
+            call.args.len(),
+        ) else {
+            return Ok(None);
+        };
+        if !call.args.iter().all(|arg| self.is_piece(arg, None)) {
+            return Ok(None);
+        }
+        let nodes = self.nodes;
+        let parts = call
+            .args
+            .iter()
+            .map(|arg| self.int_operand(arg))
+            .collect::<Compiled<Vec<IntExpr>>>()?;
+        self.nodes = nodes;
+        Ok(Some((Table { id }, parts)))
+    }
+
     /// `table.get(a, b)`, `table.insert(a, b, row)` and the other calls of a table's method
     /// that takes a key, as a whole chain: the key's parts are compiled as integers
     /// (`Compiler::int_operand`) and, when they are integers, make the key directly. Other parts

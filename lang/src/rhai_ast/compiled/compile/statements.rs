@@ -9,7 +9,7 @@ use super::*;
 use crate::rhai_ast::compiled::answer::AnswerList;
 use crate::rhai_ast::compiled::ops::{self, BinOp};
 use crate::rhai_ast::compiled::{Code, Frame, Stop};
-use crate::script::api::{self, Row};
+use crate::script::api::{self, Row, Table};
 
 impl Compiler<'_> {
     pub(super) fn stmt_body(&mut self, stmt: &Stmt) -> Compiled<Code> {
@@ -36,7 +36,9 @@ impl Compiler<'_> {
                 };
                 // Resolved before the new local hides an outer one of its name.
                 let pure = self.pure_int(value);
+                let value_expr = value;
                 let value = self.expr(value)?;
+                let get = self.row_get(value_expr)?;
                 let slot = self.declare(ident.name.clone(), constant);
                 if empty_array && !constant && self.is_handler {
                     // Perhaps an answer's list: known once the whole function is compiled.
@@ -52,7 +54,10 @@ impl Compiler<'_> {
                         Ok(Dynamic::UNIT)
                     }));
                 }
-                set_local(slot, pure, value)
+                match get {
+                    Some((table, parts)) => get_into_local(slot, table, parts, value),
+                    None => set_local(slot, pure, value),
+                }
             }
             Stmt::Assignment(assignment) => {
                 let (op, BinaryExpr { lhs, rhs }) = &**assignment;
@@ -389,11 +394,15 @@ impl Compiler<'_> {
         }
         let pure = self.pure_int(rhs);
         let value = self.expr(rhs)?;
+        let get = self.row_get(rhs)?;
         Ok(match lhs {
             // (`x op= y` to a local or its property went to `op_assignment` above.)
             Expr::Variable(..) => {
                 let slot = self.target_local(lhs)?;
-                set_local(slot, pure, value)
+                match get {
+                    Some((table, parts)) => get_into_local(slot, table, parts, value),
+                    None => set_local(slot, pure, value),
+                }
             }
             Expr::Dot(chain, flags, _) if flags.is_empty() => {
                 let Expr::Property(property, _) = &chain.rhs else {
@@ -461,4 +470,38 @@ fn set_local(slot: usize, pure: Option<Pure>, value: Code) -> Code {
             Ok(Dynamic::UNIT)
         }),
     }
+}
+
+/// `local = table.get(a, b)` with integer parts: the row read into the row the local holds, in
+/// place (a row in a `Dynamic` is two allocations, which a loop of reads would make and free
+/// each turn). Parts that are not integers go the general way, which evaluates them again:
+/// they are pieces, which change nothing.
+fn get_into_local(slot: usize, table: Table, parts: Vec<IntExpr>, general: Code) -> Code {
+    Box::new(move |f| {
+        let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
+        for (at, part) in parts.iter().enumerate() {
+            match part.eval(f)? {
+                Ok(i) => ints[at] = i,
+                Err(_) => {
+                    let value = general(f)?;
+                    ops::put(f.local(slot), value);
+                    return Ok(Dynamic::UNIT);
+                }
+            }
+        }
+        let key = crate::state::key::Key::ints(&ints[..parts.len()]);
+        let fields = crate::script::context::get_row(table.id, &key).map_err(|_| Stop::Fallback)?;
+        let local = f.local(slot);
+        let Some(fields) = fields else {
+            ops::put(local, Dynamic::UNIT);
+            return Ok(Dynamic::UNIT);
+        };
+        let row = Row::new(table.id, key, fields);
+        if local.is::<Row>() {
+            *local.write_lock::<Row>().expect("a row, as just checked") = row;
+        } else {
+            ops::put(local, Dynamic::from(row));
+        }
+        Ok(Dynamic::UNIT)
+    })
 }
