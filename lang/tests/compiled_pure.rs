@@ -9,21 +9,7 @@ use pure_lang::{Execution, Limits};
 use serde_json::{json, Value};
 
 mod pair;
-
-/// A small xorshift: the same inputs on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.next() as usize % items.len()]
-    }
-}
+use pair::Rng;
 
 /// Integers near every edge an operator meets, and a value of every other kind.
 fn values() -> Vec<Value> {

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 mod pair;
 use pair::Pair;
+use pair::Rng;
 
 fn limits() -> Limits {
     Limits {
@@ -24,21 +25,6 @@ fn assert_compiled(pair: &Pair, handlers: &[&str]) {
             Some(Execution::Compiled),
             "{handler} compiled"
         );
-    }
-}
-
-/// A small xorshift: the same inputs on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.next() as usize % items.len()]
     }
 }
 

@@ -9,24 +9,7 @@ use pure_lang::{Dynamic, Execution, Fields, IndexDef, IndexSource, Key, Limits, 
 use serde_json::{json, Value};
 
 mod pair;
-
-/// A small xorshift: the same inputs on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.next() as usize % items.len()]
-    }
-}
+use pair::Rng;
 
 // ---------------------------------------------------------------------------------------------
 // The tree's hints, through `Tables`.

@@ -22,7 +22,7 @@ part 1 && for s in before after; do
     --toggle-collect='*owner_turn_*' "$(bin $s)/pure-bench" owner --only tpcc \
     --transactions 5000 --tpcc-app "$(app $s)" > "$raw/callgrind-$s.txt" 2>&1)
   callgrind_annotate --inclusive=yes "$raw/callgrind-$s" 2>/dev/null \
-    | python3 "$here/per_call.py" "$raw/callgrind-$s.txt" | tee "$raw/per-call-$s.txt"
+    | python3 "$here/../030/per_call.py" "$raw/callgrind-$s.txt" | tee "$raw/per-call-$s.txt"
   gzip -f "$raw/callgrind-$s"
 done
 

@@ -225,3 +225,21 @@ pub fn pair_of_app(manifest: &str, script: &str, limits: Limits) -> Pair {
         .expect("compiles")
     })
 }
+
+/// A small xorshift: the same inputs on every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.next() as usize % items.len()]
+    }
+}

@@ -1106,9 +1106,14 @@ pub(crate) fn place_map(mut map: Map, order: &[usize], mut values: Vec<Dynamic>)
 /// locals a statement sets held an integer or nothing.
 #[inline]
 pub(super) fn put(target: &mut Dynamic, value: Dynamic) {
-    let old = std::mem::replace(target, value);
+    discard(std::mem::replace(target, value));
+}
+
+/// Drops `value` only when it owns something: a unit or an integer needs no call to drop.
+#[inline]
+pub(super) fn discard(value: Dynamic) {
     // Neither owns anything (Rhai is built without closures: no value is a shared cell).
-    if old.is_unit() || old.is_int() {
-        std::mem::forget(old);
+    if value.is_unit() || value.is_int() {
+        std::mem::forget(value);
     }
 }

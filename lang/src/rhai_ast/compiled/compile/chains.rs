@@ -1,6 +1,6 @@
 //! Chains: property, index and method steps on a value, and the table and row API they reach.
 
-use rhai::{ASTFlags, Dynamic, Expr};
+use rhai::{ASTFlags, Dynamic, Expr, FnCallExpr};
 
 use super::*;
 use crate::rhai_ast::compiled::answer::AnswerList;
@@ -175,7 +175,7 @@ impl Compiler<'_> {
     /// `table.get(a, b)` whose parts are pieces (they change nothing, so that they can be
     /// evaluated again): the table and the parts compiled as integers, for a statement that
     /// reads the row into a local (`get_into_local`). Compiled after the general code, which
-    /// counts the operations; the parts compiled again count none.
+    /// counts the operations.
     pub(super) fn row_get(&mut self, expr: &Expr) -> Compiled<Option<(Table, Vec<IntExpr>)>> {
         let Expr::Dot(chain, flags, _) = expr else {
             return Ok(None);
@@ -184,27 +184,41 @@ impl Compiler<'_> {
         else {
             return Ok(None);
         };
+        match self.piece_get(&variable.1, call, flags.is_empty()) {
+            Some(id) => Ok(Some((Table { id }, self.uncounted_parts(&call.args)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The table of `table.get(a, b)` (`name` a table, not a local; `get` not redefined; one
+    /// to four parts, each a piece), if the call is one.
+    pub(super) fn piece_get(&self, name: &str, call: &FnCallExpr, plain: bool) -> Option<TableId> {
         let (Some(id), None, true, "get", false, 1..=crate::state::key::KEY_PARTS_MAX) = (
-            self.schema.table_id(&variable.1),
-            self.slot_of(&variable.1),
-            flags.is_empty(),
+            self.schema.table_id(name),
+            self.slot_of(name),
+            plain,
             call.name.as_str(),
             self.script_names.contains("get"),
             call.args.len(),
         ) else {
-            return Ok(None);
+            return None;
         };
-        if !call.args.iter().all(|arg| self.is_piece(arg, None)) {
-            return Ok(None);
-        }
+        call.args
+            .iter()
+            .all(|arg| self.is_piece(arg, None))
+            .then_some(id)
+    }
+
+    /// Key parts compiled again as integers beside the general code, which counts the
+    /// operations: these count none.
+    pub(super) fn uncounted_parts(&mut self, args: &[Expr]) -> Compiled<Vec<IntExpr>> {
         let nodes = self.nodes;
-        let parts = call
-            .args
+        let parts = args
             .iter()
             .map(|arg| self.int_operand(arg))
             .collect::<Compiled<Vec<IntExpr>>>()?;
         self.nodes = nodes;
-        Ok(Some((Table { id }, parts)))
+        Ok(parts)
     }
 
     /// `table.get(a, b)`, `table.insert(a, b, row)` and the other calls of a table's method

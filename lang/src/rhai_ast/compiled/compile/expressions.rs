@@ -369,40 +369,21 @@ impl Compiler<'_> {
         else {
             return Ok(None);
         };
-        let (Some(id), None, true, "get", false, 1..=crate::state::key::KEY_PARTS_MAX, false) = (
-            self.schema.table_id(&variable.1),
-            self.slot_of(&variable.1),
-            rest_flags.is_empty(),
-            call.name.as_str(),
-            self.script_names.contains("get"),
-            call.args.len(),
-            property.2 == "key",
-        ) else {
-            return Ok(None);
-        };
-        if !call.args.iter().all(|arg| self.is_piece(arg, None)) {
+        if property.2 == "key" {
             return Ok(None);
         }
+        let Some(id) = self.piece_get(&variable.1, call, rest_flags.is_empty()) else {
+            return Ok(None);
+        };
         // The general code counts the operations; the parts compiled again count none.
         let general = self.expr(expr)?;
-        let nodes = self.nodes;
-        let parts = call
-            .args
-            .iter()
-            .map(|arg| self.int_operand(arg))
-            .collect::<Compiled<Vec<IntExpr>>>()?;
-        self.nodes = nodes;
+        let parts = self.uncounted_parts(&call.args)?;
         let property = self.property(&property.2);
         let table = Table { id };
         Ok(Some(Box::new(move |f| {
-            let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
-            for (at, part) in parts.iter().enumerate() {
-                match part.eval(f)? {
-                    Ok(i) => ints[at] = i,
-                    Err(_) => return Ok(ops::int_or(general(f)?)),
-                }
-            }
-            let key = crate::state::key::Key::ints(&ints[..parts.len()]);
+            let Some(key) = int_key(&parts, f)? else {
+                return Ok(ops::int_or(general(f)?));
+            };
             match ops::stored_field(table, &key, &property, f.env)? {
                 Some(value) => Ok(value),
                 None => Ok(ops::int_or(general(f)?)),
@@ -514,12 +495,7 @@ impl Compiler<'_> {
         let Expr::FnCall(call, _) = expr else {
             return None;
         };
-        let (false, Some(_), [x, y], Some(op @ (BinOp::Eq | BinOp::Ne))) = (
-            call.capture_parent_scope,
-            &call.op_token,
-            &call.args[..],
-            BinOp::from_name(call.name.as_str()),
-        ) else {
+        let (op @ (BinOp::Eq | BinOp::Ne), x, y) = operator(call)? else {
             return None;
         };
         let ((Expr::Variable(variable, ..), Expr::Unit(_))
@@ -536,14 +512,7 @@ impl Compiler<'_> {
 
     /// [`Compiler::pure_int`] of an operator's call.
     fn pure_call(&self, call: &FnCallExpr) -> Option<Pure> {
-        let (false, Some(_), [x, y], Some(op)) = (
-            call.capture_parent_scope,
-            &call.op_token,
-            &call.args[..],
-            BinOp::from_name(call.name.as_str()),
-        ) else {
-            return None;
-        };
+        let (op, x, y) = operator(call)?;
         if !pure::is_arithmetic(op) {
             return None;
         }
@@ -559,14 +528,7 @@ impl Compiler<'_> {
         let Expr::FnCall(call, _) = expr else {
             return None;
         };
-        let (false, Some(_), [x, y], Some(op)) = (
-            call.capture_parent_scope,
-            &call.op_token,
-            &call.args[..],
-            BinOp::from_name(call.name.as_str()),
-        ) else {
-            return None;
-        };
+        let (op, x, y) = operator(call)?;
         if !pure::is_comparison(op) {
             return None;
         }
@@ -758,4 +720,33 @@ impl Compiler<'_> {
             _ => refuse(at, format!("the function {name}()")),
         }
     }
+}
+
+/// A built-in binary operator's call (`x op y`): the operator and its operands.
+fn operator(call: &FnCallExpr) -> Option<(BinOp, &Expr, &Expr)> {
+    let (false, Some(_), [x, y], Some(op)) = (
+        call.capture_parent_scope,
+        &call.op_token,
+        &call.args[..],
+        BinOp::from_name(call.name.as_str()),
+    ) else {
+        return None;
+    };
+    Some((op, x, y))
+}
+
+/// The key of `parts` when every one is an integer (`None`: the general way decides).
+#[inline]
+pub(super) fn int_key(
+    parts: &[IntExpr],
+    f: &mut Frame,
+) -> Result<Option<crate::state::key::Key>, Stop> {
+    let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
+    for (at, part) in parts.iter().enumerate() {
+        match part.eval(f)? {
+            Ok(i) => ints[at] = i,
+            Err(_) => return Ok(None),
+        }
+    }
+    Ok(Some(crate::state::key::Key::ints(&ints[..parts.len()])))
 }

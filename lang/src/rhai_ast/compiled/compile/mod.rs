@@ -295,11 +295,8 @@ fn sequence(mut statements: Vec<Statement>) -> Code {
     Box::new(move |f| {
         f.tick(weight).map_err(|stop| stop.leaving(first_at))?;
         for statement in &statements {
-            let value = (statement.code)(f).map_err(|stop| stop.leaving(statement.at))?;
-            if value.is_unit() {
-                // Most statements' value: nothing to drop, so no call to drop it.
-                std::mem::forget(value);
-            }
+            // Most statements' value is `()`: nothing to drop, so no call to drop it.
+            ops::discard((statement.code)(f).map_err(|stop| stop.leaving(statement.at))?);
         }
         last(f).map_err(|stop| stop.leaving(last_at))
     })

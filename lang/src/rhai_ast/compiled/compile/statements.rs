@@ -478,18 +478,11 @@ fn set_local(slot: usize, pure: Option<Pure>, value: Code) -> Code {
 /// they are pieces, which change nothing.
 fn get_into_local(slot: usize, table: Table, parts: Vec<IntExpr>, general: Code) -> Code {
     Box::new(move |f| {
-        let mut ints = [0i64; crate::state::key::KEY_PARTS_MAX];
-        for (at, part) in parts.iter().enumerate() {
-            match part.eval(f)? {
-                Ok(i) => ints[at] = i,
-                Err(_) => {
-                    let value = general(f)?;
-                    ops::put(f.local(slot), value);
-                    return Ok(Dynamic::UNIT);
-                }
-            }
-        }
-        let key = crate::state::key::Key::ints(&ints[..parts.len()]);
+        let Some(key) = super::expressions::int_key(&parts, f)? else {
+            let value = general(f)?;
+            ops::put(f.local(slot), value);
+            return Ok(Dynamic::UNIT);
+        };
         let fields = crate::script::context::get_row(table.id, &key).map_err(|_| Stop::Fallback)?;
         let local = f.local(slot);
         let Some(fields) = fields else {
