@@ -1,9 +1,11 @@
 //! The bytes of a record: a write set, or the schema that names the ids of the records after it.
 //!
 //! ```text
-//! record  := SCHEMA schema | WRITES change*
+//! record  := SCHEMA schema | KEYED change* | WRITES change*      KEYED since research note 034
 //! schema  := n:varint (name:str fields:varint (name:str)*)^n     table and field names, in id order
 //! change  := head:varint key body                                head = table_id << 2 | op
+//!            (in a KEYED record: head:varint len:varint bytes^len body, the key's own
+//!             order-preserving encoding, `pure_lang::Key`'s, checked when read)
 //!   op 0 PUT    body := n:varint value^n                         the whole row (trailing units cut)
 //!   op 1 PATCH  body := mask:varint value^popcount(mask)         only the changed fields
 //!   op 2 DELETE body := (nothing)
@@ -24,7 +26,11 @@ use pure_lang::codec::{put_int, put_str, put_varint, Reader, INT, STR};
 use pure_lang::{Change, FieldsBuilder, Key, KeyBuilder, PartBytes, Schema, TableSchema, Tables};
 
 const SCHEMA: u8 = 1;
+/// Writes whose keys are their parts, tagged (before research note 034): still read.
 const WRITES: u8 = 2;
+/// Writes whose keys are the bytes of their in-memory encoding: written by `encode_writes`, as
+/// copying a key's bytes costs a tenth of decoding its parts (note 034).
+const KEYED: u8 = 3;
 
 const OP_PUT: u64 = 0;
 const OP_PATCH: u64 = 1;
@@ -97,15 +103,28 @@ pub fn put_schema(out: &mut Vec<u8>, schema: &Schema) {
     }
 }
 
+/// A key as a `KEYED` record carries it: its encoding's length, then the encoding.
+fn put_key_bytes(out: &mut Vec<u8>, key: &Key) {
+    let bytes = key.as_bytes();
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// A key as `put_key_bytes` wrote it, checked.
+fn read_key_bytes(r: &mut Reader<'_>) -> Result<Key, String> {
+    let n = r.count()?;
+    Key::from_checked_encoding(r.take(n)?)
+}
+
 /// Encodes a write set as one record into `out` (cleared first).
 pub fn encode_writes(out: &mut Vec<u8>, changes: &[Change]) {
     out.clear();
-    out.push(WRITES);
+    out.push(KEYED);
     for change in changes {
         match change {
             Change::Put { table, key, fields } => {
                 put_varint(out, u64::from(*table) << 2 | OP_PUT);
-                put_key(out, key);
+                put_key_bytes(out, key);
                 let used = fields.used();
                 put_varint(out, used as u64);
                 (0..used).for_each(|slot| fields.put_slot(out, slot));
@@ -117,7 +136,7 @@ pub fn encode_writes(out: &mut Vec<u8>, changes: &[Change]) {
                 fields,
             } => {
                 put_varint(out, u64::from(*table) << 2 | OP_PATCH);
-                put_key(out, key);
+                put_key_bytes(out, key);
                 put_varint(out, *mask);
                 let mut bits = *mask;
                 while bits != 0 {
@@ -128,7 +147,7 @@ pub fn encode_writes(out: &mut Vec<u8>, changes: &[Change]) {
             }
             Change::Delete { table, key } => {
                 put_varint(out, u64::from(*table) << 2 | OP_DELETE);
-                put_key(out, key);
+                put_key_bytes(out, key);
             }
         }
     }
@@ -183,10 +202,11 @@ pub fn decode(bytes: &[u8], mapping: &Mapping) -> Result<Decoded, String> {
     let mut r = Reader::new(bytes);
     match r.byte()? {
         SCHEMA => Ok(Decoded::Schema(read_schema(&mut r)?)),
-        WRITES => {
+        tag @ (WRITES | KEYED) => {
+            let keys = KeyForm::of(tag);
             let mut changes = Vec::new();
             while !r.is_empty() {
-                changes.push(decode_change(&mut r, mapping, None)?);
+                changes.push(decode_change(&mut r, keys, mapping, None)?);
             }
             Ok(Decoded::Writes(changes))
         }
@@ -225,9 +245,9 @@ pub fn apply_record(
 fn apply_in_order(bytes: &[u8], mapping: &Mapping, tables: &mut Tables) -> Result<(), String> {
     let before = tables.snapshot();
     let mut r = Reader::new(bytes);
-    r.byte()?;
+    let keys = KeyForm::of(r.byte()?);
     while !r.is_empty() {
-        match decode_change(&mut r, mapping, Some(tables)) {
+        match decode_change(&mut r, keys, mapping, Some(tables)) {
             Ok(change) => tables.apply(change),
             Err(reason) => {
                 *tables = before.thawed();
@@ -242,14 +262,39 @@ fn apply_in_order(bytes: &[u8], mapping: &Mapping, tables: &mut Tables) -> Resul
 /// merged with the stored row.
 const NEEDS_STATE: &str = "a patch of a field past the slot limit needs the state";
 
+/// How a writes record's changes carry their keys (its tag says).
+#[derive(Clone, Copy)]
+enum KeyForm {
+    Parts,
+    Bytes,
+}
+
+impl KeyForm {
+    /// The form of a writes record with `tag` (`WRITES` or `KEYED`).
+    fn of(tag: u8) -> KeyForm {
+        match tag {
+            KEYED => KeyForm::Bytes,
+            _ => KeyForm::Parts,
+        }
+    }
+
+    fn read(self, r: &mut Reader<'_>) -> Result<Key, String> {
+        match self {
+            KeyForm::Parts => read_key(r),
+            KeyForm::Bytes => read_key_bytes(r),
+        }
+    }
+}
+
 fn decode_change(
     r: &mut Reader<'_>,
+    keys: KeyForm,
     mapping: &Mapping,
     state: Option<&Tables>,
 ) -> Result<Change, String> {
     let head = r.varint()?;
     let table = mapping.table(head >> 2)?;
-    let key = read_key(r)?;
+    let key = keys.read(r)?;
     match head & 3 {
         OP_PUT => {
             let n = r.count()?;
@@ -577,7 +622,7 @@ mod tests {
     /// A change that does not decode, after changes that did: appended to a writes record.
     fn damaged_change(record: &mut Vec<u8>) {
         put_varint(record, 3);
-        put_key(record, &Key::int(3));
+        put_key_bytes(record, &Key::int(3));
     }
 
     /// A record is applied whole or not at all, also when its first changes decode.
@@ -656,7 +701,8 @@ mod tests {
     }
 
     /// The example of docs/store-format.md, byte for byte: a patch of slot 0 of key (1, 42) in
-    /// table 6 to 17.
+    /// table 6 to 17, as written now (keys as their bytes) and as written before note 034
+    /// (keys as their parts), which reads as the same change.
     #[test]
     fn the_documented_patch_record() {
         let stored = pure_lang::Fields::from_values(&[pure_lang::Dynamic::from_int(9)]);
@@ -667,10 +713,102 @@ mod tests {
             fields: stored.with(&[(0, pure_lang::Dynamic::from_int(17))]),
         };
         let mut out = Vec::new();
-        encode_writes(&mut out, &[change]);
+        encode_writes(&mut out, std::slice::from_ref(&change));
         assert_eq!(
             out,
-            [0x02, 0x19, 0x02, 0x03, 0x02, 0x03, 0x54, 0x01, 0x03, 0x22]
+            [0x03, 0x19, 0x04, 0x19, 0x01, 0x19, 0x2A, 0x01, 0x03, 0x22]
         );
+        let before = [0x02, 0x19, 0x02, 0x03, 0x02, 0x03, 0x54, 0x01, 0x03, 0x22];
+        let schema = Schema {
+            tables: (0..7)
+                .map(|t| TableSchema {
+                    name: format!("t{t}"),
+                    fields: vec!["quantity".into()],
+                    types: Vec::new(),
+                })
+                .collect(),
+        };
+        let mapping = Mapping::identity(&schema);
+        for bytes in [&out[..], &before[..]] {
+            let Ok(Decoded::Writes(changes)) = decode(bytes, &mapping) else {
+                panic!("{bytes:x?} decodes");
+            };
+            let [Change::Patch {
+                table,
+                key,
+                mask,
+                fields,
+            }] = &changes[..]
+            else {
+                panic!("{bytes:x?}: one patch");
+            };
+            assert_eq!((*table, key.parts(), *mask), (6, change_key_parts(), 1));
+            assert_eq!(fields.value(0).as_int(), Ok(17));
+        }
+    }
+
+    fn change_key_parts() -> Vec<KeyPart> {
+        vec![KeyPart::Int(1), KeyPart::Int(42)]
+    }
+
+    /// A key in a record as its bytes reads back as the same key, and bytes that no key
+    /// encodes to (cut, unknown codes, a non-UTF-8 string, an integer or escape written
+    /// another way) are refused, never made a key that would compare unlike its parts.
+    #[test]
+    fn keys_as_bytes_read_back_and_damage_is_refused() {
+        let keys = [
+            Key::int(0),
+            Key::int(-1),
+            Key::int(i64::MIN),
+            Key::int(i64::MAX),
+            Key::ints(&[1, 3001, 10, 15]),
+            Key::string(""),
+            Key::string("a\0b"),
+            Key::string(&"k".repeat(300)),
+            Key::from_parts(vec![KeyPart::Str("é".into()), KeyPart::Int(-300)]),
+        ];
+        for key in &keys {
+            let mut out = Vec::new();
+            put_key_bytes(&mut out, key);
+            let read = read_key_bytes(&mut Reader::new(&out)).expect("reads back");
+            assert_eq!(read.as_bytes(), key.as_bytes());
+            assert_eq!(read.parts(), key.parts());
+        }
+        let refused: [&[u8]; 10] = [
+            &[],
+            &[0x19],                   // an integer's byte missing
+            &[0x19, 0x00],             // 0 written in a byte: the encoder writes 18
+            &[0x17, 0xFF],             // -1 written in a byte: the encoder writes 17
+            &[0x30, b'a'],             // a string without its end
+            &[0x30, 0xFF, 0x00],       // not UTF-8
+            &[0x30, 0x00, 0x01],       // after a string's end, an unknown code
+            &[0x05],                   // a record's part tag, not a key's code
+            &[0x21, 1, 2, 3, 4, 5, 6], // past the longest integer's code
+            &[0x18, 0x00],             // a zero byte where a part should start
+        ];
+        for bytes in refused {
+            assert!(
+                Key::from_checked_encoding(bytes).is_err(),
+                "{bytes:x?} is no key's encoding"
+            );
+        }
+        // Damage of any shape: refused, or exactly the key of the parts it decodes to.
+        let alphabet = [
+            0x00, 0x01, 0x0F, 0x17, 0x18, 0x19, 0x1A, 0x20, 0x21, 0x30, 0x80, 0xFF,
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..50_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 12) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| alphabet[(state >> (4 + 4 * i)) as usize % alphabet.len()])
+                .collect();
+            if let Ok(key) = Key::from_checked_encoding(&bytes) {
+                assert_eq!(key.as_bytes(), &bytes[..]);
+                assert_eq!(Key::from_parts(key.parts()).as_bytes(), &bytes[..]);
+            }
+        }
     }
 }

@@ -350,6 +350,62 @@ impl Key {
         Key::heap(bytes.into())
     }
 
+    /// The key whose encoding (see the module doc) is `bytes`, as a record carries it: an
+    /// error, not a key, for bytes that are not exactly what encoding some parts gives (a
+    /// truncated part, an unknown code, a string that is not UTF-8, an integer or escape not
+    /// written the one way the encoder writes it), since a key must compare as its parts do.
+    pub fn from_checked_encoding(bytes: &[u8]) -> Result<Key, String> {
+        let bad = |why: &str| Err(format!("bad key bytes ({why})"));
+        if bytes.is_empty() {
+            return bad("empty");
+        }
+        let mut key = KeyBuilder::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let code = bytes[at];
+            if code == STR {
+                let mut text = Vec::new();
+                let mut i = at + 1;
+                loop {
+                    match bytes.get(i) {
+                        None => return bad("a string part without its end"),
+                        Some(0) if bytes.get(i + 1) == Some(&0xFF) => {
+                            text.push(0);
+                            i += 2;
+                        }
+                        Some(0) => break,
+                        Some(&b) => {
+                            text.push(b);
+                            i += 1;
+                        }
+                    }
+                }
+                match std::str::from_utf8(&text) {
+                    Ok(text) => key.str(text),
+                    Err(_) => return bad("a string part that is not UTF-8"),
+                }
+                at = i + 1;
+            } else if (INT_MIN_CODE..=INT_MAX_CODE).contains(&code) {
+                let len = part_len(&bytes[at..]);
+                if at + len > bytes.len() {
+                    return bad("an integer part cut short");
+                }
+                let (PartBytes::Int(value), _) = decode_part_bytes(&bytes[at..at + len]) else {
+                    unreachable!("an integer code")
+                };
+                key.int(value);
+                at += len;
+            } else {
+                return bad("an unknown part code");
+            }
+        }
+        let key = key.finish();
+        if key.as_bytes() != bytes {
+            return bad("not the one encoding of its parts");
+        }
+        Ok(key)
+    }
+
     pub fn int(value: i64) -> Key {
         let mut bytes = [0u8; INLINE];
         let n = encode_int((&mut bytes[..9]).try_into().expect("9 bytes"), value);
