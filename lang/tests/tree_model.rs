@@ -315,11 +315,13 @@ fn run(ops: Vec<Op>, indexed: bool) {
                         range.take(limit).collect()
                     }
                 };
-                let got: Vec<_> = tables
-                    .scan(table, key_bound(low), key_bound(high), reverse, limit)
-                    .iter()
-                    .map(|(k, f)| (key_int(k), unpack(f)))
-                    .collect();
+                let got: Vec<_> = tables.scan(
+                    table,
+                    (key_bound(low), key_bound(high)),
+                    reverse,
+                    limit,
+                    |(k, f)| (key_int(k), unpack(f)),
+                );
                 assert_eq!(got, expected, "scan {low:?}..{high:?} reverse {reverse}");
             }
         }
@@ -389,11 +391,8 @@ fn backward_scans_stop_at_their_lower_bound() {
             (Included(Key::int(low)), true),
             (Excluded(Key::int(low)), false),
         ] {
-            let got: Vec<i64> = tables
-                .scan(0, bound, Unbounded, true, 1_000)
-                .iter()
-                .map(|(k, _)| key_int(k))
-                .collect();
+            let got: Vec<i64> =
+                tables.scan(0, (bound, Unbounded), true, 1_000, |(k, _)| key_int(k));
             let expected: Vec<i64> = (0..100)
                 .rev()
                 .map(|k| k * 3)

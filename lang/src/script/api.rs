@@ -443,22 +443,28 @@ fn charge_scan_rows(rows: usize) -> Fallible<()> {
     Err(EvalAltResult::ErrorTerminated(limit, Position::NONE).into())
 }
 
+/// Up to `limit` rows of `table` from `low` to `high`, each as a script's row value.
 fn scan_rows(
     table: Table,
     low: &Dynamic,
     high: &Dynamic,
     limit: i64,
     reverse: bool,
-) -> Fallible<Vec<Row>> {
+) -> Fallible<Vec<Dynamic>> {
     scan_allowed(limit)?;
-    let (low, high) = (bound(low, true)?, bound(high, false)?);
-    let rows =
-        with_tables(|t| t.scan(table.id, low, high, reverse, limit as usize)).map_err(api_error)?;
+    let bounds = (bound(low, true)?, bound(high, false)?);
+    let rows = with_tables(|t| {
+        t.scan(
+            table.id,
+            bounds,
+            reverse,
+            limit as usize,
+            |(key, fields)| Dynamic::from(Row::new(table.id, key.clone(), fields.clone())),
+        )
+    })
+    .map_err(api_error)?;
     charge_scan_rows(rows.len())?;
-    Ok(rows
-        .into_iter()
-        .map(|(key, fields)| Row::new(table.id, key, fields))
-        .collect())
+    Ok(rows)
 }
 
 pub(crate) fn scan(
@@ -468,15 +474,14 @@ pub(crate) fn scan(
     limit: i64,
     reverse: bool,
 ) -> Fallible<Dynamic> {
-    let rows = scan_rows(table, &low, &high, limit, reverse)?;
-    Ok(Dynamic::from_array(
-        rows.into_iter().map(Dynamic::from).collect(),
-    ))
+    Ok(Dynamic::from_array(scan_rows(
+        table, &low, &high, limit, reverse,
+    )?))
 }
 
 pub(crate) fn first(table: Table, low: Dynamic, high: Dynamic, reverse: bool) -> Fallible<Dynamic> {
     let row = scan_rows(table, &low, &high, 1, reverse)?.pop();
-    Ok(row.map_or(Dynamic::UNIT, Dynamic::from))
+    Ok(row.unwrap_or(Dynamic::UNIT))
 }
 
 pub(crate) fn count(table: Table) -> Fallible<i64> {

@@ -69,6 +69,15 @@ impl Json {
         }
     }
 
+    /// Empty, with room for `bytes` (up to a chunk) before its first allocation grows: for a
+    /// writer that knows about how long its text will be.
+    pub(crate) fn with_room(bytes: usize) -> Json {
+        Json {
+            full: Vec::new(),
+            current: Vec::with_capacity(bytes.clamp(128, JSON_CHUNK)),
+        }
+    }
+
     /// Appends `other`'s text.
     pub(crate) fn append(&mut self, other: &Json) {
         for chunk in &other.full {

@@ -220,6 +220,31 @@ impl KeyBuilder {
         self.parts += 1;
     }
 
+    /// Appends part `i` of `key` as it is encoded, without decoding it: false (nothing
+    /// appended) when the key has no such part.
+    pub(crate) fn part_of(&mut self, key: &Key, i: usize) -> bool {
+        let mut rest = key.as_bytes();
+        for _ in 0..i {
+            if rest.is_empty() {
+                return false;
+            }
+            rest = &rest[part_len(rest)..];
+        }
+        if rest.is_empty() {
+            return false;
+        }
+        self.encoder.push(&rest[..part_len(rest)]);
+        self.parts += 1;
+        true
+    }
+
+    /// The parts given, then every part of `tail`: the same key as [`Key::from_parts_then`].
+    pub(crate) fn finish_then(mut self, tail: &Key) -> Key {
+        self.encoder.push(tail.as_bytes());
+        self.parts += 1;
+        self.finish()
+    }
+
     /// The key of the parts given, in order: the same key as [`Key::from_parts`] of them.
     pub fn finish(self) -> Key {
         assert!(self.parts > 0, "a key has at least one part");
