@@ -112,6 +112,10 @@ pub struct Tables {
     maps: Vec<Tree<Key, Fields>>,
     /// In the order of the app's declarations (an index's id is its position).
     indexes: Vec<Index>,
+    /// Per table, a bit for each field slot an index reads, and the top bit where an index
+    /// reads only key parts: no bit of a change's mask here, no index to look at (most
+    /// updates). A filter: a bit here sends a change to the indexes' own check.
+    watched: Arc<[u64]>,
 }
 
 /// A secondary index, as the manifest declares it.
@@ -483,6 +487,7 @@ impl Tables {
         Tables {
             maps: (0..table_count).map(|_| Tree::new()).collect(),
             indexes: Vec::new(),
+            watched: Arc::new([]),
         }
     }
 
@@ -500,6 +505,7 @@ impl Tables {
                     entries: index.entries.snapshot(),
                 })
                 .collect(),
+            watched: self.watched.clone(),
         }
     }
 
@@ -517,6 +523,7 @@ impl Tables {
                     entries: index.entries.thawed(),
                 })
                 .collect(),
+            watched: self.watched.clone(),
         }
     }
 
@@ -531,6 +538,7 @@ impl Tables {
     /// unique index); the tables are then left without indexes.
     pub fn set_indexes(&mut self, defs: Vec<IndexDef>) -> Result<(), String> {
         self.indexes.clear();
+        self.watched = Arc::new([]);
         let mut built = Vec::with_capacity(defs.len());
         for def in defs {
             let mut entries = Entries::new(def.unique);
@@ -550,6 +558,17 @@ impl Tables {
                 entries,
             });
         }
+        let mut watched = vec![0u64; self.maps.len()];
+        for index in &built {
+            let bits = &mut watched[index.def.table as usize];
+            for source in &index.def.sources {
+                *bits |= match *source {
+                    IndexSource::Field(slot) => 1 << slot,
+                    IndexSource::KeyPart(_) => 1 << 63,
+                };
+            }
+        }
+        self.watched = watched.into();
         self.indexes = built;
         debug_assert!(
             self.indexes_hold_their_rows(usize::MAX),
@@ -660,7 +679,11 @@ impl Tables {
         changed: u64,
         check: bool,
     ) -> Result<(), String> {
-        if self.indexes.is_empty() {
+        if self
+            .watched
+            .get(table as usize)
+            .is_none_or(|w| w & changed == 0)
+        {
             return Ok(());
         }
         let mut moves = Vec::new();
