@@ -3,7 +3,7 @@
 # BEFORE_BIN) and after (this tree's target/release): callgrind's instructions per call of each
 # kind, then the timed owner benchmark, TPC-C over HTTP in RAM, and SQLite's best against Pure
 # in-process, alternating where both builds run.
-#   sh docs/research/033/run.sh BEFORE BEFORE_BIN [PARTS]   (PARTS: "1 2 3 4")
+#   sh docs/research/034/run.sh BEFORE BEFORE_BIN [PARTS]   (PARTS: "1 2 3 4")
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
