@@ -370,8 +370,9 @@ impl IndexDef {
     }
 
     /// [`IndexDef::entry_key`] read from where the values lie, with no value made: `None`
-    /// where an indexed field holds anything but an integer, a string or `()` (the general
-    /// way decides, with its message). A key's part is copied as it is encoded.
+    /// where an indexed field holds anything but an integer, a string or `()`, or where a key
+    /// part is descending (the general way decides, with its message). A key's part is
+    /// copied as it is encoded.
     fn entry_key_in_place(&self, key: &Key, fields: &Fields) -> Option<Option<Key>> {
         let mut entry = KeyBuilder::new();
         let mut unset = false;
@@ -384,6 +385,8 @@ impl IndexDef {
                     (None, false) => entry.str(fields.str(slot)?),
                     (None, true) => return None,
                 },
+                // A descending key part is turned (and must be an integer): the general way.
+                IndexSource::KeyPart(_) if descending => return None,
                 IndexSource::KeyPart(i) => unset |= !entry.part_of(key, i),
             }
         }
@@ -1061,7 +1064,10 @@ mod tests {
                     fields: sources.iter().map(|s| format!("{s:?}")).collect(),
                     descending: sources
                         .iter()
-                        .map(|s| descending && matches!(s, IndexSource::Field(0)))
+                        .map(|s| {
+                            descending
+                                && matches!(s, IndexSource::Field(0) | IndexSource::KeyPart(1))
+                        })
                         .collect(),
                     sources: sources.clone(),
                     unique,

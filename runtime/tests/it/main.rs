@@ -7,6 +7,7 @@ mod layers;
 mod lone_writes;
 mod lone_writes_faults;
 mod record_model;
+mod reviewed_034;
 mod state_after_failures;
 mod support;
 mod transcript;
