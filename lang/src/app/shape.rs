@@ -946,8 +946,17 @@ fn kind_of(value: &Dynamic) -> &'static str {
         "true or false"
     } else if value.is_int() {
         "an integer"
-    } else if value.is_float() {
-        "a number with a fraction"
+    } else if let Ok(f) = value.as_float() {
+        // A body's integer past i64 arrives as a float (JSON has one kind of number): say so,
+        // rather than call a number written without a fraction one with a fraction. Just past
+        // i64::MIN rounds to -2^63 itself, which as an integer would have arrived as one.
+        const EDGE: f64 = 9.223_372_036_854_775_808e18;
+        if f.fract() == 0.0 && (f <= -EDGE || f >= EDGE) {
+            "an integer out of range (integers run from -9223372036854775808 to \
+             9223372036854775807)"
+        } else {
+            "a number with a fraction"
+        }
     } else if value.is_string() {
         "a string"
     } else if value.is_array() {
@@ -995,6 +1004,22 @@ mod tests {
             ),
             (
                 r#"{"player": "dee", "score": 1.5}"#,
+                r#""score" must be an integer, not a number with a fraction"#,
+            ),
+            (
+                r#"{"player": "dee", "score": 99999999999999999999}"#,
+                r#""score" must be an integer, not an integer out of range (integers run from -9223372036854775808 to 9223372036854775807)"#,
+            ),
+            (
+                r#"{"player": "dee", "score": -9223372036854775809}"#,
+                r#""score" must be an integer, not an integer out of range (integers run from -9223372036854775808 to 9223372036854775807)"#,
+            ),
+            (
+                r#"{"player": "dee", "score": 9223372036854775808}"#,
+                r#""score" must be an integer, not an integer out of range (integers run from -9223372036854775808 to 9223372036854775807)"#,
+            ),
+            (
+                r#"{"player": "dee", "score": 1e3}"#,
                 r#""score" must be an integer, not a number with a fraction"#,
             ),
             (
