@@ -810,6 +810,26 @@ fn a_manifest_with_a_mistake_does_not_load() {
             r#""table""#,
         ),
         (
+            r#"{"name": "x", "routes": {"POST /a": {"handle": "a"}}}"#,
+            r#"route "POST /a": unknown key "handle": did you mean "handler"?"#,
+            r#""handle""#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"POST /a": {"handler": "a", "body": {"fieldz": {"n": "int"}}}}}"#,
+            r#"route "POST /a": body: unknown key "fieldz": did you mean "fields"?"#,
+            r#""fieldz""#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"POST /a": {"handler": "a", "body": {"wat": 1}}}}"#,
+            r#"route "POST /a": body: unknown key "wat": an object type needs "type""#,
+            r#""wat""#,
+        ),
+        (
+            r#"{"name": "x", "routes": {}, "tables": {"t": ["n"]}, "indexes": {"by_n": {"tabel": "t", "fields": ["n"]}}}"#,
+            r#"index "by_n": unknown key "tabel": did you mean "table"?"#,
+            r#""tabel""#,
+        ),
+        (
             r#"{"name": "x", "routes": {"GET /a/{p}": "a", "GET /a/{q}": "a"}}"#,
             r#"routes "GET /a/{p}" and "GET /a/{q}" match the same requests"#,
             r#""GET /a/{q}""#,
@@ -857,7 +877,7 @@ fn a_manifest_with_a_mistake_does_not_load() {
         ),
         (
             r#"{"name": "x", "routes": {"GET /a/{p}": {"handler": "a", "param": {}}}}"#,
-            r#"unknown key "param": the handler must be a function name, or an object with "handler" and any of "body", "query" and "params""#,
+            r#"route "GET /a/{p}": unknown key "param": did you mean "params"?"#,
             r#""param""#,
         ),
         (

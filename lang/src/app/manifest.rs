@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{HandlerKind, Route};
 use crate::app::shape::Declared;
-use crate::script::error::edits;
+use crate::script::error::unknown_key;
 use crate::state::schema::{FieldType, Kind, Schema, TableSchema};
 use crate::state::tables::{IndexDef, IndexSource};
 
@@ -32,8 +32,9 @@ pub(super) fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
             let handler: &str = match entry {
                 Value::String(handler) => handler,
                 Value::Object(entry) => {
-                    if let Some(key) = entry.keys().find(|k| !["handler", "body", "query", "params"].contains(&k.as_str())) {
-                        return Err(format!("route {pattern:?}: unknown key {key:?}: {shape}"));
+                    const KEYS: [&str; 4] = ["handler", "body", "query", "params"];
+                    if let Some(key) = entry.keys().find(|k| !KEYS.contains(&k.as_str())) {
+                        return Err(format!("route {pattern:?}: {}", unknown_key(key, &KEYS, shape)));
                     }
                     entry.get("handler").and_then(Value::as_str).ok_or_else(|| format!("route {pattern:?}: {shape}"))?
                 }
@@ -109,19 +110,14 @@ pub(super) fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
     let Some(object) = manifest.as_object() else {
         return Err("app.json must hold an object".into());
     };
-    for key in object.keys() {
-        if KEYS.contains(&key.as_str()) {
-            continue;
-        }
-        let near = KEYS
-            .iter()
-            .find(|k| k.starts_with(key.as_str()) || key.starts_with(*k) || edits(k, key) <= 2);
-        return Err(match near {
-            Some(near) => format!("unknown key {key:?}: did you mean {near:?}?"),
-            None => format!("unknown key {key:?}: an app.json holds {KEYS:?}"),
-        });
+    match object.keys().find(|key| !KEYS.contains(&key.as_str())) {
+        Some(key) => Err(unknown_key(
+            key,
+            &KEYS,
+            &format!("an app.json holds {KEYS:?}"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `"indexes": {"by_category": {"table": "items", "fields": ["category"], "unique": false}}`.
@@ -137,11 +133,9 @@ pub(super) fn parse_indexes(indexes: &Value, schema: &Schema) -> Result<Vec<Inde
         .map(|(name, index)| {
             let bad = |what: String| format!("index {name:?}: {what}");
             let index = index.as_object().ok_or_else(|| bad(shape.into()))?;
-            if let Some(key) = index
-                .keys()
-                .find(|k| !["table", "fields", "unique"].contains(&k.as_str()))
-            {
-                return Err(bad(format!("unknown key {key:?}: {shape}")));
+            const KEYS: [&str; 3] = ["table", "fields", "unique"];
+            if let Some(key) = index.keys().find(|k| !KEYS.contains(&k.as_str())) {
+                return Err(bad(unknown_key(key, &KEYS, shape)));
             }
             if !name
                 .chars()

@@ -327,6 +327,26 @@ fn bad(at: &str, message: impl std::fmt::Display) -> String {
     }
 }
 
+/// Every key a type declared as an object may have, of one type or another.
+const TYPE_KEYS: [&str; 16] = [
+    "type",
+    "optional",
+    "default",
+    "min",
+    "max",
+    "min_len",
+    "max_len",
+    "min_bytes",
+    "max_bytes",
+    "items",
+    "min_items",
+    "max_items",
+    "fields",
+    "extra",
+    "keys",
+    "values",
+];
+
 /// The type an object declares (`"type"`, or implied by the keys it has), once every key is
 /// checked to be one that type takes.
 fn declared_type<'a>(
@@ -339,7 +359,21 @@ fn declared_type<'a>(
         None if object.contains_key("fields") => "object",
         None if object.contains_key("items") => "array",
         None if object.contains_key("keys") || object.contains_key("values") => "object",
-        None => return Err(bad(at, "an object type needs \"type\"")),
+        None => {
+            // A key no type takes is what went wrong (`"fieldz"`): name it.
+            let unknown = object.keys().find(|key| !TYPE_KEYS.contains(&key.as_str()));
+            return Err(bad(
+                at,
+                match unknown {
+                    Some(key) => crate::script::error::unknown_key(
+                        key,
+                        &TYPE_KEYS,
+                        "an object type needs \"type\"",
+                    ),
+                    None => "an object type needs \"type\"".to_string(),
+                },
+            ));
+        }
     };
     let keys: &[&str] = match type_name {
         "any" | "bool" => &[],

@@ -357,6 +357,20 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String
     })
 }
 
+/// `unknown key "handle": did you mean "handler"?` where one of `known` is near `key` (a
+/// prefix either way, or up to two edits, one for every three letters: `"wat"` is not near
+/// `"max"`), else `unknown key "x": ` and what the place takes.
+pub(crate) fn unknown_key(key: &str, known: &[&str], takes: &str) -> String {
+    let near = known.iter().find(|k| {
+        let edits = edits(k, key);
+        k.starts_with(key) || key.starts_with(*k) || (edits <= 2 && 3 * edits <= key.len() + 1)
+    });
+    match near {
+        Some(near) => format!("unknown key {key:?}: did you mean {near:?}?"),
+        None => format!("unknown key {key:?}: {takes}"),
+    }
+}
+
 /// The Levenshtein distance between two short names.
 pub(crate) fn edits(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
