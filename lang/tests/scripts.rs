@@ -820,6 +820,16 @@ fn a_manifest_with_a_mistake_does_not_load() {
             r#""fieldz""#,
         ),
         (
+            r#"{"name": "x", "routes": {"POST /a": {"handler": "a", "zzz": 1}, "POST /b": {"handler": "a", "body": {}, "query": {}, "params": {}}}}"#,
+            r#"route "POST /a": unknown key "zzz": the handler must be"#,
+            r#""zzz""#,
+        ),
+        (
+            r#"{"name": "x", "routes": {"POST /a": {"handler": "a", "body": {"fields": {"s": {"type": "string", "min_length": 1}}}}, "POST /b": {"handler": "a", "body": {"fields": {"s": {"type": "string", "min_len": 1, "max_len": 2, "min_bytes": 1, "max_bytes": 9}}}}}}"#,
+            r#"string does not take "min_length""#,
+            r#""min_length""#,
+        ),
+        (
             r#"{"name": "x", "routes": {"POST /a": {"handler": "a", "body": {"wat": 1}}}}"#,
             r#"route "POST /a": body: unknown key "wat": an object type needs "type""#,
             r#""wat""#,

@@ -73,7 +73,17 @@ pub(super) fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
 /// that the text holds as JSON strings in that order (a route, a table, an index, a key),
 /// leaving out a suggestion ("did you mean ..."), which names what is not there.
 pub(super) fn manifest_position(text: &str, message: &str) -> Option<(usize, usize)> {
-    let about = message.split("did you mean").next().unwrap_or(message);
+    let mut about = message.split("did you mean").next().unwrap_or(message);
+    // After the name of a key that does not belong, a message says what the place takes:
+    // names found elsewhere in the file, not where the mistake is.
+    for opening in ["unknown key \"", "does not take \""] {
+        if let Some(at) = about.find(opening) {
+            let name = at + opening.len();
+            if let Some(end) = about[name..].find('"') {
+                about = &about[..name + end + 1];
+            }
+        }
+    }
     let mut quoted = Vec::new();
     let mut rest = about;
     while let Some(start) = rest.find('"') {
