@@ -12,24 +12,9 @@ use pure_lang::{
 };
 use serde_json::{json, Value};
 
-struct Rng(u64);
+mod pair;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
+use pair::Rng;
 
 const LONG: &str = "a string part longer than the inline bytes of a key";
 
