@@ -394,10 +394,10 @@ fn declared_type<'a>(
     for key in object.keys() {
         if !["type", "optional", "default"].contains(&key.as_str()) && !keys.contains(&key.as_str())
         {
-            let takes = if keys.is_empty() {
-                String::new()
-            } else {
-                format!(" (it takes {keys:?})")
+            let takes = match crate::script::error::near(key, keys) {
+                Some(near) => format!(": did you mean {near:?}?"),
+                None if keys.is_empty() => String::new(),
+                None => format!(" (it takes {keys:?})"),
             };
             return Err(bad(at, format!("{type_name} does not take {key:?}{takes}")));
         }
@@ -1462,10 +1462,13 @@ mod tests {
             .contains("values: unknown type \"integer\""));
         assert_eq!(
             refused(r#"{"type": "object", "value": "int"}"#),
-            r#"route "POST /x": body: object does not take "value" (it takes ["fields", "extra", "keys", "values"])"#
+            r#"route "POST /x": body: object does not take "value": did you mean "values"?"#
         );
         assert!(refused(r#"{"type": "string", "max_byte": 3}"#)
-            .contains(r#"["min_len", "max_len", "min_bytes", "max_bytes"]"#));
+            .ends_with(r#"string does not take "max_byte": did you mean "max_bytes"?"#));
+        // Nothing near: what the type takes.
+        assert!(refused(r#"{"type": "string", "width": 3}"#)
+            .ends_with(r#"string does not take "width" (it takes ["min_len", "max_len", "min_bytes", "max_bytes"])"#));
         // A default is checked against `values` like any value.
         assert!(
             refused(r#"{"type": "object", "values": "int", "default": {"a": "x"}}"#)

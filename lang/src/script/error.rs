@@ -361,14 +361,19 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String
 /// prefix either way, or up to two edits, one for every three letters: `"wat"` is not near
 /// `"max"`), else `unknown key "x": ` and what the place takes.
 pub(crate) fn unknown_key(key: &str, known: &[&str], takes: &str) -> String {
-    let near = known.iter().find(|k| {
-        let edits = edits(k, key);
-        k.starts_with(key) || key.starts_with(*k) || (edits <= 2 && 3 * edits <= key.len() + 1)
-    });
-    match near {
+    match near(key, known) {
         Some(near) => format!("unknown key {key:?}: did you mean {near:?}?"),
         None => format!("unknown key {key:?}: {takes}"),
     }
+}
+
+/// The known name `key` is probably a misspelling of, if one is near enough: a short key must
+/// be nearer (one edit in three letters) to be taken for another.
+pub(crate) fn near<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    known.iter().copied().find(|k| {
+        let edits = edits(k, key);
+        k.starts_with(key) || key.starts_with(k) || (edits <= 2 && 3 * edits <= key.len() + 1)
+    })
 }
 
 /// The Levenshtein distance between two short names.
