@@ -14,7 +14,8 @@ use super::manifest::{
 use super::{App, Handler, Route};
 use crate::app::cors::Cors;
 use crate::rhai_ast::checks::{
-    builtin_names, check_calls, explain_compile_error, is_script_word, request_fields,
+    builtin_names, check_answers, check_calls, explain_compile_error, is_script_word,
+    request_fields,
 };
 use crate::rhai_ast::compiled::Program;
 use crate::rhai_ast::syntax;
@@ -80,6 +81,8 @@ impl App {
         check_calls(&ast, &builtin).map_err(located)?;
         crate::rhai_ast::table_calls::check(&ast, &schema, &indexes, &builtin).map_err(located)?;
         crate::rhai_ast::table_calls::check_row_fields(&ast, &schema).map_err(located)?;
+        let routed: Vec<&str> = routes.iter().map(|r| r.handler.as_str()).collect();
+        check_answers(&ast, &routed).map_err(located)?;
         let handlers = scripts.handlers(&ast, &routes, manifest)?;
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
         let program = Program::compile(&ast, &schema, &indexes, &handler_names, &scripts.sources);

@@ -200,3 +200,74 @@ pub(crate) fn check_calls(ast: &AST, builtin: &HashSet<String>) -> Result<(), (P
     });
     found
 }
+
+/// Answers the loader can see are lost: a route's handler whose last statement is a `let` or
+/// an assignment (its answer is always `null`, which is never what such a handler meant), and a
+/// `respond(...)` whose value is dropped because it is a statement not at the end of its
+/// function (the handler goes on as if nothing had been answered).
+pub(crate) fn check_answers(ast: &AST, routed: &[&str]) -> Result<(), (Position, String)> {
+    for function in ast.iter_fn_def() {
+        let (name, arity) = (function.name.clone(), function.params.len());
+        // A function's statements are reached by walking an AST of it alone (its body is not
+        // public in Rhai's API): the walk's paths of one node are its statements.
+        let mut alone = ast.clone_functions_only();
+        alone.retain_functions(|_, _, n, a| n == name.as_str() && a == arity);
+        let mut statements = Vec::new();
+        alone.walk(&mut |path: &[ASTNode]| {
+            if let [ASTNode::Stmt(statement)] = path {
+                statements.push((*statement).clone());
+            }
+            true
+        });
+        respond_dropped(&statements, true)?;
+        if !routed.contains(&name.as_str()) || arity != 1 {
+            continue;
+        }
+        let ending = match statements.last() {
+            Some(Stmt::Var(var, ..)) => Some(format!(
+                "fn {name} ends with a let, so it always answers null: end it with the value \
+                 to answer ({})",
+                var.0.name
+            )),
+            Some(Stmt::Assignment(..)) => Some(format!(
+                "fn {name} ends with an assignment, so it always answers null: end it with the \
+                 value to answer"
+            )),
+            _ => None,
+        };
+        if let (Some(message), Some(last)) = (ending, statements.last()) {
+            return Err((last.position(), message));
+        }
+    }
+    Ok(())
+}
+
+/// A `respond(...)` statement of `statements` that is not their answer. `tail`: whether the
+/// last of them is the function's answer. Loops never answer; `switch` and `try` are not looked
+/// into.
+fn respond_dropped(statements: &[Stmt], tail: bool) -> Result<(), (Position, String)> {
+    for (at, statement) in statements.iter().enumerate() {
+        let answers = tail && at + 1 == statements.len();
+        match statement {
+            Stmt::FnCall(call, position) if call.name == "respond" && !answers => {
+                return Err((
+                    *position,
+                    "this respond(...) is not the function's answer: its answer is dropped and \
+                     the handler goes on; write return respond(...)"
+                        .into(),
+                ));
+            }
+            Stmt::If(flow, _) => {
+                respond_dropped(flow.body.statements(), answers)?;
+                respond_dropped(flow.branch.statements(), answers)?;
+            }
+            Stmt::Block(block) => respond_dropped(block.statements(), answers)?,
+            Stmt::While(flow, _) | Stmt::Do(flow, ..) => {
+                respond_dropped(flow.body.statements(), false)?
+            }
+            Stmt::For(each, _) => respond_dropped(each.2.body.statements(), false)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
