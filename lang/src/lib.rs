@@ -39,6 +39,7 @@ pub use script::json::{Json, JSON_CHUNK};
 pub use script::limits::{Limits, LIMIT_CAPS};
 pub use script::request::{Head, Request};
 pub use script::respond::{has_no_body, Answer, RESERVED_HEADERS};
+pub use script::settings::Environment;
 pub use script::value::{to_dynamic, to_json};
 pub use script::world::{
     Level, LogLine, LogSink, World, LOG_LINES_PER_CALL_MAX, LOG_LINE_BYTES_MAX,

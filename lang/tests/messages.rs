@@ -273,3 +273,78 @@ fn the_reason_a_handler_is_not_compiled_names_the_construct() {
         "b.rhai:12:5: try/catch is not compiled (in helper(), which it calls)"
     );
 }
+
+/// A path parameter without a type is a string: `{id}` used as an integer key misses. The 4xx
+/// the handler then throws says so (and a warning in the log), in either engine; a key that is
+/// not there as an integer either, or a typed parameter, gets the handler's answer alone.
+#[test]
+fn a_string_key_that_misses_an_integer_row_is_named_in_the_4xx() {
+    let manifest = r#"{"name": "m", "tables": {"todos": ["title"]}, "routes": {
+        "POST /todos": "add", "GET /todos/{id}": "get_one", "GET /typed/{id:int}": "get_one",
+        "DELETE /todos/{id}": "remove"}}"#;
+    let script = r#"fn add(request) { todos.put(5, #{ title: "five" }); 5 }
+fn get_one(request) {
+    let row = todos.get(request.params.id);
+    if row == () { throw #{ status: 404, error: `no todo ${request.params.id}` }; }
+    row.title
+}
+fn remove(request) {
+    if !todos.delete(request.params.id) { throw #{ status: 404, error: "no such todo" }; }
+    true
+}
+"#;
+    for interpreted in [false, true] {
+        let mut app = load(manifest, &[("a.rhai", script)], Limits::default()).expect("loads");
+        app.set_interpreted(interpreted);
+        let mut tables = Tables::new(1);
+        let mut writes = WriteSet::default();
+        app.run_write("add", &Request::default(), &mut tables, &mut writes)
+            .expect("adds");
+        writes.clear();
+        let route = |pattern: &str| {
+            app.routes()
+                .iter()
+                .position(|r| format!("{} {}", r.method, r.path) == pattern)
+                .expect("the route")
+        };
+        let call = |pattern: &str, id: &str, tables: &mut Tables| {
+            let params = vec![("id".to_string(), id.to_string())];
+            let request = app
+                .request(route(pattern), params, Vec::new(), Default::default(), b"")
+                .expect("a request");
+            let handler = app.routes()[route(pattern)].handler.clone();
+            let mut writes = WriteSet::default();
+            app.run_write(&handler, &request, tables, &mut writes)
+        };
+        let hint = |result: Result<_, HandlerError>| match result {
+            Err(HandlerError::Thrown { status: 404, body }) => body.get("hint").cloned(),
+            other => panic!("expected a 404, got {other:?}"),
+        };
+        let expected = "todos has no row at the string key \"5\" but has one at the integer 5: a \
+                        path parameter is a string unless its route declares it an integer \
+                        ({name:int})";
+        let mode = if interpreted { "in Rhai" } else { "compiled" };
+        assert_eq!(
+            hint(call("GET /todos/{id}", "5", &mut tables)),
+            Some(expected.into()),
+            "{mode}"
+        );
+        assert_eq!(
+            hint(call("DELETE /todos/{id}", "5", &mut tables)),
+            Some(expected.into()),
+            "{mode}"
+        );
+        // No row at 6 either, nor at "05" (not how 5 is written): the answer alone.
+        for id in ["6", "05", "x"] {
+            assert_eq!(
+                hint(call("GET /todos/{id}", id, &mut tables)),
+                None,
+                "{mode}: {id}"
+            );
+        }
+        assert!(
+            matches!(call("GET /typed/{id:int}", "5", &mut tables), Ok(_)),
+            "{mode}"
+        );
+    }
+}

@@ -282,7 +282,10 @@ fn a_throw_or_a_limit_rolls_back_every_change() {
         let error = h.write(handler, json!({"id": 9})).unwrap_err();
         match (&error, limit) {
             (HandlerError::Thrown { status, body }, None) => {
-                assert_eq!((*status, body), (400, &json!({"error": "changed my mind"})));
+                assert_eq!(
+                    (*status, body),
+                    (400, &json!({"error": "changed my mind", "status": 400}))
+                );
             }
             (
                 HandlerError::Limit {

@@ -223,6 +223,13 @@ pub struct Options {
     #[arg(long)]
     pub access_log: bool,
 
+    /// A file of NAME=value lines giving the values of the settings and secrets the app
+    /// declares ("env" and "secrets" in app.json; scripts read them with env("NAME")). Read at
+    /// start and at each reload; a name it does not give is taken from the server's
+    /// environment, and a declared name neither gives stops the load.
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<std::path::PathBuf>,
+
     /// For tests: handlers' now() answers this (milliseconds since the epoch) instead of the
     /// wall clock. uuid() takes its time from it too.
     #[arg(long, value_name = "MS")]

@@ -769,6 +769,7 @@ impl Dispatch {
             let body = json!({
                 "error": "internal error: the handler failed; the server's log has the details \
                           under this request id",
+                "status": 500,
                 "request_id": id,
             });
             return json_reply(StatusCode::INTERNAL_SERVER_ERROR, &body);
@@ -802,6 +803,7 @@ impl Dispatch {
                     &json!({
                         "reloaded": false,
                         "error": format!("{error:#}"),
+                        "status": 422,
                         "serving": "the previous version",
                     }),
                 ),
@@ -962,7 +964,9 @@ fn body_error_reply(error: &BodyError) -> Reply {
         ),
         BodyError::TooLarge { limit, max } => json_reply(
             StatusCode::PAYLOAD_TOO_LARGE,
-            &json!({ "error": error.to_string(), "limit": limit, "limit_value": max }),
+            &json!({
+                "error": error.to_string(), "status": 413, "limit": limit, "limit_value": max
+            }),
         ),
     }
 }
@@ -1012,7 +1016,7 @@ fn method_not_allowed(method: &Method, path: &str, allow: &[String]) -> Reply {
     let message = format!("{path} does not take {method}");
     let mut reply = json_reply(
         StatusCode::METHOD_NOT_ALLOWED,
-        &json!({ "error": message, "allow": allow }),
+        &json!({ "error": message, "status": 405, "allow": allow }),
     );
     if let Ok(value) = HeaderValue::from_str(&allow_list(allow)) {
         reply.headers_mut().insert(ALLOW, value);
@@ -1024,7 +1028,7 @@ fn too_large(max: usize) -> Reply {
     let message = format!("the request body is larger than the limit of {max} bytes");
     closing(json_reply(
         StatusCode::PAYLOAD_TOO_LARGE,
-        &json!({ "error": message, "limit_bytes": max }),
+        &json!({ "error": message, "status": 413, "limit_bytes": max }),
     ))
 }
 
@@ -1097,7 +1101,10 @@ fn header_pairs(headers: &HeaderMap) -> Vec<(ImmutableString, ImmutableString)> 
 }
 
 fn error_reply(status: StatusCode, message: String) -> Reply {
-    json_reply(status, &json!({ "error": message }))
+    json_reply(
+        status,
+        &json!({ "error": message, "status": status.as_u16() }),
+    )
 }
 
 pub fn json_reply(status: StatusCode, body: &Value) -> Reply {

@@ -154,7 +154,7 @@ impl Listener {
             peer.ip(),
             self.connections.per_peer_max()
         );
-        let body = json!({ "error": message }).to_string();
+        let body = json!({ "error": message, "status": 503 }).to_string();
         let answer = format!(
             "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
              content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use pure_lang::{Environment, Limits};
 use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode, World};
 
 use crate::cli::{Command, Options, Sync};
@@ -112,7 +113,11 @@ fn refuse_huge_pages() -> std::io::Result<()> {
 /// Loads and checks the app directory, with the world `options` fix for tests (at start and at
 /// each reload).
 fn load_app(options: &Options) -> anyhow::Result<App> {
-    let mut app = App::load(options.app_dir())
+    let environment = match &options.secrets {
+        Some(path) => Environment::with_file(path).map_err(|e| anyhow::anyhow!(e))?,
+        None => Environment::process(),
+    };
+    let mut app = App::load_in(options.app_dir(), Limits::default(), &environment)
         .with_context(|| format!("loading the app in {}", options.app_dir().display()))?;
     if options.fixed_now.is_some() || options.seed.is_some() {
         app.set_world(World::fixed(options.fixed_now, options.seed));

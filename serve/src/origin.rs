@@ -146,7 +146,7 @@ pub fn misdirected<B>(request: &hyper::Request<B>, allowed: &AllowedHosts) -> Op
     );
     Some(json_reply(
         StatusCode::MISDIRECTED_REQUEST,
-        &json!({ "error": message, "host": host }),
+        &json!({ "error": message, "status": 421, "host": host }),
     ))
 }
 
@@ -194,7 +194,7 @@ pub fn foreign_write(method: &Method, headers: &HeaderMap, cors: Option<&Cors>) 
     );
     Some(json_reply(
         StatusCode::FORBIDDEN,
-        &json!({ "error": message, "origin": origin }),
+        &json!({ "error": message, "status": 403, "origin": origin }),
     ))
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pure_lang::{Environment, Limits};
 use pure_runtime::{App, ImportOptions, Progress, TableRows, TransferError};
 
 use crate::exit;
@@ -67,8 +68,9 @@ pub fn export(app_dir: &Path, data: &Path, out: &Path) -> Result<u8, exit::Failu
     Ok(exit::OK)
 }
 
+/// The app, for its tables: its settings and secrets need no values, as no handler runs.
 fn load(app_dir: &Path) -> Result<App, exit::Failure> {
-    App::load(app_dir)
+    App::load_in(app_dir, Limits::default(), &Environment::lenient())
         .with_context(|| format!("loading the app in {}", app_dir.display()))
         .map_err(|error| exit::Failure::new(exit::APP, error))
 }

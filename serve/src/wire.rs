@@ -285,13 +285,13 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window.eq_ignore_ascii_case(needle))
 }
 
-/// A whole answer that closes the connection: `{"error": message}`.
+/// A whole answer that closes the connection: `{"error": message, "status": status}`.
 fn json_answer(status: u16, message: &str) -> Vec<u8> {
     let reason = hyper::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("Error");
-    let body = json!({ "error": message }).to_string();
+    let body = json!({ "error": message, "status": status }).to_string();
     let mut answer = format!(
         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          connection: close\r\n\r\n",

@@ -17,6 +17,7 @@ use crate::script::request::Request;
 use crate::script::respond::{Answer, Response};
 use crate::script::value::{self, RequestFields};
 use crate::script::world;
+use crate::state::schema::TableId;
 use crate::state::tables::{Tables, WriteSet};
 
 impl App {
@@ -93,19 +94,53 @@ impl App {
         // One `now()` for the whole call, a fallback to Rhai included.
         world::begin_call(
             &self.world,
+            &self.settings,
             self.log.as_ref(),
             handler,
             &request.get().head.id,
         );
-        let answer = self.call_in_world(
+        let mut answer = self.call_in_world(
             handler,
             definition,
             (&mut request, *fields),
             context,
             restore,
         );
+        if let Some((table, text)) = world::take_string_key_miss() {
+            self.hint_string_key(&mut answer, table, &text);
+        }
+        if let (Err(error), true) = (&mut answer, self.settings.has_secrets()) {
+            error.redact(&self.settings);
+        }
         world::end_call();
         answer
+    }
+
+    /// A 4xx after a key of digits missed a table that has the integer key: the answer says
+    /// that the key was a string (a path parameter is one unless its route types it), and so
+    /// does a warning in the log.
+    fn hint_string_key(
+        &self,
+        answer: &mut Result<Answer, HandlerError>,
+        table: TableId,
+        text: &str,
+    ) {
+        let Err(HandlerError::Thrown {
+            status: 400..=499,
+            body,
+        }) = answer
+        else {
+            return;
+        };
+        let table = &self.schema.tables[table as usize].name;
+        let hint = format!(
+            "{table} has no row at the string key \"{text}\" but has one at the integer {text}: \
+             a path parameter is a string unless its route declares it an integer ({{name:int}})"
+        );
+        world::log(world::Level::Warn, &hint);
+        if let serde_json::Value::Object(fields) = body {
+            fields.entry("hint").or_insert(hint.into());
+        }
     }
 
     fn call_in_world(

@@ -14,7 +14,7 @@ use super::manifest::{
 use super::{App, Handler, Route};
 use crate::app::cors::Cors;
 use crate::rhai_ast::checks::{
-    builtin_names, check_answers, check_calls, explain_compile_error, is_script_word,
+    builtin_names, check_answers, check_calls, check_env, explain_compile_error, is_script_word,
     request_fields,
 };
 use crate::rhai_ast::compiled::Program;
@@ -22,6 +22,7 @@ use crate::rhai_ast::syntax;
 use crate::script::engine;
 use crate::script::error::{LoadError, SourceMap};
 use crate::script::limits::Limits;
+use crate::script::settings::{Environment, Settings};
 use crate::script::world::World;
 use crate::state::schema::{Schema, TableId};
 use crate::state::tables::IndexDef;
@@ -34,6 +35,15 @@ impl App {
     }
 
     pub fn load_with(dir: &Path, limits: Limits) -> Result<App, LoadError> {
+        Self::load_in(dir, limits, &Environment::process())
+    }
+
+    /// Loaded with the values of its declared settings and secrets taken from `environment`.
+    pub fn load_in(
+        dir: &Path,
+        limits: Limits,
+        environment: &Environment,
+    ) -> Result<App, LoadError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| LoadError::Io { path, source }
@@ -49,7 +59,7 @@ impl App {
                 files.push((name.to_string_lossy().into_owned(), text));
             }
         }
-        Self::from_sources(&manifest, files, limits).map_err(|e| match e {
+        Self::from_sources_in(&manifest, files, limits, environment).map_err(|e| match e {
             LoadError::Manifest { message, at, .. } => LoadError::Manifest {
                 path: manifest_path,
                 at,
@@ -65,6 +75,16 @@ impl App {
         files: Vec<(String, String)>,
         limits: Limits,
     ) -> Result<App, LoadError> {
+        Self::from_sources_in(manifest, files, limits, &Environment::process())
+    }
+
+    /// [`App::from_sources`] with settings and secrets from `environment`.
+    pub fn from_sources_in(
+        manifest: &str,
+        files: Vec<(String, String)>,
+        limits: Limits,
+        environment: &Environment,
+    ) -> Result<App, LoadError> {
         let Manifest {
             name,
             limits,
@@ -72,7 +92,8 @@ impl App {
             cors,
             schema,
             indexes,
-        } = Manifest::parse(manifest, limits)?;
+            settings,
+        } = Manifest::parse(manifest, limits, environment)?;
         let scripts = Scripts::join(files);
         let engine = engine::build(&schema, &indexes, &limits);
         let ast = scripts.compile(&engine, &schema)?;
@@ -83,6 +104,7 @@ impl App {
         crate::rhai_ast::table_calls::check_row_fields(&ast, &schema).map_err(located)?;
         let routed: Vec<&str> = routes.iter().map(|r| r.handler.as_str()).collect();
         check_answers(&ast, &routed).map_err(located)?;
+        check_env(&ast, &settings).map_err(located)?;
         let handlers = scripts.handlers(&ast, &routes, manifest)?;
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
         let program = Program::compile(&ast, &schema, &indexes, &handler_names, &scripts.sources);
@@ -103,6 +125,7 @@ impl App {
             log: None,
             cors,
             indexes,
+            settings,
         })
     }
 }
@@ -115,11 +138,12 @@ struct Manifest {
     cors: Option<Cors>,
     schema: Arc<Schema>,
     indexes: Vec<IndexDef>,
+    settings: Settings,
 }
 
 impl Manifest {
     /// `text` parsed and checked; `limits` with the manifest's own applied.
-    fn parse(text: &str, limits: Limits) -> Result<Manifest, LoadError> {
+    fn parse(text: &str, limits: Limits, environment: &Environment) -> Result<Manifest, LoadError> {
         let bad = |message: String| manifest_error(text, message);
         let manifest: Value = serde_json::from_str(text).map_err(|e| LoadError::Manifest {
             path: "app.json".into(),
@@ -144,6 +168,7 @@ impl Manifest {
             )));
         }
         let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
+        let settings = Settings::resolve(&manifest, environment).map_err(bad)?;
         Ok(Manifest {
             name: name.to_string(),
             limits,
@@ -151,6 +176,7 @@ impl Manifest {
             cors,
             schema,
             indexes,
+            settings,
         })
     }
 }

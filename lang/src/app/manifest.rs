@@ -116,7 +116,9 @@ pub(super) fn manifest_position(text: &str, message: &str) -> Option<(usize, usi
 /// The manifest's own keys: a misspelt one (`"table"`) would otherwise be ignored, and the app
 /// would start without what it declares.
 pub(super) fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
-    const KEYS: [&str; 6] = ["name", "routes", "tables", "indexes", "cors", "limits"];
+    const KEYS: [&str; 9] = [
+        "name", "routes", "tables", "indexes", "cors", "limits", "guard", "env", "secrets",
+    ];
     let Some(object) = manifest.as_object() else {
         return Err("app.json must hold an object".into());
     };

@@ -26,6 +26,7 @@ use crate::script::error::{HandlerError, SourceMap};
 use crate::script::limits::Limits;
 use crate::script::request::{Head, Request};
 use crate::script::respond::Answer;
+use crate::script::settings::Settings;
 use crate::script::value::RequestFields;
 use crate::script::world::{LogSink, World};
 use crate::state::schema::Schema;
@@ -80,6 +81,8 @@ pub struct App {
     cors: Option<Cors>,
     /// The secondary indexes the manifest declares, which the runtime builds on its tables.
     indexes: Vec<IndexDef>,
+    /// What `env()` reads, and the secrets kept out of error answers and log lines.
+    settings: Settings,
 }
 
 /// What the app knows of a function callable as a handler.

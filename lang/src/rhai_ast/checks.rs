@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use rhai::{ASTNode, Engine, Expr, ImmutableString, Position, Stmt, AST};
 
+use crate::script::settings::Settings;
 use crate::script::value::RequestFields;
 use crate::state::schema::Schema;
 
@@ -270,4 +271,39 @@ fn respond_dropped(statements: &[Stmt], tail: bool) -> Result<(), (Position, Str
         }
     }
     Ok(())
+}
+
+/// `env("NAME")` with a literal name must name a declared setting or secret: otherwise every
+/// call would fail.
+pub(crate) fn check_env(ast: &AST, settings: &Settings) -> Result<(), (Position, String)> {
+    let mut found = Ok(());
+    ast.walk(&mut |path: &[ASTNode]| {
+        let (call, position) = match path.last() {
+            Some(ASTNode::Expr(expr @ Expr::FnCall(call, ..))) => (call, expr.position()),
+            Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => (call, *position),
+            _ => return true,
+        };
+        let [Expr::StringConstant(name, _)] = &call.args[..] else {
+            return true;
+        };
+        if call.name != "env" || settings.get(name).is_some() {
+            return true;
+        }
+        let mut names: Vec<&str> = settings.names().collect();
+        names.sort();
+        let declared = if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        };
+        found = Err((
+            position,
+            format!(
+                "env({name:?}): {name} is not declared: add it to app.json's \"env\" (a setting) \
+                 or \"secrets\" (declared: {declared})"
+            ),
+        ));
+        false
+    });
+    found
 }

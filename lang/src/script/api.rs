@@ -145,16 +145,46 @@ pub(crate) fn get(table: Table, key: Key) -> Fallible<Dynamic> {
     let fields = crate::script::context::get_row(table.id, &key).map_err(api_error)?;
     Ok(match fields {
         Some(fields) => Dynamic::from(Row::new(table.id, key, fields)),
-        None => Dynamic::UNIT,
+        None => {
+            note_string_key_miss(table, &key);
+            Dynamic::UNIT
+        }
     })
 }
 
 pub(crate) fn exists(table: Table, key: Key) -> Fallible<bool> {
-    with_tables(|t| t.get(table.id, &key).is_some()).map_err(api_error)
+    let found = with_tables(|t| t.get(table.id, &key).is_some()).map_err(api_error)?;
+    if !found {
+        note_string_key_miss(table, &key);
+    }
+    Ok(found)
 }
 
 pub(crate) fn delete(table: Table, key: Key) -> Fallible<bool> {
-    with_write(|t, w| Ok(t.delete(w, table.id, key))).map_err(api_error)
+    let probe = key.lone_str_bytes().is_some().then(|| key.clone());
+    let found = with_write(|t, w| Ok(t.delete(w, table.id, key))).map_err(api_error)?;
+    if let (false, Some(key)) = (found, probe) {
+        note_string_key_miss(table, &key);
+    }
+    Ok(found)
+}
+
+/// A key that missed: if it is one string of digits (`"5"`, as a path parameter without a type
+/// gives it) and the table has a row at the integer it spells, the call notes it, and its 4xx
+/// answer will say so. Costs a search only for such misses.
+fn note_string_key_miss(table: Table, key: &Key) {
+    let Some(text) = key
+        .lone_str_bytes()
+        .and_then(|b| std::str::from_utf8(b).ok())
+    else {
+        return;
+    };
+    let Some(n) = text.parse::<i64>().ok().filter(|n| n.to_string() == text) else {
+        return;
+    };
+    if with_tables(|t| t.get(table.id, &Key::int(n)).is_some()) == Ok(true) {
+        crate::script::world::note_string_key_miss(table.id, text);
+    }
 }
 
 /// Checks that a value can be stored (and logged): unit, bool, integer, float, string, or arrays

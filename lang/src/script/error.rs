@@ -132,7 +132,36 @@ impl HandlerError {
         }
     }
 
+    /// With every secret's value replaced by its name (`[secret NAME]`): an error answer and
+    /// the log line of a failed call never show one.
+    pub(crate) fn redact(&mut self, settings: &crate::script::settings::Settings) {
+        let redact = |text: &mut String| {
+            if let std::borrow::Cow::Owned(redacted) = settings.redact(text) {
+                *text = redacted;
+            }
+        };
+        match self {
+            HandlerError::Thrown { body, .. } => settings.redact_json(body),
+            HandlerError::Script { message, .. } => redact(message),
+            HandlerError::Panicked { message, .. } => redact(message),
+            HandlerError::Unavailable { reason } => redact(reason),
+            HandlerError::Limit { .. } | HandlerError::NoSuchHandler { .. } => {}
+        }
+    }
+
+    /// The answer's body: like every error answer of the server, an object with `"error"`
+    /// (what went wrong) and `"status"` (the answer's status), and fields that tell more.
     pub fn to_json(&self) -> Value {
+        let mut body = self.details();
+        if let Value::Object(fields) = &mut body {
+            fields
+                .entry("status")
+                .or_insert_with(|| Value::from(self.status()));
+        }
+        body
+    }
+
+    fn details(&self) -> Value {
         match self {
             HandlerError::Thrown { body, .. } => body.clone(),
             HandlerError::Script {
@@ -328,7 +357,8 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String
                 }
             }
         }
-        let status = map.get("status").and_then(|s| s.as_int().ok());
+        // A map without a status is a 400, its body the map, as a thrown text is.
+        let status = map.get("status").map_or(Some(400), |s| s.as_int().ok());
         if let Some(status) = status {
             let mut body = match crate::script::value::to_json(value, schema) {
                 Ok(Value::Object(object)) => object,
@@ -353,7 +383,7 @@ fn thrown(value: &rhai::Dynamic, schema: &Schema) -> Result<HandlerError, String
     };
     Ok(HandlerError::Thrown {
         status: 400,
-        body: json!({ "error": text }),
+        body: json!({ "error": text, "status": 400 }),
     })
 }
 

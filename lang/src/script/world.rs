@@ -21,6 +21,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
+use rhai::ImmutableString;
+
+use crate::script::settings::Settings;
+use crate::state::schema::TableId;
 
 /// Where `now()`, `uuid()` and `random()` take their values. One per app, shared by every thread.
 #[derive(Debug, Default)]
@@ -144,6 +148,11 @@ struct Call {
     fixed_now: Option<i64>,
     /// The call's `now()`, read on first use: one value for the whole call.
     now: Option<i64>,
+    /// The first key of digits that missed a table holding the same integer key: the sign of a
+    /// path parameter left a string (`{id}` for `{id:int}`).
+    string_key_miss: Option<(TableId, String)>,
+    /// The app's settings and secrets: what `env()` reads, and what its lines must not show.
+    settings: *const Settings,
 }
 
 thread_local! {
@@ -154,6 +163,7 @@ thread_local! {
 /// it ([`end_call`] before they go); its log lines go to `sink`.
 pub(crate) fn begin_call(
     world: &World,
+    settings: &Settings,
     sink: Option<&Arc<dyn LogSink>>,
     handler: &str,
     request_id: &str,
@@ -179,6 +189,8 @@ pub(crate) fn begin_call(
             seeded,
             fixed_now: world.fixed_now,
             now: None,
+            string_key_miss: None,
+            settings,
         })
     });
 }
@@ -192,7 +204,8 @@ pub(crate) fn end_call() {
         return;
     };
     // SAFETY: see `Call`: `begin_call`'s caller keeps them alive until now.
-    let (handler, request_id) = unsafe { (&*call.handler, &*call.request_id) };
+    let (handler, request_id, settings) =
+        unsafe { (&*call.handler, &*call.request_id, &*call.settings) };
     let dropped = (call.dropped > 0).then(|| {
         format!(
             "{} more log lines of this call were dropped (at most {LOG_LINES_PER_CALL_MAX} a call)",
@@ -205,9 +218,25 @@ pub(crate) fn end_call() {
             level,
             handler,
             request_id,
-            message,
+            message: &settings.redact(message),
         });
     }
+}
+
+/// Notes that the running call looked for the string key `text` in `table`, which has no row
+/// there but one at the integer `text` spells.
+pub(crate) fn note_string_key_miss(table: TableId, text: &str) {
+    CALL.with(|c| {
+        if let Some(call) = c.borrow_mut().as_mut() {
+            call.string_key_miss
+                .get_or_insert_with(|| (table, text.to_string()));
+        }
+    });
+}
+
+/// What [`note_string_key_miss`] noted in the running call, taken.
+pub(crate) fn take_string_key_miss() -> Option<(TableId, String)> {
+    CALL.with(|c| c.borrow_mut().as_mut()?.string_key_miss.take())
 }
 
 /// Starts the call over (a compiled attempt that Rhai runs again): the lines it logged are
@@ -276,6 +305,7 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
     engine.register_fn("now", || now().map_err(fail));
     engine.register_fn("uuid", || uuid().map_err(fail));
     engine.register_fn("random", |lo: i64, hi: i64| random(lo, hi).map_err(fail));
+    engine.register_fn("env", |name: &str| env(name).map_err(fail));
     // Rhai's own `sleep` blocks the thread, which the time budget does not see (it counts the
     // thread's CPU time): a handler could hold an HTTP thread, or for a write every other
     // write, for as long as it asked. Registered here, ahead of Rhai's.
@@ -290,6 +320,27 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
 const NO_SLEEP: &str = "sleep() is not available to handlers: a handler holds its thread (and a \
                         write, every other write) until it returns; answer now, and let the \
                         client ask again later";
+
+/// `env("NAME")`: the value of a name the app declares under `"env"` or `"secrets"`.
+pub(crate) fn env(name: &str) -> Result<ImmutableString, String> {
+    in_call(|call| {
+        // SAFETY: see `Call`.
+        let settings = unsafe { &*call.settings };
+        settings.get(name).cloned().ok_or_else(|| {
+            let mut names: Vec<&str> = settings.names().collect();
+            names.sort();
+            format!(
+                "env({name:?}): {name} is not declared in app.json's \"env\" or \"secrets\" \
+                 (declared: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })
+    })?
+}
 
 /// `now()`: milliseconds since the epoch, the same for the whole call.
 pub(crate) fn now() -> Result<i64, String> {
@@ -338,7 +389,7 @@ mod tests {
     fn a_fixed_world_answers_the_same_and_a_uuid_has_its_shape() {
         let draw = || {
             let world = World::fixed(Some(1_700_000_000_123), Some(7));
-            begin_call(&world, None, "h", "id");
+            begin_call(&world, &Settings::default(), None, "h", "id");
             let values = (now(), uuid(), uuid(), random(1, 6), random(-3, -3));
             end_call();
             values
@@ -361,7 +412,7 @@ mod tests {
     #[test]
     fn a_uuids_random_bits_are_independent() {
         let world = World::live();
-        begin_call(&world, None, "h", "id");
+        begin_call(&world, &Settings::default(), None, "h", "id");
         let same = (0..512)
             .filter(|_| {
                 let id = uuid().expect("a uuid").replace('-', "");
@@ -376,13 +427,13 @@ mod tests {
     #[test]
     fn now_is_one_value_for_a_call_and_nothing_outside_one() {
         let world = World::live();
-        begin_call(&world, None, "h", "id");
+        begin_call(&world, &Settings::default(), None, "h", "id");
         let first = now().expect("in a call");
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert_eq!(now(), Ok(first));
         end_call();
         assert!(now().is_err(), "outside a call");
-        begin_call(&world, None, "h", "id");
+        begin_call(&world, &Settings::default(), None, "h", "id");
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert!(
             now().expect("in a call") > first,
@@ -396,7 +447,7 @@ mod tests {
     #[test]
     fn a_random_range_must_be_in_order() {
         let world = World::fixed(None, Some(1));
-        begin_call(&world, None, "h", "id");
+        begin_call(&world, &Settings::default(), None, "h", "id");
         assert!(random(2, 1).unwrap_err().contains("above"));
         let all = (0..2000).map(|_| random(0, 3).expect("a number"));
         let mut seen = [false; 4];

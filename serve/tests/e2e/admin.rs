@@ -103,6 +103,7 @@ fn with_error_details_none_a_500_names_only_the_request_and_the_log_has_the_rest
         json!({
             "error": "internal error: the handler failed; the server's log has the details \
                       under this request id",
+            "status": 500,
             "request_id": id,
         })
     );
@@ -151,6 +152,7 @@ fn off_loopback_a_500_names_nothing_by_default_and_start_up_says_so() {
         json!({
             "error": "internal error: the handler failed; the server's log has the details \
                       under this request id",
+            "status": 500,
             "request_id": id,
         })
     );

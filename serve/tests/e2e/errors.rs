@@ -18,9 +18,16 @@ fn start_scoreboard(flags: &[(&str, &str)]) -> (tempfile::TempDir, Server) {
     (data, launch.start())
 }
 
+/// One shape for every error: `"error"`, a sentence, and `"status"`, the answer's own.
 fn assert_error(response: &Response, status: u16) -> String {
     assert_eq!(response.status, status, "{}", response.text());
     assert_eq!(response.header("content-type"), Some("application/json"));
+    assert_eq!(
+        response.json()["status"],
+        json!(status),
+        "the body names its status: {}",
+        response.text()
+    );
     let message = response.json()["error"]
         .as_str()
         .expect("an error string")
@@ -163,6 +170,51 @@ fn script_bugs_get_500_with_handler_file_line_and_column() {
     let response = client.post("/throw-status", &json!({}));
     assert_eq!(response.status, 409, "{}", response.text());
     assert_eq!(response.json()["error"], "taken");
+    server.stop();
+}
+
+/// The errors not met above have the one shape too: those of the HTTP layer, of the host and
+/// origin checks, of a declared shape, of a limit, and a handler's thrown text or map.
+#[test]
+fn every_error_has_one_shape() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("faulty"), data.path()).start();
+    let mut client = server.client();
+    for (path, status) in [
+        ("/throw-text", 400),
+        ("/throw-map", 400),
+        ("/throw-status", 409),
+        ("/loop", 500),
+    ] {
+        let message = assert_error(&client.post(path, &json!({})), status);
+        // The map's own error, not the map written out as text.
+        assert!(!message.starts_with("#{"), "{path}: {message}");
+    }
+    let long = format!(
+        "GET /{} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "x".repeat(9000)
+    );
+    assert_error(&raw(&server, long.as_bytes()), 414);
+    let big_head = format!(
+        "GET /count/a HTTP/1.1\r\nHost: localhost\r\nx-big: {}\r\n\r\n",
+        "y".repeat(40_000)
+    );
+    assert_error(&raw(&server, big_head.as_bytes()), 431);
+    let host = b"GET /count/a HTTP/1.1\r\nHost: evil.example\r\n\r\n";
+    assert_error(&raw(&server, host), 421);
+    let origin = format!(
+        "POST /count/a HTTP/1.1\r\nHost: {}\r\nOrigin: https://evil.example\r\n\
+         Content-Length: 2\r\n\r\n{{}}",
+        server.address
+    );
+    assert_error(&raw(&server, origin.as_bytes()), 403);
+    server.stop();
+
+    let (_data, server) = start_scoreboard(&[]);
+    let response = server
+        .client()
+        .post("/scores", &json!({"player": "", "score": 1}));
+    assert_error(&response, 400);
     server.stop();
 }
 

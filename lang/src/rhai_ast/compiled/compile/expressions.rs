@@ -683,6 +683,16 @@ impl Compiler<'_> {
                     .map(Dynamic::from_int)
                     .map_err(|_| Stop::Fallback)
             })),
+            ("env", 1) => {
+                let name = args.pop().expect("one argument");
+                Ok(Box::new(move |f| {
+                    let name = name(f)?;
+                    let name = name.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                    crate::script::world::env(&name)
+                        .map(Dynamic::from)
+                        .map_err(|_| Stop::Fallback)
+                }))
+            }
             ("uuid", 0) => Ok(Box::new(|_| {
                 crate::script::world::uuid()
                     .map(|id| Dynamic::from(ImmutableString::from(id)))
