@@ -548,6 +548,16 @@ impl Dispatch {
                 self.answer_unread(request, reply).await,
             );
         };
+        // The guard decides before the body is read, let alone checked: a client it turns away
+        // learns nothing of what the route takes, and sends its body for nothing.
+        if let Err(error) = self.guard(deployment, index, &params, &query, &head) {
+            let reply = self.handler_error_reply(&error, &deployment.routes[index], &id);
+            return (
+                Label::Route(index),
+                self.answer_unread(request, reply).await,
+            );
+        }
+        let guarded = Arc::clone(deployment);
         let (parts, body) = request.into_parts();
         let ReadBody { bytes, share } = match self.read_body(&parts.headers, body).await {
             Ok(body) => body,
@@ -557,6 +567,13 @@ impl Dispatch {
             Ok(route) => route,
             Err(refusal) => return (Label::Unmatched, *refusal),
         };
+        // A reload while the body arrived: the new version's guard decides too.
+        if !Arc::ptr_eq(&guarded, deployment) {
+            if let Err(error) = self.guard(deployment, index, &params, &query, &head) {
+                let reply = self.handler_error_reply(&error, &deployment.routes[index], &id);
+                return (Label::Route(index), reply);
+            }
+        }
         let deployment = &**deployment;
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
@@ -573,6 +590,29 @@ impl Dispatch {
         };
         drop(share);
         (Label::Route(index), reply)
+    }
+
+    /// The route's guard, if it has one, run as a read on this thread with the request's head,
+    /// path parameters and query: `Ok` lets the request through.
+    fn guard(
+        &self,
+        deployment: &Deployment,
+        index: usize,
+        params: &[(String, String)],
+        query: &[(String, String)],
+        head: &Head,
+    ) -> Result<(), HandlerError> {
+        let Some(guard) = &deployment.routes[index].guard else {
+            return Ok(());
+        };
+        let app = &deployment.app;
+        let request = app.guard_request(params, query, head);
+        let call = if self.limits.offload_reads {
+            tokio::task::block_in_place(|| self.runtime.read_on(app, guard, request))
+        } else {
+            self.runtime.read_on(app, guard, request)
+        };
+        app.guard_verdict(guard, call)
     }
 
     /// The route of a request whose body has arrived, in the version current now. A reload

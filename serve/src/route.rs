@@ -217,6 +217,7 @@ mod tests {
             handler: "h".into(),
             kind,
             declared: Default::default(),
+            guard: None,
         }
     }
 

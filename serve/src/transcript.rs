@@ -2,10 +2,12 @@
 //! against a fresh server of its own, and says where an answer differs; `--update` writes the
 //! answers the app gives into the transcripts instead (golden files).
 //!
-//! A transcript is a list of exchanges: a request line `METHOD PATH [JSON BODY]`, then the
-//! expected answer `STATUS [JSON]` (without JSON only the status is compared). `#` starts a
+//! A transcript is a list of exchanges: a request line `METHOD PATH [JSON BODY]`, the request's
+//! headers if any (`name: value` lines), then the expected answer `STATUS [JSON]` (without JSON
+//! only the status is compared) and the answer's headers to check, if any (`name: value` lines;
+//! headers not listed are not compared). `#` starts a
 //! comment line; blank lines separate exchanges. A line `#! --flag value ...` gives the server
-//! more flags; a line `restart` stops the server (SIGTERM, as an operator would) and starts it
+//! more flags (`--secrets FILE` names a file beside the transcript); a line `restart` stops the server (SIGTERM, as an operator would) and starts it
 //! again on the same data: what follows tests what recovery brings back.
 //!
 //! The server is this binary, started as `pure-serve APP_DIR` on a fresh data directory, on a
@@ -43,10 +45,26 @@ struct Exchange {
     method: String,
     path: String,
     body: Option<String>,
+    /// The request's headers, as (name, value).
+    headers: Vec<(String, String)>,
+    /// The request's header lines as written.
+    header_lines: Vec<String>,
     status: u16,
     expected: Option<Value>,
     /// The expected answer's line as written, rewritten by `--update` only when it differs.
     answer_text: String,
+    /// The answer's headers to check: (line as written, name in lower case, value).
+    expected_headers: Vec<(String, String, String)>,
+}
+
+/// `name: value`, a header line, as (name, value); `None` for any other line.
+fn header_line(line: &str) -> Option<(String, String)> {
+    let (name, value) = line.trim().split_once(':')?;
+    let token = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b));
+    token.then(|| (name.to_ascii_lowercase(), value.trim().to_string()))
 }
 
 fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
@@ -77,10 +95,23 @@ fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
             .with_context(|| format!("{}: a request is METHOD /PATH [JSON BODY]", at(number)))?
             .to_string();
         let body = parts.next().map(str::to_string);
-        let (answer_line, answer_raw) = numbered
-            .by_ref()
-            .find(|(_, l)| !l.trim().is_empty() && !l.trim().starts_with('#'))
-            .with_context(|| format!("{}: a request without its expected answer", at(number)))?;
+        let mut headers = Vec::new();
+        let mut header_lines = Vec::new();
+        let (answer_line, answer_raw) = loop {
+            let (n, l) = numbered
+                .by_ref()
+                .find(|(_, l)| !l.trim().is_empty() && !l.trim().starts_with('#'))
+                .with_context(|| {
+                    format!("{}: a request without its expected answer", at(number))
+                })?;
+            match header_line(l).filter(|_| !l.trim().starts_with(|c: char| c.is_ascii_digit())) {
+                Some(header) => {
+                    headers.push(header);
+                    header_lines.push(l.to_string());
+                }
+                None => break (n, l),
+            }
+        };
         let answer = answer_raw.trim();
         let (status, expected) = answer.split_once(' ').unwrap_or((answer, ""));
         let status = status
@@ -95,15 +126,27 @@ fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
                     .with_context(|| format!("{}: the expected JSON", at(answer_line)))?,
             ),
         };
+        // The answer's headers: the `name: value` lines right after it.
+        let mut expected_headers = Vec::new();
+        while let Some((_, next)) = numbered.clone().next() {
+            let Some((name, value)) = header_line(next) else {
+                break;
+            };
+            numbered.next();
+            expected_headers.push((next.to_string(), name, value));
+        }
         lines.push(Line::Exchange(Exchange {
             line: number,
             request_text: raw.to_string(),
             method,
             path,
             body,
+            headers,
+            header_lines,
             status,
             expected,
             answer_text: answer_raw.to_string(),
+            expected_headers,
         }));
     }
     Ok((lines, flags))
@@ -179,20 +222,27 @@ impl Server {
         Ok(())
     }
 
-    /// Sends one request and returns the answer's status and body.
-    fn exchange(&self, exchange: &Exchange) -> anyhow::Result<(u16, String)> {
+    /// Sends one request and returns the answer's status, headers (names in lower case) and
+    /// body.
+    fn exchange(
+        &self,
+        exchange: &Exchange,
+    ) -> anyhow::Result<(u16, Vec<(String, String)>, String)> {
         let mut stream = TcpStream::connect(self.address).context("connecting to the server")?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         let body = exchange.body.as_deref().unwrap_or("");
-        write!(
-            stream,
+        let mut head = format!(
             "{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
+             Content-Length: {}\r\n",
             exchange.method,
             exchange.path,
             self.address,
             body.len()
-        )?;
+        );
+        for (name, value) in &exchange.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        write!(stream, "{head}\r\n{body}")?;
         let mut answer = Vec::new();
         stream.read_to_end(&mut answer)?;
         let answer = String::from_utf8_lossy(&answer);
@@ -204,7 +254,8 @@ impl Server {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| anyhow!("an answer without a status"))?;
-        Ok((status, body.to_string()))
+        let headers = head.split("\r\n").skip(1).filter_map(header_line).collect();
+        Ok((status, headers, body.to_string()))
     }
 }
 
@@ -220,7 +271,14 @@ impl Drop for Server {
 fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, usize, String)> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let (lines, flags) = parse(&text, file)?;
+    let (lines, mut flags) = parse(&text, file)?;
+    // A file a flag names is found beside the transcript, wherever the test runs from.
+    for at in 1..flags.len() {
+        if flags[at - 1] == "--secrets" && Path::new(&flags[at]).is_relative() {
+            let beside = file.parent().unwrap_or(Path::new(".")).join(&flags[at]);
+            flags[at] = beside.display().to_string();
+        }
+    }
     let data = tempfile::tempdir().context("a data directory for the test")?;
     let mut server = Some(Server::start(app_dir, data.path(), &flags)?);
     let (mut differed, mut exchanges) = (0, 0);
@@ -236,16 +294,37 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
             Line::Exchange(exchange) => {
                 exchanges += 1;
                 let running = server.as_ref().expect("a running server");
-                let (status, body) = running.exchange(&exchange)?;
+                let (status, headers, body) = running.exchange(&exchange)?;
                 let actual: Option<Value> = pure_lang::parse_json(&body).ok();
+                let header = |name: &str| {
+                    headers
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.as_str())
+                };
+                // Each listed header as the answer has it: `name: value`, or `name: ` and
+                // nothing when it has none.
+                let actual_headers: Vec<String> = exchange
+                    .expected_headers
+                    .iter()
+                    .map(|(_, name, _)| format!("{name}: {}", header(name).unwrap_or("")))
+                    .collect();
+                let headers_same = exchange
+                    .expected_headers
+                    .iter()
+                    .all(|(_, name, value)| header(name) == Some(value.as_str()));
                 let same = status == exchange.status
+                    && headers_same
                     && exchange
                         .expected
                         .as_ref()
                         .is_none_or(|expected| actual.as_ref() == Some(expected));
                 out.push(exchange.request_text.clone());
+                out.extend(exchange.header_lines.iter().cloned());
+                let written_headers = exchange.expected_headers.iter().map(|(l, _, _)| l.clone());
                 if same {
                     out.push(exchange.answer_text);
+                    out.extend(written_headers);
                     continue;
                 }
                 differed += 1;
@@ -256,9 +335,19 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
                 };
                 if update {
                     out.push(actual_line);
+                    out.extend(actual_headers);
                 } else {
+                    let expected_headers: String = exchange
+                        .expected_headers
+                        .iter()
+                        .map(|(line, _, _)| format!("\n            {}", line.trim()))
+                        .collect();
+                    let actual_headers: String = actual_headers
+                        .iter()
+                        .map(|line| format!("\n            {line}"))
+                        .collect();
                     println!(
-                        "{}:{}: {}\n  expected: {}\n  actual:   {}",
+                        "{}:{}: {}\n  expected: {}{expected_headers}\n  actual:   {}{actual_headers}",
                         file.display(),
                         exchange.line,
                         exchange.request_text.trim(),
@@ -266,6 +355,7 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
                         actual_line
                     );
                     out.push(exchange.answer_text);
+                    out.extend(written_headers);
                 }
             }
         }

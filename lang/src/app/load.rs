@@ -93,6 +93,7 @@ impl App {
             schema,
             indexes,
             settings,
+            guard,
         } = Manifest::parse(manifest, limits, environment)?;
         let scripts = Scripts::join(files);
         let engine = engine::build(&schema, &indexes, &limits);
@@ -105,6 +106,14 @@ impl App {
         let routed: Vec<&str> = routes.iter().map(|r| r.handler.as_str()).collect();
         check_answers(&ast, &routed).map_err(located)?;
         check_env(&ast, &settings).map_err(located)?;
+        if let Some(guard) = guard.filter(|g| !ast.iter_functions().any(|f| f.name == g.as_str())) {
+            return Err(manifest_error(
+                manifest,
+                format!(
+                    "\"guard\": {guard:?} names no function: no script defines fn {guard}(request)"
+                ),
+            ));
+        }
         let handlers = scripts.handlers(&ast, &routes, manifest)?;
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
         let program = Program::compile(&ast, &schema, &indexes, &handler_names, &scripts.sources);
@@ -139,6 +148,8 @@ struct Manifest {
     schema: Arc<Schema>,
     indexes: Vec<IndexDef>,
     settings: Settings,
+    /// The app's own `"guard"`, which its routes take unless they name theirs.
+    guard: Option<String>,
 }
 
 impl Manifest {
@@ -155,7 +166,13 @@ impl Manifest {
         let name = manifest["name"]
             .as_str()
             .ok_or_else(|| bad("no \"name\" string".into()))?;
-        let routes = parse_routes(&manifest["routes"]).map_err(bad)?;
+        let guard = match &manifest["guard"] {
+            Value::Null => None,
+            Value::String(guard) => Some(guard.as_str()),
+            _ => return Err(bad("\"guard\" must be the name of a function".into())),
+        };
+        let routes = parse_routes(&manifest["routes"], guard).map_err(bad)?;
+        let guard = guard.map(str::to_string);
         let methods: Vec<String> = routes.iter().map(|r| r.method.clone()).collect();
         let cors = Cors::parse(&manifest["cors"], &methods).map_err(bad)?;
         let schema = Arc::new(parse_tables(&manifest["tables"], text).map_err(bad)?);
@@ -177,6 +194,7 @@ impl Manifest {
             schema,
             indexes,
             settings,
+            guard,
         })
     }
 }
@@ -286,6 +304,33 @@ impl Scripts {
                 (f.name.to_string(), handler)
             })
             .collect();
+        for route in routes {
+            let Some(guard) = &route.guard else {
+                continue;
+            };
+            if handlers.contains_key(guard) {
+                continue;
+            }
+            let pattern = format!("{} {}", route.method, route.path);
+            let defined = ast.iter_functions().find(|f| f.name == guard.as_str());
+            return Err(match defined {
+                Some(function) => self.located(
+                    definition_position(&self.text, guard),
+                    format!(
+                        "fn {guard} is defined with {} parameters, but route {pattern:?} calls it \
+                         as its guard, which takes one (request)",
+                        function.params.len()
+                    ),
+                ),
+                None => manifest_error(
+                    manifest,
+                    format!(
+                        "route {pattern:?} is guarded by {guard:?}, but no script defines fn \
+                         {guard}(request)"
+                    ),
+                ),
+            });
+        }
         let Some(route) = routes.iter().find(|r| !handlers.contains_key(&r.handler)) else {
             return Ok(handlers);
         };

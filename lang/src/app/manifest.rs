@@ -13,7 +13,9 @@ use crate::state::tables::{IndexDef, IndexSource};
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "PATCH"];
 
-pub(super) fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
+/// The routes, each with its guard: its own `"guard"` (a function's name, or `null` for none),
+/// else the app's (`guard`).
+pub(super) fn parse_routes(routes: &Value, guard: Option<&str>) -> Result<Vec<Route>, String> {
     let Some(routes) = routes.as_object() else {
         return Err("\"routes\" must be an object of \"METHOD /path\": \"handler\"".into());
     };
@@ -28,21 +30,29 @@ pub(super) fn parse_routes(routes: &Value) -> Result<Vec<Route>, String> {
                 return Err(format!("route {pattern:?}: method must be one of {METHODS:?} and the path start with /"));
             }
             let shape = "the handler must be a function name, or an object with \"handler\" and \
-                         any of \"body\", \"query\" and \"params\"";
-            let handler: &str = match entry {
-                Value::String(handler) => handler,
+                         any of \"body\", \"query\", \"params\" and \"guard\"";
+            let (handler, guard): (&str, Option<&str>) = match entry {
+                Value::String(handler) => (handler, guard),
                 Value::Object(entry) => {
-                    const KEYS: [&str; 4] = ["handler", "body", "query", "params"];
+                    const KEYS: [&str; 5] = ["handler", "body", "query", "params", "guard"];
                     if let Some(key) = entry.keys().find(|k| !KEYS.contains(&k.as_str())) {
                         return Err(format!("route {pattern:?}: {}", unknown_key(key, &KEYS, shape)));
                     }
-                    entry.get("handler").and_then(Value::as_str).ok_or_else(|| format!("route {pattern:?}: {shape}"))?
+                    let handler = entry.get("handler").and_then(Value::as_str).ok_or_else(|| format!("route {pattern:?}: {shape}"))?;
+                    let guard = match entry.get("guard") {
+                        None => guard,
+                        Some(Value::Null) => None,
+                        Some(Value::String(own)) => Some(own.as_str()),
+                        Some(_) => return Err(format!("route {pattern:?}: \"guard\" must be a function's name, or null for none")),
+                    };
+                    (handler, guard)
                 }
                 _ => return Err(format!("route {pattern:?}: {shape}")),
             };
+            let guard = guard.map(str::to_string);
             let declared = Arc::new(Declared::parse(pattern, entry, path)?);
             let kind = if method == "GET" { HandlerKind::Read } else { HandlerKind::Write };
-            Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared })
+            Ok(Route { method, path: path.to_string(), handler: handler.to_string(), kind, declared, guard })
         })
         .collect::<Result<Vec<Route>, String>>()
         .and_then(|routes| {

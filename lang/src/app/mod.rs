@@ -49,6 +49,9 @@ pub struct Route {
     pub kind: HandlerKind,
     /// The types its body, query and path parameters must have (none declared: anything).
     pub declared: Arc<Declared>,
+    /// The function that decides, before anything else, whether a request reaches the handler
+    /// (see [`App::guard_request`]).
+    pub guard: Option<String>,
 }
 
 /// A loaded, compiled app. `Send + Sync`: one engine and one AST serve every thread.
@@ -219,6 +222,81 @@ impl App {
             body,
             head,
         })
+    }
+
+    /// The request a route's guard is given: its head, and its path parameters and query as
+    /// sent (text: they are not checked against the route's declarations yet), without a body.
+    /// Run it as a read handler ([`App::run_read`]) and judge its answer with
+    /// [`App::guard_verdict`].
+    pub fn guard_request(
+        &self,
+        params: &[(String, String)],
+        query: &[(String, String)],
+        head: &Head,
+    ) -> Request {
+        let text = |pairs: &[(String, String)]| -> Vec<(String, Dynamic)> {
+            pairs
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        name.clone(),
+                        Dynamic::from(ImmutableString::from(value.as_str())),
+                    )
+                })
+                .collect()
+        };
+        Request {
+            params: text(params),
+            query: text(query),
+            body: Dynamic::UNIT,
+            head: Box::new(head.clone()),
+        }
+    }
+
+    /// What a guard's call decides: `true` lets the request through; `false` is a 403; a thrown
+    /// error or an answer of `respond` with a status of 400 or more is the request's answer
+    /// (a 401 with what to send, say). Any other answer is the guard's mistake: a 500 naming it,
+    /// so that a guard that forgot to decide never lets a request through.
+    pub fn guard_verdict(
+        &self,
+        guard: &str,
+        call: Result<Answer, HandlerError>,
+    ) -> Result<(), HandlerError> {
+        let answer = call?;
+        let refuse =
+            |status: u16, body: serde_json::Value| Err(HandlerError::Thrown { status, body });
+        match (answer.status, answer.body.to_string().as_str()) {
+            (200, "true") => Ok(()),
+            (200, "false") => refuse(
+                403,
+                serde_json::json!({
+                    "error": format!("the guard {guard} refused this request"),
+                    "status": 403,
+                }),
+            ),
+            (status @ 400..=599, body) => {
+                let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+                refuse(status, body)
+            }
+            (status, body) => {
+                let definition = self
+                    .handlers
+                    .get(guard)
+                    .map_or(Position::NONE, |h| h.definition);
+                let (file, line, column) = self.sources.locate(definition);
+                Err(HandlerError::Script {
+                    handler: guard.to_string(),
+                    file,
+                    line,
+                    column,
+                    message: format!(
+                    "the guard {guard} answered {status} {body}: a guard returns true (let the \
+                     request through) or false (403), or throws the answer (throw #{{ status: \
+                     401, error: \"...\" }})"
+                ),
+                })
+            }
+        }
     }
 
     pub fn has_handler(&self, handler: &str) -> bool {

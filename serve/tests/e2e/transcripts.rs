@@ -176,3 +176,61 @@ fn answers_as_deep_as_the_depth_rule_allows_are_compared() {
         text(&output)
     );
 }
+
+/// A copy of the tickets app with one transcript, `text`, beside its secrets file.
+fn tickets_with(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = repo_path("apps/tickets");
+    for name in ["app.json", "tickets.rhai"] {
+        std::fs::copy(source.join(name), dir.path().join(name)).expect("copy the app");
+    }
+    std::fs::create_dir(dir.path().join("tests")).expect("tests/");
+    std::fs::copy(
+        source.join("tests/secrets.test"),
+        dir.path().join("tests/secrets.test"),
+    )
+    .expect("copy the secrets");
+    std::fs::write(dir.path().join("tests/case.transcript"), text).expect("write");
+    dir
+}
+
+const HEADERS: &str = "\
+#! --secrets secrets.test
+POST /events {\"name\": \"a\", \"capacity\": 2}
+x-api-key: test-key-0123456789
+201
+location: /events/7
+
+POST /events {\"name\": \"b\", \"capacity\": 2}
+201
+";
+
+/// Request headers are sent (the key gets through the guard); an answer's listed headers are
+/// compared, and `--update` writes the ones the server gave.
+#[test]
+fn headers_are_sent_and_listed_answer_headers_compared() {
+    let app = tickets_with(HEADERS);
+    let output = test(app.path(), false);
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("  expected: 201\n            location: /events/7\n  actual:   201 "),
+        "{all}"
+    );
+    assert!(all.contains("            location: /events/1\n"), "{all}");
+    // Without the header, the guard answers.
+    assert!(all.contains("case.transcript:7: POST /events"), "{all}");
+    assert!(all.contains("  actual:   401 "), "{all}");
+    assert!(all.contains("2 of 2 answers differ"), "{all}");
+
+    let output = test(app.path(), true);
+    assert!(output.status.success(), "{}", text(&output));
+    let rewritten =
+        std::fs::read_to_string(app.path().join("tests/case.transcript")).expect("read");
+    assert!(
+        rewritten.contains("x-api-key: test-key-0123456789\n201 {\"booked\":0,\"capacity\":2,\"id\":1,\"name\":\"a\"}\nlocation: /events/1\n"),
+        "{rewritten}"
+    );
+    let output = test(app.path(), false);
+    assert!(output.status.success(), "{}", text(&output));
+}
