@@ -102,7 +102,7 @@ impl Runtime {
         // A frame holds at most half the log; groups stay under a quarter (see `Owner`).
         let group_bytes_max = (store.log_capacity_bytes() / 8).min(4 << 20) as usize;
         let snapshot = Snapshot::new(Arc::new(state.tables.snapshot()), state.lsn.0);
-        let shared = Arc::new(Shared::new(app, snapshot));
+        let shared = Arc::new(Shared::new(app, snapshot, Arc::new(state.schema.clone())));
         shared.metrics.recovered(state.lsn.0);
         shared
             .metrics
@@ -271,6 +271,26 @@ impl Runtime {
     ) -> Result<Answer, HandlerError> {
         let snapshot = self.inner.shared.published();
         app.run_read(handler, &request, snapshot.tables.clone())
+    }
+
+    /// Writes the published snapshot's tables into `out_dir`, as `export` writes a stopped
+    /// server's (the same files, byte for byte, for the same state): the state at one LSN, the
+    /// one `Exported` names, while writes go on. The snapshot is held until the files are
+    /// written, so memory grows by what the writes meanwhile change.
+    pub fn export(
+        &self,
+        out_dir: &std::path::Path,
+        progress: &crate::transfer::Progress,
+    ) -> Result<crate::transfer::Exported, crate::transfer::TransferError> {
+        let shared = &self.inner.shared;
+        let snapshot = shared.published();
+        let app = shared.app();
+        crate::transfer::export_state(
+            &app,
+            (&shared.schema, &snapshot.tables, snapshot.lsn),
+            out_dir,
+            progress,
+        )
     }
 
     pub fn health(&self) -> Health {

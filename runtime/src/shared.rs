@@ -8,13 +8,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use arc_swap::{ArcSwap, Guard};
-use pure_lang::App;
+use pure_lang::{App, Schema};
 
 use crate::metrics::MetricsCell;
 use crate::snapshot::Snapshot;
 
 /// What the owner, the syncer and callers share.
 pub(crate) struct Shared {
+    /// The schema the state's tables are in (the data's, matched to the app's by name); a
+    /// reload never changes it (`Runtime::reload` refuses another).
+    pub schema: Arc<Schema>,
     /// The app's current version; a reload replaces it (`Runtime::reload`).
     app: ArcSwap<App>,
     /// Fallbacks counted by versions a reload replaced, so that the metric only grows.
@@ -36,8 +39,9 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The shared state of a runtime that starts from `snapshot` (the recovered state).
-    pub fn new(app: App, snapshot: Snapshot) -> Shared {
+    pub fn new(app: App, snapshot: Snapshot, schema: Arc<Schema>) -> Shared {
         Shared {
+            schema,
             app: ArcSwap::from_pointee(app),
             retired_fallbacks: AtomicU64::new(0),
             published: Mutex::new(Arc::new(snapshot)),

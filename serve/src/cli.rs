@@ -304,17 +304,30 @@ pub enum Command {
         #[arg(long)]
         update: bool,
     },
-    /// Writes the rows of a stopped server's data directory into JSON Lines files, one per
-    /// table the app declares, OUT/<table>.jsonl, in key order: the format `import` reads.
-    /// Changes nothing in DIR (it only takes the directory's lock, so the server must be
-    /// stopped). Refuses a DIR that would not open cleanly, and an OUT that is not empty.
+    /// Writes the rows of a data directory into JSON Lines files, one per table the app
+    /// declares, OUT/<table>.jsonl, in key order: the format `import` reads. From a stopped
+    /// server's directory (--data: it changes nothing there, and takes the directory's lock),
+    /// or from a running server without stopping it (--url, its admin address: the server
+    /// writes its last durable state, at one LSN, into OUT on its machine while it goes on
+    /// taking writes). Refuses a DIR that would not open cleanly, and an OUT that is not empty.
     #[command(after_help = EXPORT_HELP)]
     Export {
-        /// The app directory: the tables and fields it declares are the ones exported.
-        app_dir: PathBuf,
-        /// The data directory to read (read only).
-        #[arg(long, value_name = "DIR")]
-        data: PathBuf,
+        /// The app directory: the tables and fields it declares are the ones exported (with
+        /// --url, the running server's app decides, and this is not needed).
+        #[arg(required_unless_present = "url")]
+        app_dir: Option<PathBuf>,
+        /// The data directory of a stopped server to read (read only).
+        #[arg(
+            long,
+            value_name = "DIR",
+            required_unless_present = "url",
+            conflicts_with = "url"
+        )]
+        data: Option<PathBuf>,
+        /// The admin address of a running server (http://HOST:PORT, as --admin-listen gave it):
+        /// it exports its state while it runs.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
         /// The directory to write the files into (created if missing; it must be empty).
         #[arg(long, value_name = "OUT")]
         out: PathBuf,
@@ -373,12 +386,17 @@ Tables and fields in the data that the app no longer declares are not exported: 
 stderr names each one that holds data. A float JSON cannot write (NaN or infinite) is written
 as null, with a note.
 
+With --url, the server writes the files (OUT is a path on its machine, made absolute here) from
+the snapshot its reads see, so the files hold the state at one LSN, the one printed; writes go
+on meanwhile, and the snapshot is kept in memory until the files are written.
+
 Exit codes:
   0   every declared table written to OUT/<table>.jsonl
   2   bad command line
   3   the app directory failed to load
-  4   DIR cannot be read, holds no store, is in use (a running server: stop it first), or
-      would not open cleanly (damage: see `pure-serve check --data DIR`)
+  4   DIR cannot be read, holds no store, is in use (a running server: stop it first, or use
+      --url), or would not open cleanly (damage: see `pure-serve check --data DIR`); with
+      --url, the server could not be reached or did not export
   7   OUT is not empty or cannot be written, or a row would take a line longer than import
       reads (128 MiB; the message names its key): the files written are removed";
 

@@ -378,13 +378,15 @@ impl Dispatch {
                     "reload" if role == Role::Admin => Label::Reload,
                     _ => Label::Unmatched,
                 };
-                let reply = self.builtin(&deployment.counters, &method, name, role);
+                let query = request.uri().query();
+                let reply = self.builtin(&deployment.counters, &method, (name, query), role);
                 return (label, self.answer_unread(request, reply).await);
             }
             None if role == Role::Admin => {
                 let message = format!(
                     "no route for {method} {path}: this is the admin address, which serves \
-                     GET /_pure/health, GET /_pure/metrics and POST /_pure/reload"
+                     GET /_pure/health, GET /_pure/metrics, POST /_pure/reload and POST \
+                     /_pure/export?out=DIR"
                 );
                 let reply = error_reply(StatusCode::NOT_FOUND, message);
                 return (Label::Unmatched, self.answer_unread(request, reply).await);
@@ -822,9 +824,19 @@ impl Dispatch {
         &self,
         routes: &[Arc<RouteCounters>],
         method: &Method,
-        name: &str,
+        (name, query): (&str, Option<&str>),
         role: Role,
     ) -> Reply {
+        if name == "export" && role == Role::Admin {
+            let allow = ["POST".to_string()];
+            if method == Method::OPTIONS {
+                return options(&allow);
+            }
+            if method != Method::POST {
+                return method_not_allowed(method, "/_pure/export", &allow);
+            }
+            return self.export(query);
+        }
         if name == "reload" && role == Role::Admin {
             let allow = ["POST".to_string()];
             if method == Method::OPTIONS {
@@ -852,7 +864,8 @@ impl Dispatch {
         if !matches!(name, "health" | "metrics") {
             let message = match role {
                 Role::Admin => format!(
-                    "no built-in endpoint /_pure/{name} (there are health, metrics and reload)"
+                    "no built-in endpoint /_pure/{name} (there are health, metrics, reload and \
+                     export)"
                 ),
                 _ => format!("no built-in endpoint /_pure/{name} (there are health and metrics)"),
             };
@@ -878,6 +891,54 @@ impl Dispatch {
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         );
         reply
+    }
+
+    /// `POST /_pure/export?out=DIR`: the published snapshot's tables written into `DIR` (an
+    /// absolute path on the server's machine, missing or empty) while writes go on; 200 with the
+    /// LSN of the state written and the rows of each table, 422 when it cannot be done.
+    fn export(&self, query: Option<&str>) -> Reply {
+        let out = parse_query(query).and_then(|pairs| {
+            pairs
+                .into_iter()
+                .find(|(name, _)| name == "out")
+                .map(|(_, out)| std::path::PathBuf::from(out))
+        });
+        let Some(out) = out.filter(|out| out.is_absolute()) else {
+            let message = "export needs ?out=DIR, an absolute path on the server's machine, \
+                           missing or empty, into which it writes one <table>.jsonl a table"
+                .to_string();
+            return error_reply(StatusCode::BAD_REQUEST, message);
+        };
+        let progress = pure_runtime::Progress::default();
+        let exported = tokio::task::block_in_place(|| self.runtime.export(&out, &progress));
+        match exported {
+            Ok(exported) => {
+                let tables: serde_json::Map<String, Value> = exported
+                    .tables
+                    .iter()
+                    .map(|t| (t.table.clone(), Value::from(t.rows)))
+                    .collect();
+                eprintln!(
+                    "pure-serve: exported the state at LSN {} into {}",
+                    exported.lsn,
+                    out.display()
+                );
+                json_reply(
+                    StatusCode::OK,
+                    &json!({
+                        "exported": true,
+                        "lsn": exported.lsn,
+                        "out": out.display().to_string(),
+                        "tables": tables,
+                        "notes": exported.notes,
+                    }),
+                )
+            }
+            Err(error) => json_reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &json!({ "error": error.to_string(), "status": 422, "exported": false }),
+            ),
+        }
     }
 
     /// 200 `ok` while the server takes writes; 503 `poisoned` (for good, until a restart) or

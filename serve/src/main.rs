@@ -81,7 +81,16 @@ fn main() -> ExitCode {
             files,
             log_capacity,
         }) => transfer::import(app_dir, data, files, *log_capacity),
-        Some(Command::Export { app_dir, data, out }) => transfer::export(app_dir, data, out),
+        Some(Command::Export {
+            app_dir,
+            data,
+            out,
+            url,
+        }) => match (url, app_dir, data) {
+            (Some(url), _, _) => transfer::export_online(url, out),
+            (None, Some(app_dir), Some(data)) => transfer::export(app_dir, data, out),
+            _ => unreachable!("clap requires the app and --data without --url"),
+        },
         Some(Command::Test { app_dir, update }) => transcript::run(app_dir, *update),
         None => start(&options),
     };

@@ -83,6 +83,104 @@ fn failure(error: TransferError, doing: String) -> exit::Failure {
     exit::Failure::new(code, anyhow!(error).context(doing))
 }
 
+/// Runs `export --url`: asks the running server at `url` (its admin address) to write its
+/// published state into `out`, on its machine, while it goes on taking writes.
+pub fn export_online(url: &str, out: &Path) -> Result<u8, exit::Failure> {
+    let started = Instant::now();
+    let out = std::path::absolute(out)
+        .map_err(|e| exit::Failure::new(exit::FILES, anyhow!("{}: {e}", out.display())))?;
+    let unreachable = |error: anyhow::Error| {
+        exit::Failure::new(
+            exit::DATA,
+            error.context(format!(
+                "asking the server at {url} to export (is it running, with --admin-listen at \
+                 that address?)"
+            )),
+        )
+    };
+    let (status, body) =
+        post(url, &format!("/_pure/export?out={}", percent(&out))).map_err(unreachable)?;
+    let answer: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|_| unreachable(anyhow!("the answer was not JSON: {status} {body}")))?;
+    if status != 200 {
+        let error = answer["error"].as_str().unwrap_or(&body).to_string();
+        let code = if status == 422 {
+            exit::FILES
+        } else {
+            exit::DATA
+        };
+        return Err(exit::Failure::new(
+            code,
+            anyhow!("the server at {url} answered {status}: {error}"),
+        ));
+    }
+    for note in answer["notes"].as_array().into_iter().flatten() {
+        eprintln!("pure-serve: note: {}", note.as_str().unwrap_or_default());
+    }
+    let tables: Vec<TableRows> = answer["tables"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(table, rows)| TableRows {
+            table: table.clone(),
+            rows: rows.as_u64().unwrap_or(0),
+        })
+        .collect();
+    println!(
+        "exported {} from the server at {url} (LSN {}) into {} in {:.1} s: {}",
+        rows(tables.iter().map(|t| t.rows).sum()),
+        answer["lsn"],
+        out.display(),
+        started.elapsed().as_secs_f64(),
+        per_table(&tables)
+    );
+    Ok(exit::OK)
+}
+
+/// `POST path` to `url` (`http://host:port` or `host:port`) with an empty body: the answer's
+/// status and body. No timeout: an export takes as long as the state is large.
+fn post(url: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let address = url
+        .strip_prefix("http://")
+        .unwrap_or(url)
+        .trim_end_matches('/');
+    if address.contains('/') || url.starts_with("https://") {
+        anyhow::bail!("--url is the admin address as http://HOST:PORT, not {url:?}");
+    }
+    let mut stream = std::net::TcpStream::connect(address)?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("an answer without a head"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("an answer without a status"))?;
+    Ok((status, body.to_string()))
+}
+
+/// A path as a query value: every byte but letters, digits and `/-_.~` percent-encoded.
+fn percent(path: &Path) -> String {
+    let mut out = String::new();
+    for byte in path.as_os_str().as_encoded_bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(*byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
 fn per_table(tables: &[TableRows]) -> String {
     if tables.is_empty() {
         return "the app declares no tables".to_string();

@@ -10,7 +10,6 @@ use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema,
 
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
 use crate::error::OpenError;
-use crate::recovery::State;
 use crate::salvage::inspect;
 
 /// What an export wrote.
@@ -66,18 +65,37 @@ pub fn export(
             data_dir.display()
         )));
     }
-    let created = prepare_out_dir(out_dir)?;
     let state = &inspection.state;
-    let plans = plan(app.schema(), &state.schema);
-    let mut notes = undeclared_tables(app.schema(), state);
+    export_state(
+        app,
+        (&state.schema, &state.tables, inspection.decoded_lsn),
+        out_dir,
+        progress,
+    )
+}
+
+/// Writes each table `app` declares from `tables` (in `schema`, the state's own: tables and
+/// fields matched by name), the state at `lsn`, into `out_dir`, which must be missing or empty.
+/// On an error the files written are removed. A running server's published snapshot exports
+/// through here as a stopped server's directory does.
+pub fn export_state(
+    app: &App,
+    (schema, tables, lsn): (&Schema, &Tables, u64),
+    out_dir: &Path,
+    progress: &Progress,
+) -> Result<Exported, TransferError> {
+    let created = prepare_out_dir(out_dir)?;
+    let plans = plan(app.schema(), schema);
+    let mut notes = undeclared_tables(app.schema(), schema, tables);
+    let state_tables = tables;
     let total = plans
         .iter()
         .filter_map(|p| p.data)
-        .map(|id| state.tables.len(id) as u64)
+        .map(|id| state_tables.len(id) as u64)
         .sum();
     progress.total.store(total, Ordering::Relaxed);
     progress.set_stage("writing");
-    let written = write_tables(&plans, &state.tables, out_dir, progress);
+    let written = write_tables(&plans, state_tables, out_dir, progress);
     let outcomes = match written {
         Ok(outcomes) => outcomes,
         Err(error) => {
@@ -92,7 +110,7 @@ pub fn export(
             rows: outcome.rows,
         });
         for (slot, rows) in outcome.undeclared {
-            let field = &state.schema.table(plan.data.expect("has rows")).fields[slot];
+            let field = &schema.table(plan.data.expect("has rows")).fields[slot];
             notes.push(format!(
                 "field {}.{field} holds values in {rows} rows of the data but the app does not \
                  declare it: not exported",
@@ -107,11 +125,7 @@ pub fn export(
             ));
         }
     }
-    Ok(Exported {
-        tables,
-        lsn: inspection.decoded_lsn,
-        notes,
-    })
+    Ok(Exported { tables, lsn, notes })
 }
 
 /// How one declared table is read from the data: its id there, and the data slot of each
@@ -155,15 +169,14 @@ fn plan(app: &Schema, data: &Schema) -> Vec<Plan> {
         .collect()
 }
 
-fn undeclared_tables(app: &Schema, state: &State) -> Vec<String> {
-    state
-        .schema
+fn undeclared_tables(app: &Schema, schema: &Schema, tables: &Tables) -> Vec<String> {
+    schema
         .tables
         .iter()
         .enumerate()
         .filter(|(_, table)| app.table_id(&table.name).is_none())
         .filter_map(|(id, table)| {
-            let rows = state.tables.len(id as u32);
+            let rows = tables.len(id as u32);
             (rows > 0).then(|| {
                 format!(
                     "table {} holds {rows} rows in the data but the app does not declare it: \

@@ -25,7 +25,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-pub use export::{export, Exported};
+pub use export::{export, export_state, Exported};
 pub use import::{import, ImportOptions, Imported};
 
 /// Lines parsed or written between updates of the shared progress counters.

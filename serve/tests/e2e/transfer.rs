@@ -840,3 +840,155 @@ fn two_imports_into_one_directory_leave_exactly_one_whole_store() {
     let exported = std::fs::read_to_string(out.join("lines.jsonl")).unwrap();
     assert_eq!(exported.lines().count(), rows);
 }
+
+/// A running server exports its published state while a client keeps writing (`export --url`,
+/// its admin address): the files hold exactly the writes up to the LSN the export names (one
+/// client writing in order, one record a write), importing them gives a store that serves that
+/// state, and exporting that store again, stopped, gives the same bytes.
+#[test]
+fn a_running_server_exports_the_state_at_one_lsn_while_writes_go_on() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let notes = test_app_dir("notes");
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let server = Launch::new(&notes, &data)
+        .flag("--admin-listen", "127.0.0.1:0")
+        .start();
+    let admin = server.admin_address();
+    let mut client = server.client();
+    let put = |client: &mut crate::harness::Client, i: u64| {
+        let body = serde_json::to_vec(&json!({ "text": format!("n{i}") })).expect("json");
+        let answer = client
+            .request("PUT", &format!("/notes/{i}"), Some(&body))
+            .expect("answered");
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    };
+    // The first write also logs the schema: count from the state after it.
+    put(&mut client, 0);
+    let health = crate::harness::Client::connect(admin).get("/_pure/health");
+    let base = health.json()["durable_lsn"].as_u64().expect("an LSN");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, written) = (stop.clone(), written.clone());
+        std::thread::spawn(move || {
+            let mut i = 1;
+            while !stop.load(Ordering::SeqCst) {
+                put(&mut client, i);
+                written.store(i, Ordering::SeqCst);
+                i += 1;
+            }
+        })
+    };
+    crate::harness::wait_until("200 writes", || written.load(Ordering::SeqCst) >= 200);
+    let before = written.load(Ordering::SeqCst);
+    let out = root.path().join("online");
+    let output = run(&[
+        "export",
+        "--url",
+        &format!("http://{admin}"),
+        "--out",
+        path(&out),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let said = stdout(&output);
+    let lsn: u64 = said
+        .split("(LSN ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no LSN in {said:?}"));
+    // Writes go on after it: the export held no lock on them.
+    let after = written.load(Ordering::SeqCst);
+    crate::harness::wait_until("more writes", || {
+        written.load(Ordering::SeqCst) >= after + 50
+    });
+    stop.store(true, Ordering::SeqCst);
+    writer.join().expect("the writer");
+    let total = written.load(Ordering::SeqCst);
+
+    // Exactly the writes 0..=k, k the LSN's: every write acknowledged before the export began
+    // is in it, none is half there, and none past the LSN.
+    let k = lsn - base;
+    assert!(
+        k >= before && k <= total,
+        "k {k}, before {before}, total {total}"
+    );
+    let mut expected: Vec<String> = (0..=k)
+        .map(|i| format!(r#"{{"key":"{i}","row":{{"text":"n{i}"}}}}"#))
+        .collect();
+    expected.sort();
+    let mut lines: Vec<String> = text_of(&out, "notes.jsonl")
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(lines.len(), expected.len(), "rows at LSN {lsn}");
+    assert_eq!(lines, expected);
+    assert!(said.contains(&format!("notes {}", k + 1)), "{said}");
+    server.stop();
+
+    // The files import into a store that serves that state, and export the same bytes.
+    let imported = root.path().join("imported");
+    let output = import(&notes, &imported, &[out.join("notes.jsonl")]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let server = Launch::new(&notes, &imported).start();
+    let mut client = server.client();
+    assert_eq!(client.get(&format!("/notes/{k}")).status, 200);
+    assert_eq!(client.get(&format!("/notes/{}", k + 1)).status, 404);
+    server.stop();
+    let again = root.path().join("again");
+    let output = export(&notes, &imported, &again);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(files_of(&again), files_of(&out));
+}
+
+/// What an online export refuses: an output directory that is not empty (exit 7, the server
+/// going on), a relative path sent to the endpoint itself, and a server that is not there.
+#[test]
+fn an_online_export_says_what_it_refuses() {
+    let notes = test_app_dir("notes");
+    let root = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&notes, &root.path().join("data"))
+        .flag("--admin-listen", "127.0.0.1:0")
+        .start();
+    let admin = server.admin_address();
+    let full = root.path().join("full");
+    std::fs::create_dir(&full).expect("mkdir");
+    std::fs::write(full.join("x"), "x").expect("write");
+    let url = format!("http://{admin}");
+    let output = run(&["export", "--url", &url, "--out", path(&full)]);
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    assert!(stderr(&output).contains("not empty"), "{}", stderr(&output));
+    let answer = crate::harness::Client::connect(admin)
+        .request("POST", "/_pure/export?out=relative/dir", None)
+        .expect("answered");
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(answer.json()["error"]
+        .as_str()
+        .unwrap_or("")
+        .contains("absolute path"));
+    // The app's own address has no export.
+    let answer = server
+        .client()
+        .request("POST", "/_pure/export?out=/tmp/x", None)
+        .expect("answered");
+    assert_eq!(answer.status, 404, "{}", answer.text());
+    server.stop();
+    let output = run(&[
+        "export",
+        "--url",
+        &url,
+        "--out",
+        path(&root.path().join("o")),
+    ]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is it running"),
+        "{}",
+        stderr(&output)
+    );
+}
