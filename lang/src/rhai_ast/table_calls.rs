@@ -27,6 +27,9 @@ fn usage(method: &str) -> &'static str {
         "delete_all" => "an array of keys",
         "update" => "one row read from the table and changed: row.f = v; t.update(row)",
         "scan" | "scan_rev" => "(low, high, limit)",
+        "scan_page" | "scan_rev_page" => {
+            "(low, high, limit, after): after is () or the next of the page before"
+        }
         "first" | "last" => "(low, high)",
         _ => "nothing",
     }

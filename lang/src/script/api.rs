@@ -670,8 +670,237 @@ fn register_indexes(engine: &mut Engine, indexes: &[IndexDef]) {
     engine.register_fn("find_rev", |i: &mut IndexRef, values: D, n: i64| {
         index_find(*i, values, n, true)
     });
+    engine.register_fn(
+        "find_page",
+        |i: &mut IndexRef, values: D, n: i64, after: D| {
+            index_find_page(*i, values, n, after, false)
+        },
+    );
+    engine.register_fn(
+        "find_rev_page",
+        |i: &mut IndexRef, values: D, n: i64, after: D| index_find_page(*i, values, n, after, true),
+    );
+    engine.register_fn(
+        "scan_page",
+        |i: &mut IndexRef, lo: D, hi: D, n: i64, after: D| {
+            let (lo, hi) = (index_bound(*i, &lo, true)?, index_bound(*i, &hi, false)?);
+            index_page(*i, (lo, hi), n, after, false)
+        },
+    );
+    engine.register_fn(
+        "scan_rev_page",
+        |i: &mut IndexRef, lo: D, hi: D, n: i64, after: D| {
+            let (lo, hi) = (index_bound(*i, &lo, true)?, index_bound(*i, &hi, false)?);
+            index_page(*i, (lo, hi), n, after, true)
+        },
+    );
     engine.register_fn("get", |i: &mut IndexRef, values: D| index_get(*i, values));
     engine.register_fn("count", |i: &mut IndexRef| index_count(*i));
+}
+
+/// A page's limit: at least one row (a page of none would hand back the cursor it was given,
+/// and a client would ask again forever), at most a scan's.
+fn page_allowed(limit: i64) -> Fallible<()> {
+    if !(1..=SCAN_ROWS_MAX).contains(&limit) {
+        return Err(api_error(format!(
+            "a page's limit must be 1..={SCAN_ROWS_MAX}, not {limit}"
+        )));
+    }
+    time_left()
+}
+
+/// The cursor of a page that ends at `key` (a row's key, or an index entry's): the key's
+/// bytes in hex, a string a client can carry in a URL and send back.
+fn cursor_text(key: &Key) -> Dynamic {
+    let mut text = String::with_capacity(key.as_bytes().len() * 2);
+    for byte in key.as_bytes() {
+        text.push_str(&format!("{byte:02x}"));
+    }
+    Dynamic::from(ImmutableString::from(text))
+}
+
+/// The key `after` stands for: `()` for a first page, else a cursor a page gave. Anything else
+/// came from a client that made it up or cut it: a 400, as a handler's `throw` would give, not
+/// a 500. A cursor only places the page inside the bounds the handler gives, so a made-up one
+/// can skip rows but never reach outside them.
+fn cursor_key(after: &Dynamic) -> Fallible<Option<Key>> {
+    if after.is_unit() {
+        return Ok(None);
+    }
+    let refused = || {
+        let mut error = Map::new();
+        error.insert("status".into(), Dynamic::from_int(400));
+        error.insert(
+            "error".into(),
+            Dynamic::from(ImmutableString::from(
+                "the page cursor is not one this list gave: pass the \"next\" of the page \
+                 before, as it was",
+            )),
+        );
+        Box::new(EvalAltResult::ErrorRuntime(
+            Dynamic::from_map(error),
+            Position::NONE,
+        ))
+    };
+    let text = after.read_lock::<ImmutableString>().ok_or_else(refused)?;
+    if text.len() % 2 != 0 || text.len() > 2 * 64 * 1024 {
+        return Err(refused());
+    }
+    let bytes = (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&text[at..at + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| refused())?;
+    Key::from_checked_encoding(&bytes)
+        .map(Some)
+        .map_err(|_| refused())
+}
+
+/// `low` moved past `cursor` if it is behind it.
+fn after_cursor(low: Bound<Key>, cursor: Key) -> Bound<Key> {
+    match low {
+        Bound::Included(l) if l > cursor => Bound::Included(l),
+        Bound::Excluded(l) if l > cursor => Bound::Excluded(l),
+        _ => Bound::Excluded(cursor),
+    }
+}
+
+/// `high` moved down to `cursor` if it is past it.
+fn before_cursor(high: Bound<Key>, cursor: Key) -> Bound<Key> {
+    match high {
+        Bound::Included(h) if h < cursor => Bound::Included(h),
+        Bound::Excluded(h) if h <= cursor => Bound::Excluded(h),
+        _ => Bound::Excluded(cursor),
+    }
+}
+
+/// The bounds of a page: the handler's, narrowed to what comes after `after`'s cursor in the
+/// page's direction. Empty when the cursor is past them.
+fn page_bounds(
+    (low, high): (Bound<Key>, Bound<Key>),
+    after: &Dynamic,
+    reverse: bool,
+) -> Fallible<Option<(Bound<Key>, Bound<Key>)>> {
+    let (low, high) = match cursor_key(after)? {
+        None => (low, high),
+        Some(cursor) if reverse => (low, before_cursor(high, cursor)),
+        Some(cursor) => (after_cursor(low, cursor), high),
+    };
+    let empty = match (&low, &high) {
+        (Bound::Included(l), Bound::Included(h)) => l > h,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))
+        | (Bound::Excluded(l), Bound::Included(h)) => l >= h,
+        _ => false,
+    };
+    Ok((!empty).then_some((low, high)))
+}
+
+/// `#{ rows: [...], next: cursor }` from up to `limit + 1` rows found, each with the key its
+/// cursor would be: `next` is `()` when there was no row past the page.
+fn page_map(mut found: Vec<(Key, Dynamic)>, limit: i64) -> Fallible<Dynamic> {
+    charge_scan_rows(found.len())?;
+    let next = if found.len() > limit as usize {
+        found.truncate(limit as usize);
+        found
+            .last()
+            .map_or(Dynamic::UNIT, |(key, _)| cursor_text(key))
+    } else {
+        Dynamic::UNIT
+    };
+    let mut page = Map::new();
+    page.insert(
+        "rows".into(),
+        Dynamic::from_array(found.into_iter().map(|(_, row)| row).collect()),
+    );
+    page.insert("next".into(), next);
+    Ok(Dynamic::from_map(page))
+}
+
+/// `t.scan_page(low, high, limit, after)` (`reverse`: `scan_rev_page`): a page of a scan and
+/// the cursor of the next.
+pub(crate) fn scan_page(
+    table: Table,
+    (low, high): (Dynamic, Dynamic),
+    limit: i64,
+    after: Dynamic,
+    reverse: bool,
+) -> Fallible<Dynamic> {
+    page_allowed(limit)?;
+    let bounds = (bound(&low, true)?, bound(&high, false)?);
+    let Some(bounds) = page_bounds(bounds, &after, reverse)? else {
+        return page_map(Vec::new(), limit);
+    };
+    let found = with_tables(|t| {
+        t.scan(
+            table.id,
+            bounds,
+            reverse,
+            limit as usize + 1,
+            |(key, fields)| {
+                let row = Row::new(table.id, key.clone(), fields.clone());
+                (key.clone(), Dynamic::from(row))
+            },
+        )
+    })
+    .map_err(api_error)?;
+    page_map(found, limit)
+}
+
+/// A page of an index between `low` and `high`, after `after`; the cursor is an entry's key.
+pub(crate) fn index_page(
+    index: IndexRef,
+    bounds: (Bound<Key>, Bound<Key>),
+    limit: i64,
+    after: Dynamic,
+    reverse: bool,
+) -> Fallible<Dynamic> {
+    page_allowed(limit)?;
+    let Some((low, high)) = page_bounds(bounds, &after, reverse)? else {
+        return page_map(Vec::new(), limit);
+    };
+    let found = with_tables(|t| {
+        if index.id >= t.index_count() {
+            return Err(NOT_BUILT.to_string());
+        }
+        let range = t.index_range(index.id, low, high);
+        let row = |(entry, key): (&Key, Key)| {
+            let fields = t
+                .get(index.table, &key)
+                .cloned()
+                .expect("an entry's row exists");
+            (
+                entry.clone(),
+                Dynamic::from(Row::new(index.table, key, fields)),
+            )
+        };
+        let take = limit as usize + 1;
+        Ok(if reverse {
+            range.rev().take(take).map(row).collect::<Vec<_>>()
+        } else {
+            range.take(take).map(row).collect()
+        })
+    })
+    .and_then(|found| found)
+    .map_err(api_error)?;
+    page_map(found, limit)
+}
+
+/// `index.find_page(values, limit, after)`: a page of `find`.
+pub(crate) fn index_find_page(
+    index: IndexRef,
+    values: Dynamic,
+    limit: i64,
+    after: Dynamic,
+    reverse: bool,
+) -> Fallible<Dynamic> {
+    let prefix = index_key(index, &values)?;
+    let mut past = prefix.as_bytes().to_vec();
+    past.push(0xFF);
+    let bounds = (
+        Bound::Included(prefix),
+        Bound::Excluded(Key::from_encoded(&past)),
+    );
+    index_page(index, bounds, limit, after, reverse)
 }
 
 /// `index.count()`: its entries, one per row whose indexed fields are all set.
@@ -698,6 +927,8 @@ pub(crate) const TABLE_METHODS: &[(&str, usize, usize)] = &[
     ("delete_all", 1, 1),
     ("scan", 3, 3),
     ("scan_rev", 3, 3),
+    ("scan_page", 4, 4),
+    ("scan_rev_page", 4, 4),
     ("first", 2, 2),
     ("last", 2, 2),
     ("count", 0, 0),
@@ -744,6 +975,14 @@ fn register_table_reads(engine: &mut Engine) {
     engine.register_fn("exists", |t: &mut Table, a: D, b: D, c: D, d: D| {
         exists(*t, key_of(&[&a, &b, &c, &d])?)
     });
+    engine.register_fn(
+        "scan_page",
+        |t: &mut Table, lo: D, hi: D, n: i64, after: D| scan_page(*t, (lo, hi), n, after, false),
+    );
+    engine.register_fn(
+        "scan_rev_page",
+        |t: &mut Table, lo: D, hi: D, n: i64, after: D| scan_page(*t, (lo, hi), n, after, true),
+    );
     engine.register_fn("scan", |t: &mut Table, lo: D, hi: D, n: i64| {
         scan(*t, lo, hi, n, false)
     });

@@ -593,6 +593,11 @@ pub(crate) enum Method {
     /// An index's `find`/`find_rev`, compiled only on a declared index (see `compile.rs`).
     Find,
     FindRev,
+    /// A page and the cursor of the next: `#{ rows, next }`.
+    ScanPage,
+    ScanRevPage,
+    FindPage,
+    FindRevPage,
     First,
     Last,
     Count,
@@ -622,6 +627,10 @@ impl Method {
             "scan_rev" => Method::ScanRev,
             "find" => Method::Find,
             "find_rev" => Method::FindRev,
+            "scan_page" => Method::ScanPage,
+            "scan_rev_page" => Method::ScanRevPage,
+            "find_page" => Method::FindPage,
+            "find_rev_page" => Method::FindRevPage,
             "first" => Method::First,
             "last" => Method::Last,
             "count" => Method::Count,
@@ -973,6 +982,15 @@ pub(crate) fn table_method(
             fits(&rows, env)?;
             Ok(rows)
         }
+        (Method::ScanPage | Method::ScanRevPage, 4) => {
+            let limit = int(&args[2])?;
+            let after = std::mem::take(&mut args[3]);
+            let bounds = (std::mem::take(&mut args[0]), std::mem::take(&mut args[1]));
+            let reverse = method == Method::ScanRevPage;
+            let page = api(api::scan_page(table, bounds, limit, after, reverse))?;
+            fits(&page, env)?;
+            Ok(page)
+        }
         (Method::First | Method::Last, 2) => {
             let reverse = method == Method::Last;
             api(api::first(
@@ -1031,6 +1049,21 @@ pub(crate) fn index_method(
                 limit,
                 method == Method::FindRev,
             ))?
+        }
+        (Method::FindPage | Method::FindRevPage, 3) => {
+            let limit = int(&args[1])?;
+            let after = std::mem::take(&mut args[2]);
+            let values = std::mem::take(&mut args[0]);
+            let reverse = method == Method::FindRevPage;
+            api(api::index_find_page(index, values, limit, after, reverse))?
+        }
+        (Method::ScanPage | Method::ScanRevPage, 4) => {
+            let limit = int(&args[2])?;
+            let low = api(api::index_bound(index, &args[0], true))?;
+            let high = api(api::index_bound(index, &args[1], false))?;
+            let after = std::mem::take(&mut args[3]);
+            let reverse = method == Method::ScanRevPage;
+            api(api::index_page(index, (low, high), limit, after, reverse))?
         }
         (Method::Scan | Method::ScanRev, 3) => {
             let limit = int(&args[2])?;
