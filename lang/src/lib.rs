@@ -48,5 +48,7 @@ pub use state::codec;
 pub use state::depth::{json_text_depth, parse_json, too_deep, DEPTH_MAX};
 pub use state::fields::{Fields, FieldsBuilder, SLOTS_MAX};
 pub use state::key::{Key, KeyBuilder, KeyPart, PartBytes, PartRef, KEY_PARTS_MAX};
-pub use state::schema::{FieldType, Kind as FieldKind, Schema, TableId, TableSchema, FIELDS_MAX};
+pub use state::schema::{
+    FieldType, Kind as FieldKind, Schema, TableId, TableSchema, FIELDS_MAX, IDS_TABLE,
+};
 pub use state::tables::{Change, IndexDef, IndexRange, IndexSource, RowSet, Tables, WriteSet};

@@ -739,7 +739,8 @@ fn calls_on_tables_that_cannot_work_are_load_errors() {
     items.remove(1)
 }",
             "a.rhai:2:11: tables have no method remove() (they have get, exists, insert, put, \
-             put_all, update, delete, delete_all, scan, scan_rev, first, last, count)",
+             put_all, update, delete, delete_all, scan, scan_rev, scan_page, scan_rev_page, \
+             next_id, first, last, count)",
         ),
         (
             "fn a(r) {

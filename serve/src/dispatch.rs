@@ -1075,6 +1075,17 @@ fn body_error_reply(error: &BodyError) -> Reply {
 fn handler_error_reply(error: &HandlerError) -> Reply {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut reply = json_reply(status, &error.to_json());
+    if let HandlerError::Refused { headers, .. } = error {
+        for (name, value) in headers {
+            // `respond` checked them.
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                reply.headers_mut().append(name, value);
+            }
+        }
+    }
     if matches!(error, HandlerError::Unavailable { .. }) {
         retry_later(&mut reply);
     }

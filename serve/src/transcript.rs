@@ -5,7 +5,7 @@
 //! A transcript is a list of exchanges: a request line `METHOD PATH [JSON BODY]`, the request's
 //! headers if any (`name: value` lines), then the expected answer `STATUS [JSON]` (without JSON
 //! only the status is compared) and the answer's headers to check, if any (`name: value` lines;
-//! headers not listed are not compared). `#` starts a
+//! `name:` alone says the answer has none; headers not listed are not compared). `#` starts a
 //! comment line; blank lines separate exchanges. A line `#! --flag value ...` gives the server
 //! more flags (`--secrets FILE` names a file beside the transcript); a line `restart` stops the server (SIGTERM, as an operator would) and starts it
 //! again on the same data: what follows tests what recovery brings back.
@@ -59,6 +59,10 @@ struct Exchange {
 
 /// `name: value`, a header line, as (name, value); `None` for any other line.
 fn header_line(line: &str) -> Option<(String, String)> {
+    // A comment stays one, even `#note: ...`.
+    if line.trim_start().starts_with('#') {
+        return None;
+    }
     let (name, value) = line.trim().split_once(':')?;
     let token = !name.is_empty()
         && name
@@ -309,10 +313,11 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
                     .iter()
                     .map(|(_, name, _)| format!("{name}: {}", header(name).unwrap_or("")))
                     .collect();
+                // `name:` with no value: the answer must not have it.
                 let headers_same = exchange
                     .expected_headers
                     .iter()
-                    .all(|(_, name, value)| header(name) == Some(value.as_str()));
+                    .all(|(_, name, value)| header(name).unwrap_or("") == value.as_str());
                 let same = status == exchange.status
                     && headers_same
                     && exchange

@@ -1,7 +1,11 @@
 //! Review of issue 40's changes over HTTP: guards on the HTTP thread, secrets in answers and
 //! log lines, one shape for error bodies, and transcripts with headers.
 //!
-//! Tests whose name starts with `fault_` fail on the code as reviewed: each shows a fault.
+//! A helper told to find faults wrote these; the ones it found (fixed since) are named for what
+//! now holds: a guard's respond keeps its headers, secrets stay out of a guard's 500, of a cut log
+//! line and in their escaped forms, dropped answers in try blocks and helpers are refused, the
+//! brace heuristic follows multi-line conditions and tabs, and transcripts read comments and
+//! absent headers as written.
 
 #[allow(dead_code)]
 #[path = "e2e/harness.rs"]
@@ -13,7 +17,6 @@ use std::path::Path;
 use std::process::Output;
 
 use harness::{binary, read_response, Client, Launch, Response, Server, WAIT_MAX};
-use serde_json::json;
 
 const KEY: &str = "sk-live-0123456789";
 
@@ -73,6 +76,26 @@ fn raw(address: std::net::SocketAddr, bytes: &[u8]) -> Response {
     read_response(&mut BufReader::new(stream)).expect("a response")
 }
 
+/// The status of a HEAD request's answer (a head without the body its content-length gives).
+fn head_status(server: &Server, path: &str, headers: &str) -> u16 {
+    use std::io::Read;
+    let mut stream = TcpStream::connect(server.address).expect("connect");
+    stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
+    write!(
+        stream,
+        "HEAD {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{headers}\r\n",
+        server.address
+    )
+    .expect("write");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status")
+}
+
 fn request(server: &Server, method: &str, path: &str, headers: &str, body: &str) -> Response {
     let text = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
@@ -91,8 +114,8 @@ fn guards_hold_for_head_a_runaway_guard_a_thrown_503_and_a_wrong_key() {
     let key = format!("x-api-key: {KEY}\r\n");
     assert_eq!(request(&server, "GET", "/items/1", &key, "").status, 200);
     // HEAD runs the GET route's guard.
-    assert_eq!(request(&server, "HEAD", "/items/1", "", "").status, 401);
-    assert_eq!(request(&server, "HEAD", "/items/1", &key, "").status, 200);
+    assert_eq!(head_status(&server, "/items/1", ""), 401);
+    assert_eq!(head_status(&server, "/items/1", &key), 200);
     // A wrong key, a write: 403 before the body is read.
     let refused = request(&server, "POST", "/items/1", "x-api-key: nope\r\n", "{}");
     assert_eq!(refused.status, 403, "{}", refused.text());
@@ -111,7 +134,7 @@ fn guards_hold_for_head_a_runaway_guard_a_thrown_503_and_a_wrong_key() {
 }
 
 #[test]
-fn fault_a_guards_respond_401_loses_its_www_authenticate_header() {
+fn a_guards_respond_401_keeps_its_www_authenticate_header() {
     let (_app, _data, server) = start(&[]);
     let answer = request(&server, "GET", "/challenge", "", "");
     assert_eq!(answer.status, 401, "{}", answer.text());
@@ -125,17 +148,20 @@ fn fault_a_guards_respond_401_loses_its_www_authenticate_header() {
 }
 
 #[test]
-fn fault_a_guards_mistake_shows_the_secret_in_its_500_and_its_log_line() {
+fn a_guards_mistake_keeps_the_secret_out_of_its_500_and_its_log_line() {
     let (_app, _data, server) = start(&[]);
     let answer = request(&server, "GET", "/mistake", "", "");
     assert_eq!(answer.status, 500, "{}", answer.text());
     let log = server.wait_for_stderr("answers_a_map");
+    let log_line = log
+        .lines()
+        .find(|l| l.contains("answers_a_map"))
+        .unwrap_or_default();
     assert!(
-        !answer.text().contains(KEY),
-        "the answer: {}",
+        !answer.text().contains(KEY) && !log.contains(KEY),
+        "the answer: {}\nthe log line: {log_line}",
         answer.text()
     );
-    assert!(!log.contains(KEY), "the log: {log}");
 }
 
 #[test]
@@ -277,6 +303,7 @@ POST /items/a {{\"x\": \"y: z\"}}
 x-api-key: {KEY}
 # a comment between a request's headers and its answer: fine
 x-empty:
+x-request-id: given-1
 200 {{\"put\": \"a\"}}
 x-request-id: given-1
 GET /open
@@ -291,20 +318,21 @@ x-request-id: given-1
 }
 
 #[test]
-fn fault_a_comment_right_after_an_answer_is_taken_for_an_answer_header() {
+fn a_comment_right_after_an_answer_is_not_an_answer_header() {
     // `#` starts a comment line: one without a space after it, right under an answer, is
     // read as a header the answer must have ("#todo").
-    let transcript = "GET /open\n200 {\"id\": null}\n#todo: more cases\n";
+    let transcript =
+        "#! --secrets secrets.test\nGET /open\n200 {\"id\": null}\n#todo: more cases\n";
     let app = app_with(transcript);
     let output = run_test(app.path(), false);
     assert!(output.status.success(), "{}", text(&output));
 }
 
 #[test]
-fn fault_update_writes_an_absent_header_that_never_matches() {
+fn update_writes_an_absent_header_that_then_matches() {
     // The transcript lists a header the answer does not have; --update writes `location: `,
     // and the next run fails on it again: --update never gets the transcript to pass.
-    let transcript = "GET /open\n000\nlocation: /somewhere\n";
+    let transcript = "#! --secrets secrets.test\nGET /open\n000\nlocation: /somewhere\n";
     let app = app_with(transcript);
     let output = run_test(app.path(), true);
     assert!(output.status.success(), "{}", text(&output));
@@ -321,6 +349,4 @@ fn fault_update_writes_an_absent_header_that_never_matches() {
 fn the_bundled_tickets_transcript_passes_and_its_guard_reads_the_secret() {
     let output = run_test(&harness::repo_path("apps/tickets"), false);
     assert!(output.status.success(), "{}", text(&output));
-    // Unused here but kept for the harness: a client on the app address.
-    let _ = json!({});
 }

@@ -24,7 +24,7 @@ use crate::script::error::{LoadError, SourceMap};
 use crate::script::limits::Limits;
 use crate::script::settings::{Environment, Settings};
 use crate::script::world::World;
-use crate::state::schema::{Schema, TableId};
+use crate::state::schema::{Schema, TableId, TableSchema, IDS_TABLE};
 use crate::state::tables::IndexDef;
 
 impl App {
@@ -103,7 +103,11 @@ impl App {
         check_calls(&ast, &builtin).map_err(located)?;
         crate::rhai_ast::table_calls::check(&ast, &schema, &indexes, &builtin).map_err(located)?;
         crate::rhai_ast::table_calls::check_row_fields(&ast, &schema).map_err(located)?;
-        let routed: Vec<&str> = routes.iter().map(|r| r.handler.as_str()).collect();
+        // Handlers and guards: what each answers is what a client gets, or what decides.
+        let routed: Vec<&str> = routes
+            .iter()
+            .flat_map(|r| std::iter::once(r.handler.as_str()).chain(r.guard.as_deref()))
+            .collect();
         check_answers(&ast, &routed).map_err(located)?;
         check_env(&ast, &settings).map_err(located)?;
         if let Some(guard) = guard.filter(|g| !ast.iter_functions().any(|f| f.name == g.as_str())) {
@@ -175,7 +179,7 @@ impl Manifest {
         let guard = guard.map(str::to_string);
         let methods: Vec<String> = routes.iter().map(|r| r.method.clone()).collect();
         let cors = Cors::parse(&manifest["cors"], &methods).map_err(bad)?;
-        let schema = Arc::new(parse_tables(&manifest["tables"], text).map_err(bad)?);
+        let mut schema = parse_tables(&manifest["tables"], text).map_err(bad)?;
         schema.check().map_err(bad)?;
         if let Some(table) = schema.tables.iter().find(|t| is_script_word(&t.name)) {
             return Err(bad(format!(
@@ -184,6 +188,13 @@ impl Manifest {
                 table.name
             )));
         }
+        if schema.table_id(IDS_TABLE).is_some() {
+            return Err(bad(format!(
+                "a table cannot be named {IDS_TABLE:?}: it is where next_id() keeps its counters"
+            )));
+        }
+        schema.tables.push(TableSchema::ids());
+        let schema = Arc::new(schema);
         let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
         let settings = Settings::resolve(&manifest, environment).map_err(bad)?;
         Ok(Manifest {
@@ -253,6 +264,9 @@ impl Scripts {
     fn compile(&self, engine: &Engine, schema: &Schema) -> Result<AST, LoadError> {
         let mut declared = Scope::new();
         for (id, table) in schema.tables.iter().enumerate() {
+            if table.name == IDS_TABLE {
+                continue;
+            }
             declared.push_constant(
                 table.name.as_str(),
                 crate::script::api::Table { id: id as TableId },

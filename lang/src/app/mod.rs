@@ -254,49 +254,64 @@ impl App {
     }
 
     /// What a guard's call decides: `true` lets the request through; `false` is a 403; a thrown
-    /// error or an answer of `respond` with a status of 400 or more is the request's answer
-    /// (a 401 with what to send, say). Any other answer is the guard's mistake: a 500 naming it,
-    /// so that a guard that forgot to decide never lets a request through.
+    /// error is the request's answer, and so is an answer of `respond` with a status of 400 or
+    /// more, headers and all ([`HandlerError::Refused`]: a 401 with `www-authenticate`, say).
+    /// Any other answer is the guard's mistake: a 500 naming it, so that a guard that forgot to
+    /// decide never lets a request through. Secrets are kept out of all of them.
     pub fn guard_verdict(
         &self,
         guard: &str,
         call: Result<Answer, HandlerError>,
     ) -> Result<(), HandlerError> {
-        let answer = call?;
-        let refuse =
-            |status: u16, body: serde_json::Value| Err(HandlerError::Thrown { status, body });
-        match (answer.status, answer.body.to_string().as_str()) {
-            (200, "true") => Ok(()),
-            (200, "false") => refuse(
-                403,
-                serde_json::json!({
+        let mut refusal = match self.refusal(guard, call) {
+            None => return Ok(()),
+            Some(refusal) => refusal,
+        };
+        if self.settings.has_secrets() {
+            refusal.redact(&self.settings);
+        }
+        Err(refusal)
+    }
+
+    fn refusal(&self, guard: &str, call: Result<Answer, HandlerError>) -> Option<HandlerError> {
+        let answer = match call {
+            Ok(answer) => answer,
+            Err(error) => return Some(error),
+        };
+        let body = answer.body.to_string();
+        Some(match (answer.status, body.as_str()) {
+            (200, "true") => return None,
+            (200, "false") => HandlerError::Thrown {
+                status: 403,
+                body: serde_json::json!({
                     "error": format!("the guard {guard} refused this request"),
                     "status": 403,
                 }),
-            ),
-            (status @ 400..=599, body) => {
-                let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
-                refuse(status, body)
-            }
+            },
+            (status @ 400..=599, body) => HandlerError::Refused {
+                status,
+                headers: answer.headers,
+                body: serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+            },
             (status, body) => {
                 let definition = self
                     .handlers
                     .get(guard)
                     .map_or(Position::NONE, |h| h.definition);
                 let (file, line, column) = self.sources.locate(definition);
-                Err(HandlerError::Script {
+                HandlerError::Script {
                     handler: guard.to_string(),
                     file,
                     line,
                     column,
                     message: format!(
-                    "the guard {guard} answered {status} {body}: a guard returns true (let the \
-                     request through) or false (403), or throws the answer (throw #{{ status: \
-                     401, error: \"...\" }})"
-                ),
-                })
+                        "the guard {guard} answered {status} {body}: a guard returns true (let \
+                         the request through) or false (403), or throws the answer (throw #{{ \
+                         status: 401, error: \"...\" }})"
+                    ),
+                }
             }
-        }
+        })
     }
 
     pub fn has_handler(&self, handler: &str) -> bool {

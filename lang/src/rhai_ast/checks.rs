@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use rhai::{ASTNode, Engine, Expr, ImmutableString, Position, Stmt, AST};
+use rhai::{ASTNode, Engine, Expr, FnCallExpr, ImmutableString, Position, Stmt, AST};
 
 use crate::script::settings::Settings;
 use crate::script::value::RequestFields;
@@ -97,7 +97,12 @@ pub(crate) fn explain_compile_error(
             name.to_lowercase()
         );
     }
-    let tables: Vec<&str> = schema.tables.iter().map(|t| t.name.as_str()).collect();
+    let tables: Vec<&str> = schema
+        .tables
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|name| *name != crate::state::schema::IDS_TABLE)
+        .collect();
     format!(
         "no variable or table named {name} (the app's tables: {})",
         if tables.is_empty() {
@@ -202,26 +207,36 @@ pub(crate) fn check_calls(ast: &AST, builtin: &HashSet<String>) -> Result<(), (P
     found
 }
 
-/// Answers the loader can see are lost: a route's handler whose last statement is a `let` or
-/// an assignment (its answer is always `null`, which is never what such a handler meant), and a
+/// Answers the loader can see are lost: a route's handler or guard whose last statement is a
+/// `let` or an assignment (its answer is always `null`, which is never what it meant), and a
 /// `respond(...)` whose value is dropped because it is a statement not at the end of its
-/// function (the handler goes on as if nothing had been answered).
+/// function (the handler goes on as if nothing had been answered), or a call, as a statement,
+/// of a script function whose answer may be such a `respond(...)`.
 pub(crate) fn check_answers(ast: &AST, routed: &[&str]) -> Result<(), (Position, String)> {
-    for function in ast.iter_fn_def() {
-        let (name, arity) = (function.name.clone(), function.params.len());
-        // A function's statements are reached by walking an AST of it alone (its body is not
-        // public in Rhai's API): the walk's paths of one node are its statements.
-        let mut alone = ast.clone_functions_only();
-        alone.retain_functions(|_, _, n, a| n == name.as_str() && a == arity);
-        let mut statements = Vec::new();
-        alone.walk(&mut |path: &[ASTNode]| {
-            if let [ASTNode::Stmt(statement)] = path {
-                statements.push((*statement).clone());
+    let bodies: Vec<(ImmutableString, usize, Vec<Stmt>)> = ast
+        .iter_fn_def()
+        .map(|function| {
+            let (name, arity) = (function.name.clone(), function.params.len());
+            (name.clone(), arity, statements_of(ast, &name, arity))
+        })
+        .collect();
+    // The functions whose answer may be a `respond(...)`: those that end with one, and those
+    // that end with a call of one of them, to a fixed point.
+    let mut responders: HashSet<(ImmutableString, usize)> = HashSet::new();
+    loop {
+        let before = responders.len();
+        for (name, arity, statements) in &bodies {
+            if may_respond(statements, &responders) {
+                responders.insert((name.clone(), *arity));
             }
-            true
-        });
-        respond_dropped(&statements, true)?;
-        if !routed.contains(&name.as_str()) || arity != 1 {
+        }
+        if responders.len() == before {
+            break;
+        }
+    }
+    for (name, arity, statements) in &bodies {
+        respond_dropped(statements, true, &responders)?;
+        if !routed.contains(&name.as_str()) || *arity != 1 {
             continue;
         }
         let ending = match statements.last() {
@@ -243,30 +258,80 @@ pub(crate) fn check_answers(ast: &AST, routed: &[&str]) -> Result<(), (Position,
     Ok(())
 }
 
-/// A `respond(...)` statement of `statements` that is not their answer. `tail`: whether the
-/// last of them is the function's answer. Loops never answer; `switch` and `try` are not looked
-/// into.
-fn respond_dropped(statements: &[Stmt], tail: bool) -> Result<(), (Position, String)> {
+/// A function's statements, reached by walking an AST of it alone (its body is not public in
+/// Rhai's API): the walk's paths of one node are its statements.
+fn statements_of(ast: &AST, name: &str, arity: usize) -> Vec<Stmt> {
+    let mut alone = ast.clone_functions_only();
+    alone.retain_functions(|_, _, n, a| n == name && a == arity);
+    let mut statements = Vec::new();
+    alone.walk(&mut |path: &[ASTNode]| {
+        if let [ASTNode::Stmt(statement)] = path {
+            statements.push((*statement).clone());
+        }
+        true
+    });
+    statements
+}
+
+/// Whether a call is `respond(...)` or of a script function that may answer with one.
+fn answers_with_respond(call: &FnCallExpr, responders: &HashSet<(ImmutableString, usize)>) -> bool {
+    call.name == "respond" || responders.contains(&(call.name.clone(), call.args.len()))
+}
+
+/// Whether the answer of `statements` (their last, through `if`, blocks and `try`) may be a
+/// `respond(...)`.
+fn may_respond(statements: &[Stmt], responders: &HashSet<(ImmutableString, usize)>) -> bool {
+    match statements.last() {
+        Some(Stmt::FnCall(call, _)) => answers_with_respond(call, responders),
+        Some(Stmt::Expr(expr)) => {
+            matches!(&**expr, Expr::FnCall(call, _) if answers_with_respond(call, responders))
+        }
+        Some(Stmt::Return(Some(expr), ..)) => {
+            matches!(&**expr, Expr::FnCall(call, _) if answers_with_respond(call, responders))
+        }
+        Some(Stmt::If(flow, _)) | Some(Stmt::TryCatch(flow, _)) => {
+            may_respond(flow.body.statements(), responders)
+                || may_respond(flow.branch.statements(), responders)
+        }
+        Some(Stmt::Block(block)) => may_respond(block.statements(), responders),
+        _ => false,
+    }
+}
+
+/// A `respond(...)` statement of `statements` (or a call of a function whose answer may be
+/// one) that is not their answer. `tail`: whether the last of them is the function's answer.
+/// Loops never answer; `switch` is not looked into.
+fn respond_dropped(
+    statements: &[Stmt],
+    tail: bool,
+    responders: &HashSet<(ImmutableString, usize)>,
+) -> Result<(), (Position, String)> {
     for (at, statement) in statements.iter().enumerate() {
         let answers = tail && at + 1 == statements.len();
         match statement {
-            Stmt::FnCall(call, position) if call.name == "respond" && !answers => {
-                return Err((
-                    *position,
+            Stmt::FnCall(call, position) if !answers && answers_with_respond(call, responders) => {
+                let message = if call.name == "respond" {
                     "this respond(...) is not the function's answer: its answer is dropped and \
                      the handler goes on; write return respond(...)"
-                        .into(),
-                ));
+                        .to_string()
+                } else {
+                    format!(
+                        "{}() may answer with respond(...), and here its answer is dropped and \
+                         the handler goes on; write return {}(...)",
+                        call.name, call.name
+                    )
+                };
+                return Err((*position, message));
             }
-            Stmt::If(flow, _) => {
-                respond_dropped(flow.body.statements(), answers)?;
-                respond_dropped(flow.branch.statements(), answers)?;
+            Stmt::If(flow, _) | Stmt::TryCatch(flow, _) => {
+                respond_dropped(flow.body.statements(), answers, responders)?;
+                respond_dropped(flow.branch.statements(), answers, responders)?;
             }
-            Stmt::Block(block) => respond_dropped(block.statements(), answers)?,
+            Stmt::Block(block) => respond_dropped(block.statements(), answers, responders)?,
             Stmt::While(flow, _) | Stmt::Do(flow, ..) => {
-                respond_dropped(flow.body.statements(), false)?
+                respond_dropped(flow.body.statements(), false, responders)?
             }
-            Stmt::For(each, _) => respond_dropped(each.2.body.statements(), false)?,
+            Stmt::For(each, _) => respond_dropped(each.2.body.statements(), false, responders)?,
             _ => {}
         }
     }
@@ -276,6 +341,10 @@ fn respond_dropped(statements: &[Stmt], tail: bool) -> Result<(), (Position, Str
 /// `env("NAME")` with a literal name must name a declared setting or secret: otherwise every
 /// call would fail.
 pub(crate) fn check_env(ast: &AST, settings: &Settings) -> Result<(), (Position, String)> {
+    // A script's own `fn env(name)` is what its calls run.
+    let own_env = ast
+        .iter_fn_def()
+        .any(|f| f.name == "env" && f.params.len() == 1);
     let mut found = Ok(());
     ast.walk(&mut |path: &[ASTNode]| {
         let (call, position) = match path.last() {
@@ -286,7 +355,7 @@ pub(crate) fn check_env(ast: &AST, settings: &Settings) -> Result<(), (Position,
         let [Expr::StringConstant(name, _)] = &call.args[..] else {
             return true;
         };
-        if call.name != "env" || settings.get(name).is_some() {
+        if call.name != "env" || settings.get(name).is_some() || own_env {
             return true;
         }
         let mut names: Vec<&str> = settings.names().collect();

@@ -45,10 +45,19 @@ fn place(p: Position) -> (usize, usize) {
     (p.line().unwrap_or(0), p.position().unwrap_or(0))
 }
 
-/// How far a line is indented: its leading spaces and tabs.
+/// How far a line is indented, in columns: a tab moves to the next multiple of 4, as most
+/// editors show it, so that a line indented with a tab and one with four spaces line up.
 fn indent(script: &str, line: usize) -> usize {
     let text = script.lines().nth(line.saturating_sub(1)).unwrap_or("");
-    text.len() - text.trim_start_matches([' ', '\t']).len()
+    let mut columns = 0;
+    for c in text.chars() {
+        match c {
+            ' ' => columns += 1,
+            '\t' => columns = (columns / 4 + 1) * 4,
+            _ => break,
+        }
+    }
+    columns
 }
 
 /// Where a brace goes wrong in one file, as (line, column, message); lines and columns are the
@@ -58,9 +67,10 @@ fn indent(script: &str, line: usize) -> usize {
 /// When a `{` is left open, the brace that pairs with the last `}` is usually not the one
 /// missing its `}`: in `fn f() { if x { a(); b(); }` the `}` meant for the function closes the
 /// `if`, and it is the function's `{` that looks open. The `{` to name is the first whose `}`
-/// was found on a line indented less than the line it opened on (the author's indentation says
-/// where its block was meant to end); only when every pair agrees with the indentation is it
-/// the innermost open one.
+/// was found on a line indented less than the line it opened on and no more than the line of
+/// the `{` around it (the author's indentation says the `}` was meant for that outer block; a
+/// `}` merely less indented than a condition that ran over two lines is not); only when every
+/// pair agrees with the indentation is it the innermost open one.
 pub(crate) fn unbalanced_brace(file: &str, script: &str) -> Option<(usize, usize, String)> {
     // Open braces, where each opened; and the opening of each pair closed on a line indented
     // less than its own, in the order the pairs opened.
@@ -93,8 +103,11 @@ pub(crate) fn unbalanced_brace(file: &str, script: &str) -> Option<(usize, usize
                 Some(opened) => {
                     let (open_line, _) = place(opened);
                     let (close_line, _) = place(at);
+                    let closing = indent(script, close_line);
+                    let outer = open.last().map_or(0, |p| indent(script, place(*p).0));
                     if close_line != open_line
-                        && indent(script, close_line) < indent(script, open_line)
+                        && closing < indent(script, open_line)
+                        && closing <= outer
                     {
                         misclosed.push(opened);
                     }

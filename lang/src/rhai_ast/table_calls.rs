@@ -31,6 +31,7 @@ fn usage(method: &str) -> &'static str {
             "(low, high, limit, after): after is () or the next of the page before"
         }
         "first" | "last" => "(low, high)",
+        "next_id" => "nothing: t.next_id()",
         _ => "nothing",
     }
 }

@@ -15,7 +15,7 @@ use crate::script::api_error::{api_error, ApiError};
 use crate::script::context::{with_tables, with_write};
 use crate::state::depth::{too_deep, DEPTH_MAX};
 use crate::state::key::{key_from_dynamic, Key};
-use crate::state::schema::{Schema, TableId};
+use crate::state::schema::{Schema, TableId, IDS_TABLE};
 use crate::state::tables::{Fields, IndexDef};
 
 /// Most rows one scan may return.
@@ -316,6 +316,55 @@ pub(crate) fn put(
 ) -> Fallible<()> {
     let fields = fields_from(schema, table.id, row).map_err(api_error)?;
     put_fields(table, key, fields, must_be_new)
+}
+
+/// `t.next_id()`: an integer no earlier call gave for this table, counting up from 1, or from
+/// past the largest integer the table's keys start with when it first gives one (rows imported
+/// or written with their own ids). The counter is a row of [`IDS_TABLE`], written with the
+/// call's other changes: durable with them, rolled back with them, exported and imported with
+/// the tables. A write that throws gives its ids back; a write that commits never gives them
+/// again, even if it deletes their rows.
+pub(crate) fn next_id(schema: &Schema, table: Table) -> Fallible<i64> {
+    let ids = schema
+        .table_id(IDS_TABLE)
+        .ok_or_else(|| api_error(format!("the app has no {IDS_TABLE} table")))?;
+    let name = &schema.table(table.id).name;
+    let counter = Key::string(name);
+    let next = with_write(|t, w| {
+        let stored = t
+            .get_for_update(ids, &counter)
+            .and_then(|fields| fields.get(0))
+            .and_then(|next| next.as_int().ok());
+        let id = match stored {
+            Some(id) => id,
+            None => {
+                // The largest key that starts with an integer: a one-part integer key sorts
+                // just before the composite keys it starts.
+                let high = Bound::Included(Key::ints(&[i64::MAX, i64::MAX, i64::MAX, i64::MAX]));
+                let last = t.scan(table.id, (Bound::Unbounded, high), true, 1, |(key, _)| {
+                    key.part_refs().next().and_then(|part| match part {
+                        crate::state::key::PartRef::Int(n) => Some(n),
+                        _ => None,
+                    })
+                });
+                match last.first().copied().flatten() {
+                    Some(n) => n
+                        .checked_add(1)
+                        .ok_or("the table's keys reach the largest integer: no id is left")?,
+                    None => 1,
+                }
+            }
+        };
+        let after = id
+            .checked_add(1)
+            .ok_or("next_id(): the ids reach the largest integer: no id is left")?;
+        let mut fields = crate::state::fields::FieldsBuilder::new(1);
+        fields.set_int(0, after);
+        t.put(w, ids, counter, fields.finish(), false)?;
+        Ok(id)
+    })
+    .map_err(api_error)?;
+    Ok(next)
 }
 
 /// [`put`] of fields already made and checked (see `check_field`).
@@ -929,6 +978,7 @@ pub(crate) const TABLE_METHODS: &[(&str, usize, usize)] = &[
     ("scan_rev", 3, 3),
     ("scan_page", 4, 4),
     ("scan_rev_page", 4, 4),
+    ("next_id", 0, 0),
     ("first", 2, 2),
     ("last", 2, 2),
     ("count", 0, 0),
@@ -948,7 +998,9 @@ pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>, indexes: &[Ind
 
     let mut constants = Module::new();
     for (id, table) in schema.tables.iter().enumerate() {
-        constants.set_var(table.name.as_str(), Table { id: id as TableId });
+        if table.name != IDS_TABLE {
+            constants.set_var(table.name.as_str(), Table { id: id as TableId });
+        }
     }
     engine.register_global_module(constants.into());
 }
@@ -1018,6 +1070,8 @@ fn register_table_writes(engine: &mut Engine, schema: &Arc<Schema>) {
             put(&s, *t, key_of(&[&a, &b, &c, &d])?, m, must_be_new)
         });
     }
+    let s = schema.clone();
+    engine.register_fn("next_id", move |t: &mut Table| next_id(&s, *t));
     let s = schema.clone();
     engine.register_fn("put_all", move |t: &mut Table, rows: D| {
         put_all(&s, *t, rows, None)

@@ -94,6 +94,13 @@ pub enum HandlerError {
     /// `throw` in the script: a thrown map with a `status` field (400 to 599) chooses status
     /// and body, any other value is a 400 with `{"error": text}`.
     Thrown { status: u16, body: Value },
+    /// A guard's own answer of 400 or more (`respond(401, body, headers)`): sent as it is, its
+    /// headers (`www-authenticate`, `retry-after`) included.
+    Refused {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Value,
+    },
     /// A bug in the script: a runtime error, a write in a read handler, a bad return value.
     Script {
         handler: String,
@@ -123,7 +130,7 @@ pub enum HandlerError {
 impl HandlerError {
     pub fn status(&self) -> u16 {
         match self {
-            HandlerError::Thrown { status, .. } => *status,
+            HandlerError::Thrown { status, .. } | HandlerError::Refused { status, .. } => *status,
             HandlerError::Script { .. }
             | HandlerError::Limit { .. }
             | HandlerError::NoSuchHandler { .. }
@@ -142,6 +149,12 @@ impl HandlerError {
         };
         match self {
             HandlerError::Thrown { body, .. } => settings.redact_json(body),
+            HandlerError::Refused { body, headers, .. } => {
+                settings.redact_json(body);
+                for (_, value) in headers {
+                    redact(value);
+                }
+            }
             HandlerError::Script { message, .. } => redact(message),
             HandlerError::Panicked { message, .. } => redact(message),
             HandlerError::Unavailable { reason } => redact(reason),
@@ -163,7 +176,7 @@ impl HandlerError {
 
     fn details(&self) -> Value {
         match self {
-            HandlerError::Thrown { body, .. } => body.clone(),
+            HandlerError::Thrown { body, .. } | HandlerError::Refused { body, .. } => body.clone(),
             HandlerError::Script {
                 handler,
                 file,

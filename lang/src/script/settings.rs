@@ -82,7 +82,9 @@ impl Environment {
 #[derive(Debug, Default)]
 pub(crate) struct Settings {
     values: HashMap<String, ImmutableString>,
-    /// (name, value), longest value first, so that a secret holding another is hidden whole.
+    /// (name, text): each secret's value, and the forms it takes written inside a JSON
+    /// string and inside Rhai's debug text of a string (`"` and `\\` escaped), where they
+    /// differ.
     secrets: Vec<(String, String)>,
 }
 
@@ -125,14 +127,22 @@ impl Settings {
                     ));
                 }
                 if secret && !value.is_empty() {
-                    settings.secrets.push((name.to_string(), value.clone()));
+                    let json = serde_json::to_string(&value).expect("a string serializes");
+                    let debug = format!("{value:?}");
+                    let mut forms = vec![value.clone()];
+                    for quoted in [json, debug] {
+                        let inner = quoted[1..quoted.len() - 1].to_string();
+                        if !forms.contains(&inner) {
+                            forms.push(inner);
+                        }
+                    }
+                    for form in forms {
+                        settings.secrets.push((name.to_string(), form));
+                    }
                 }
                 settings.values.insert(name.to_string(), value.into());
             }
         }
-        settings
-            .secrets
-            .sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
         Ok(settings)
     }
 
@@ -148,15 +158,42 @@ impl Settings {
         !self.secrets.is_empty()
     }
 
-    /// `text` with every secret's value replaced by `[secret NAME]`.
+    /// `text` with every secret's value (in any of its forms) replaced by `[secret NAME]`.
+    /// Every occurrence is found in `text` as it is, and overlapping ones are hidden as one
+    /// stretch, so that no part of any secret is left when two share bytes.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for (name, value) in &self.secrets {
-            if out.contains(value.as_str()) {
-                out = Cow::Owned(out.replace(value.as_str(), &format!("[secret {name}]")));
+        // (start, end, name) of each occurrence, overlapping ones included.
+        let mut found: Vec<(usize, usize, &str)> = Vec::new();
+        for (name, form) in &self.secrets {
+            let mut from = 0;
+            while let Some(at) = text[from..].find(form.as_str()) {
+                let start = from + at;
+                found.push((start, start + form.len(), name));
+                // The next occurrence may start inside this one.
+                from = start + text[start..].chars().next().map_or(1, char::len_utf8);
             }
         }
-        out
+        if found.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        // At one start, the longest first: it names the stretch.
+        found.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+        let mut out = String::with_capacity(text.len());
+        let mut done = 0;
+        let mut at = 0;
+        while at < found.len() {
+            let (start, mut end, name) = found[at];
+            at += 1;
+            while at < found.len() && found[at].0 < end {
+                end = end.max(found[at].1);
+                at += 1;
+            }
+            out.push_str(&text[done..start]);
+            out.push_str(&format!("[secret {name}]"));
+            done = end;
+        }
+        out.push_str(&text[done..]);
+        Cow::Owned(out)
     }
 
     /// Every string of `value` (keys too) redacted.
@@ -210,6 +247,11 @@ mod tests {
         assert_eq!(
             settings.redact("got k-0123456789-and-more, k-0123456789 and 7"),
             "got [secret OUTER], [secret API_KEY] and 7"
+        );
+        // Where two overlap, the stretch of both is hidden.
+        assert_eq!(
+            settings.redact("xk-0123456789-and-more!"),
+            "x[secret OUTER]!"
         );
         let mut body =
             serde_json::json!({"error": "k-0123456789", "k-0123456789": [1, "k-0123456789"]});

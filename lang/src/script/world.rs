@@ -204,8 +204,7 @@ pub(crate) fn end_call() {
         return;
     };
     // SAFETY: see `Call`: `begin_call`'s caller keeps them alive until now.
-    let (handler, request_id, settings) =
-        unsafe { (&*call.handler, &*call.request_id, &*call.settings) };
+    let (handler, request_id) = unsafe { (&*call.handler, &*call.request_id) };
     let dropped = (call.dropped > 0).then(|| {
         format!(
             "{} more log lines of this call were dropped (at most {LOG_LINES_PER_CALL_MAX} a call)",
@@ -218,7 +217,7 @@ pub(crate) fn end_call() {
             level,
             handler,
             request_id,
-            message: &settings.redact(message),
+            message,
         });
     }
 }
@@ -264,6 +263,10 @@ pub(crate) fn log(level: Level, message: &str) {
             call.dropped += 1;
             return;
         }
+        // Secrets out first: a cut could leave the start of one.
+        // SAFETY: see `Call`.
+        let settings = unsafe { &*call.settings };
+        let message = settings.redact(message);
         let mut end = message.len().min(LOG_LINE_BYTES_MAX);
         while !message.is_char_boundary(end) {
             end -= 1;

@@ -156,6 +156,26 @@ pub struct Schema {
     pub tables: Vec<TableSchema>,
 }
 
+/// The table in which `t.next_id()` keeps each table's next id: a row per table that has given
+/// one, keyed by the table's name, with one field, `next`. Every app has it, last of its
+/// tables, so that it is stored, checkpointed, exported and imported as any table is; scripts
+/// cannot name it, and an app cannot declare a table of that name.
+pub const IDS_TABLE: &str = "_ids";
+
+impl TableSchema {
+    /// The table of [`IDS_TABLE`].
+    pub fn ids() -> TableSchema {
+        TableSchema {
+            name: IDS_TABLE.to_string(),
+            fields: vec!["next".to_string()],
+            types: vec![FieldType {
+                kind: Kind::Int,
+                required: true,
+            }],
+        }
+    }
+}
+
 impl Schema {
     pub fn table_id(&self, name: &str) -> Option<TableId> {
         self.tables

@@ -6,7 +6,9 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use pure_lang::{App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables};
+use pure_lang::{
+    App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables, IDS_TABLE,
+};
 
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
 use crate::error::OpenError;
@@ -85,7 +87,13 @@ pub fn export_state(
     progress: &Progress,
 ) -> Result<Exported, TransferError> {
     let created = prepare_out_dir(out_dir)?;
-    let plans = plan(app.schema(), schema);
+    // The table of `next_id()`'s counters goes with the others once it holds one (an import
+    // must bring the counters back, or ids would be given again); an app that never called
+    // `next_id()` exports its own tables alone.
+    let plans: Vec<Plan> = plan(app.schema(), schema)
+        .into_iter()
+        .filter(|p| p.name != IDS_TABLE || p.data.is_some_and(|id| tables.len(id) > 0))
+        .collect();
     let mut notes = undeclared_tables(app.schema(), schema, tables);
     let state_tables = tables;
     let total = plans

@@ -992,3 +992,53 @@ fn an_online_export_says_what_it_refuses() {
         stderr(&output)
     );
 }
+
+/// `next_id()`'s counters are part of the state: export writes them (`_ids.jsonl`), import
+/// brings them back, and the imported store goes on from the next id, not from 1.
+#[test]
+fn export_and_import_carry_the_next_ids() {
+    let tickets = crate::harness::repo_path("apps/tickets");
+    let secrets = tickets.join("tests/secrets.test");
+    let root = tempfile::tempdir().expect("tempdir");
+    let start = |data: &Path| {
+        Launch::new(&tickets, data)
+            .flag("--secrets", path(&secrets))
+            .start()
+    };
+    let create = |server: &crate::harness::Server, name: &str| {
+        let body = serde_json::to_vec(&json!({"name": name, "capacity": 3})).expect("json");
+        let head = format!(
+            "POST /events HTTP/1.1\r\nHost: {}\r\nx-api-key: test-key-0123456789\r\n\
+             Content-Length: {}\r\n\r\n",
+            server.address,
+            body.len()
+        );
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(&body);
+        let answer = server.client().exchange(&bytes).expect("answered");
+        assert_eq!(answer.status, 201, "{}", answer.text());
+        answer.json()["id"].clone()
+    };
+    let data = root.path().join("data");
+    let server = start(&data);
+    assert_eq!(create(&server, "a"), json!(1));
+    assert_eq!(create(&server, "b"), json!(2));
+    server.stop();
+    let out = root.path().join("out");
+    let output = export(&tickets, &data, &out);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        text_of(&out, "_ids.jsonl"),
+        "{\"key\":\"events\",\"row\":{\"next\":3}}\n"
+    );
+    let imported = root.path().join("imported");
+    let files: Vec<PathBuf> = files_of(&out)
+        .into_iter()
+        .map(|(name, _)| out.join(name))
+        .collect();
+    let output = import(&tickets, &imported, &files);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let server = start(&imported);
+    assert_eq!(create(&server, "c"), json!(3));
+    server.stop();
+}

@@ -598,6 +598,7 @@ pub(crate) enum Method {
     ScanRevPage,
     FindPage,
     FindRevPage,
+    NextId,
     First,
     Last,
     Count,
@@ -631,6 +632,7 @@ impl Method {
             "scan_rev_page" => Method::ScanRevPage,
             "find_page" => Method::FindPage,
             "find_rev_page" => Method::FindRevPage,
+            "next_id" => Method::NextId,
             "first" => Method::First,
             "last" => Method::Last,
             "count" => Method::Count,
@@ -1001,6 +1003,7 @@ pub(crate) fn table_method(
             ))
         }
         (Method::Count, 0) => api(api::count(table)).map(Dynamic::from_int),
+        (Method::NextId, 0) => api(api::next_id(env.schema, table)).map(Dynamic::from_int),
         _ => Err(Stop::Fallback),
     }
 }
