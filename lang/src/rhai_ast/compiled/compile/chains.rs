@@ -17,6 +17,9 @@ impl Compiler<'_> {
         if let Some(code) = self.table_key_call(expr)? {
             return Ok(code);
         }
+        if let Some(code) = self.map_call(expr)? {
+            return Ok(code);
+        }
         if let Some(code) = self.list_push(expr)? {
             return Ok(code);
         }
@@ -415,6 +418,47 @@ impl Compiler<'_> {
         })))
     }
 
+    /// `chain.map(|x| ...)` (`map` last, with an anonymous function, or `Fn("name")`, of one
+    /// parameter): the chain before it compiled as a chain of its own, then the function called
+    /// on each item of the array it gives, as compiled code calls a script function. Rhai runs
+    /// an anonymous function as a script function of its own (with closures off it captures
+    /// nothing), so the compiled function is the same code. Anything else is the general way.
+    fn map_call(&mut self, expr: &Expr) -> Compiled<Option<Code>> {
+        let Some((before, call)) = split_last_method(expr) else {
+            return Ok(None);
+        };
+        if call.name != "map" || self.script_names.contains("map") {
+            return Ok(None);
+        }
+        let [Expr::DynamicConstant(pointer, _)] = &call.args[..] else {
+            return Ok(None);
+        };
+        let Some(name) = pointer
+            .read_lock::<rhai::FnPtr>()
+            .filter(|p| !p.is_curried())
+            .map(|p| ImmutableString::from(p.fn_name()))
+        else {
+            return Ok(None);
+        };
+        let Some(&function) = self.index.get(&(name, 1)) else {
+            return Ok(None);
+        };
+        self.callees.push(function);
+        // The method and its argument, as the general way counts them.
+        self.nodes += 2;
+        let array = self.expr(&before)?;
+        Ok(Some(Box::new(move |f| {
+            let items = array(f)?.try_cast::<rhai::Array>().ok_or(Stop::Fallback)?;
+            let mut out = rhai::Array::with_capacity(items.len());
+            for item in items {
+                out.push(f.call(function, vec![item])?);
+            }
+            let out = Dynamic::from_array(out);
+            ops::fits(&out, f.env)?;
+            Ok(out)
+        })))
+    }
+
     pub(super) fn dot_steps(
         &mut self,
         node: &Expr,
@@ -589,4 +633,28 @@ fn push_on_local(f: &mut Frame, slot: usize, constant: bool, item: Dynamic) -> O
     let sizes = ops::fits_known(target, known, env)?;
     f.keep_sizes(slot, sizes);
     Ok(Dynamic::UNIT)
+}
+
+/// A chain without its last step when that step is a method call: `a.b.m(x)` as `a.b` and
+/// `m(x)`. Rhai nests a chain to the right (`a.b.m(x)` is `a . (b . m(x))`).
+fn split_last_method(expr: &Expr) -> Option<(Expr, &FnCallExpr)> {
+    let Expr::Dot(chain, flags, at) = expr else {
+        return None;
+    };
+    if !flags.is_empty() {
+        return None;
+    }
+    match &chain.rhs {
+        Expr::MethodCall(call, _) => Some((chain.lhs.clone(), call)),
+        inner @ Expr::Dot(..) => {
+            // `b . m(x)`: `b` is already what follows a dot (a property, a method call).
+            let (rest, call) = split_last_method(inner)?;
+            let lhs = chain.lhs.clone();
+            Some((
+                Expr::Dot(Box::new(rhai::BinaryExpr { lhs, rhs: rest }), *flags, *at),
+                call,
+            ))
+        }
+        _ => None,
+    }
 }
