@@ -220,6 +220,19 @@ impl Settings {
     }
 }
 
+/// `secret_eq(a, b)`: whether two strings are equal, in a time that does not depend on where
+/// they first differ (a `==` that stops at the first difference lets a client find a key a byte
+/// at a time by timing its answers). The length is not hidden.
+pub(crate) fn secret_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let difference = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    // Kept from being turned back into an early exit.
+    std::hint::black_box(difference) == 0
+}
+
 fn is_name(name: &str) -> bool {
     name.chars()
         .next()
@@ -260,6 +273,21 @@ mod tests {
             body,
             serde_json::json!({"error": "[secret API_KEY]", "[secret API_KEY]": [1, "[secret API_KEY]"]})
         );
+    }
+
+    #[test]
+    fn secret_eq_is_string_equality() {
+        for (a, b) in [("", ""), ("k", "k"), ("key-1", "key-1"), ("é", "é")] {
+            assert!(secret_eq(a, b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("", "k"),
+            ("key-1", "key-2"),
+            ("key", "key-1"),
+            ("xey-1", "key-1"),
+        ] {
+            assert!(!secret_eq(a, b), "{a} {b}");
+        }
     }
 
     #[test]

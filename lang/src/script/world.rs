@@ -309,6 +309,9 @@ pub(crate) fn register(engine: &mut rhai::Engine) {
     engine.register_fn("uuid", || uuid().map_err(fail));
     engine.register_fn("random", |lo: i64, hi: i64| random(lo, hi).map_err(fail));
     engine.register_fn("env", |name: &str| env(name).map_err(fail));
+    engine.register_fn("secret_eq", |a: &str, b: &str| {
+        crate::script::settings::secret_eq(a, b)
+    });
     // Rhai's own `sleep` blocks the thread, which the time budget does not see (it counts the
     // thread's CPU time): a handler could hold an HTTP thread, or for a write every other
     // write, for as long as it asked. Registered here, ahead of Rhai's.

@@ -693,6 +693,18 @@ impl Compiler<'_> {
                         .map_err(|_| Stop::Fallback)
                 }))
             }
+            ("secret_eq", 2) => {
+                let b = args.pop().expect("two arguments");
+                let a = args.pop().expect("two arguments");
+                Ok(Box::new(move |f| {
+                    let (a, b) = (a(f)?, b(f)?);
+                    let a = a.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                    let b = b.as_immutable_string_ref().map_err(|_| Stop::Fallback)?;
+                    Ok(Dynamic::from_bool(crate::script::settings::secret_eq(
+                        &a, &b,
+                    )))
+                }))
+            }
             ("uuid", 0) => Ok(Box::new(|_| {
                 crate::script::world::uuid()
                     .map(|id| Dynamic::from(ImmutableString::from(id)))
