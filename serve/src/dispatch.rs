@@ -553,7 +553,7 @@ impl Dispatch {
         // The guard decides before the body is read, let alone checked: a client it turns away
         // learns nothing of what the route takes, and sends its body for nothing.
         if let Err(error) = self.guard(deployment, index, &params, &query, &head) {
-            let reply = self.handler_error_reply(&error, &deployment.routes[index], &id);
+            let reply = self.handler_error_reply(&error, guard_of(deployment, index), &id);
             return (
                 Label::Route(index),
                 self.answer_unread(request, reply).await,
@@ -572,7 +572,7 @@ impl Dispatch {
         // A reload while the body arrived: the new version's guard decides too.
         if !Arc::ptr_eq(&guarded, deployment) {
             if let Err(error) = self.guard(deployment, index, &params, &query, &head) {
-                let reply = self.handler_error_reply(&error, &deployment.routes[index], &id);
+                let reply = self.handler_error_reply(&error, guard_of(deployment, index), &id);
                 return (Label::Route(index), reply);
             }
         }
@@ -588,7 +588,7 @@ impl Dispatch {
         };
         let reply = match self.run(deployment, index, request).await {
             Ok(answer) => answer_reply(answer),
-            Err(error) => self.handler_error_reply(&error, &deployment.routes[index], &id),
+            Err(error) => self.handler_error_reply(&error, &deployment.routes[index].handler, &id),
         };
         drop(share);
         (Label::Route(index), reply)
@@ -791,7 +791,9 @@ impl Dispatch {
     /// A handler's error as its answer. A failure of the handler (not a `throw`, which is its
     /// answer by design) is logged with its details, which the answer carries only with
     /// `--error-details full`.
-    fn handler_error_reply(&self, error: &HandlerError, route: &Route, id: &str) -> Reply {
+    /// The answer to a call that failed; a script's failure is logged under `handler`, the
+    /// function that failed (a route's handler, or its guard).
+    fn handler_error_reply(&self, error: &HandlerError, handler: &str, id: &str) -> Reply {
         let failed = matches!(
             error,
             HandlerError::Script { .. }
@@ -802,7 +804,7 @@ impl Dispatch {
         if failed {
             self.log.log(&LogLine {
                 level: Level::Error,
-                handler: &route.handler,
+                handler,
                 request_id: id,
                 message: &format!("failed with {}: {error}", error.status()),
             });
@@ -1070,6 +1072,12 @@ fn body_error_reply(error: &BodyError) -> Reply {
             }),
         ),
     }
+}
+
+/// The name of route `index`'s guard (a route that has run its guard has one).
+fn guard_of(deployment: &Deployment, index: usize) -> &str {
+    let route = &deployment.routes[index];
+    route.guard.as_deref().unwrap_or(&route.handler)
 }
 
 fn handler_error_reply(error: &HandlerError) -> Reply {

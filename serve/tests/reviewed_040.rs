@@ -162,6 +162,11 @@ fn a_guards_mistake_keeps_the_secret_out_of_its_500_and_its_log_line() {
         "the answer: {}\nthe log line: {log_line}",
         answer.text()
     );
+    // The line names the guard that failed, not the handler it guards.
+    assert!(
+        log_line.contains(" ERROR guarded answers_a_map "),
+        "{log_line}"
+    );
 }
 
 #[test]
