@@ -8,6 +8,7 @@
 
 mod answer;
 mod cli;
+mod client;
 mod connections;
 mod damage;
 mod dispatch;

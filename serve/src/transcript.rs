@@ -247,19 +247,9 @@ impl Server {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         write!(stream, "{head}\r\n{body}")?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer)?;
-        let answer = String::from_utf8_lossy(&answer);
-        let (head, body) = answer
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| anyhow!("an answer without a head"))?;
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("an answer without a status"))?;
-        let headers = head.split("\r\n").skip(1).filter_map(header_line).collect();
-        Ok((status, headers, body.to_string()))
+        let answer = crate::client::read_answer(&mut stream)?;
+        let headers = answer.head.split("\r\n").filter_map(header_line).collect();
+        Ok((answer.status, headers, answer.body))
     }
 }
 

@@ -140,7 +140,7 @@ pub fn export_online(url: &str, out: &Path) -> Result<u8, exit::Failure> {
 /// `POST path` to `url` (`http://host:port` or `host:port`) with an empty body: the answer's
 /// status and body. No timeout: an export takes as long as the state is large.
 fn post(url: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    use std::io::{Read as _, Write as _};
+    use std::io::Write as _;
     let address = url
         .strip_prefix("http://")
         .unwrap_or(url)
@@ -153,18 +153,8 @@ fn post(url: &str, path: &str) -> anyhow::Result<(u16, String)> {
         stream,
         "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer)?;
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("an answer without a head"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("an answer without a status"))?;
-    Ok((status, body.to_string()))
+    let answer = crate::client::read_answer(&mut stream)?;
+    Ok((answer.status, answer.body))
 }
 
 /// A path as a query value: every byte but letters, digits and `/-_.~` percent-encoded.

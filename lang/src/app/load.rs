@@ -326,49 +326,46 @@ impl Scripts {
                 continue;
             }
             let pattern = format!("{} {}", route.method, route.path);
-            let defined = ast.iter_functions().find(|f| f.name == guard.as_str());
-            return Err(match defined {
-                Some(function) => self.located(
-                    definition_position(&self.text, guard),
-                    format!(
-                        "fn {guard} is defined with {} parameters, but route {pattern:?} calls it \
-                         as its guard, which takes one (request)",
-                        function.params.len()
-                    ),
-                ),
-                None => manifest_error(
-                    manifest,
-                    format!(
-                        "route {pattern:?} is guarded by {guard:?}, but no script defines fn \
-                         {guard}(request)"
-                    ),
-                ),
-            });
+            let missing = format!(
+                "route {pattern:?} is guarded by {guard:?}, but no script defines fn \
+                 {guard}(request)"
+            );
+            return Err(self.not_callable(ast, manifest, guard, (&pattern, "its guard"), missing));
         }
         let Some(route) = routes.iter().find(|r| !handlers.contains_key(&r.handler)) else {
             return Ok(handlers);
         };
         let handler = &route.handler;
         let route = format!("{} {}", route.method, route.path);
-        let defined = ast.iter_functions().find(|f| f.name == handler.as_str());
-        Err(match defined {
-            // Where the function is: that is what to change, more often than the route.
+        let missing = format!(
+            "route {route:?} names handler {handler:?}, but no script defines fn \
+             {handler}(request)"
+        );
+        Err(self.not_callable(ast, manifest, handler, (&route, "a handler"), missing))
+    }
+
+    /// Why route `route` cannot call `name` as `role` (one parameter, the request): it is
+    /// defined with other parameters (placed at the function: that is what to change, more
+    /// often than the route), or not at all (`missing`, placed in the manifest).
+    fn not_callable(
+        &self,
+        ast: &AST,
+        manifest: &str,
+        name: &str,
+        (route, role): (&str, &str),
+        missing: String,
+    ) -> LoadError {
+        match ast.iter_functions().find(|f| f.name == name) {
             Some(function) => self.located(
-                definition_position(&self.text, handler),
+                definition_position(&self.text, name),
                 format!(
-                    "fn {handler} is defined with {} parameters, but route {route:?} calls it \
-                     as a handler, which takes one (request)",
+                    "fn {name} is defined with {} parameters, but route {route:?} calls it as \
+                     {role}, which takes one (request)",
                     function.params.len()
                 ),
             ),
-            None => manifest_error(
-                manifest,
-                format!(
-                    "route {route:?} names handler {handler:?}, but no script defines fn \
-                     {handler}(request)"
-                ),
-            ),
-        })
+            None => manifest_error(manifest, missing),
+        }
     }
 }
 

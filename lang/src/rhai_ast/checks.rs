@@ -258,11 +258,22 @@ pub(crate) fn check_answers(ast: &AST, routed: &[&str]) -> Result<(), (Position,
     Ok(())
 }
 
-/// A function's statements, reached by walking an AST of it alone (its body is not public in
-/// Rhai's API): the walk's paths of one node are its statements.
-fn statements_of(ast: &AST, name: &str, arity: usize) -> Vec<Stmt> {
+/// An AST of the functions `name` of `arity` alone (one, unless the scripts define it twice).
+pub(crate) fn function_alone(ast: &AST, name: &str, arity: usize) -> AST {
+    // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
+    // functions are cloned whole; `retain_functions` filters.)
     let mut alone = ast.clone_functions_only();
     alone.retain_functions(|_, _, n, a| n == name && a == arity);
+    alone
+}
+
+fn statements_of(ast: &AST, name: &str, arity: usize) -> Vec<Stmt> {
+    statements(&function_alone(ast, name, arity))
+}
+
+/// The statements of the one function of `alone`, reached by walking it (a function's body is
+/// not public in Rhai's API): the walk's paths of one node are its statements.
+pub(crate) fn statements(alone: &AST) -> Vec<Stmt> {
     let mut statements = Vec::new();
     alone.walk(&mut |path: &[ASTNode]| {
         if let [ASTNode::Stmt(statement)] = path {

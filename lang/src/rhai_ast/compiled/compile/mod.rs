@@ -94,11 +94,8 @@ pub(crate) fn compile_program(
             tail: false,
             lists: HashMap::new(),
         };
-        let (name, arity) = (definition.name.clone(), definition.params.len());
-        // (`clone_functions_only_filtered` ignores its filter in Rhai 1.27: a new module's
-        // functions are cloned whole; `retain_functions` filters.)
-        let mut alone = ast.clone_functions_only();
-        alone.retain_functions(move |_, _, n, a| n == name && a == arity);
+        let alone =
+            crate::rhai_ast::checks::function_alone(ast, &definition.name, definition.params.len());
         if alone.iter_fn_def().count() != 1 {
             bodies.push(refuse(
                 Position::NONE,
@@ -107,13 +104,7 @@ pub(crate) fn compile_program(
             compilers.push(compiler);
             continue;
         }
-        let mut statements = Vec::new();
-        alone.walk(&mut |path: &[rhai::ASTNode]| {
-            if let [rhai::ASTNode::Stmt(stmt)] = path {
-                statements.push((*stmt).clone());
-            }
-            true
-        });
+        let statements = crate::rhai_ast::checks::statements(&alone);
         let last = statements.len().saturating_sub(1);
         let body = statements
             .iter()
