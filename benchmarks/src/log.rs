@@ -55,6 +55,12 @@ pub struct Args {
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = parse_mib)]
     pub log_mib: u64,
 
+    /// Each store's log starts at this many MiB, as a new data directory's does, and grows in
+    /// place (doubling, untimed, while the ring is lapped) to --log-mib before measuring, so
+    /// that commits are measured on a grown ring. Equal to --log-mib: a log made at its size.
+    #[arg(long, value_name = "MIB", default_value_t = 1, value_parser = parse_mib)]
+    pub grown_from_mib: u64,
+
     /// Size of the preallocated file of the raw in-place loop, in MiB; the loop cycles over it.
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = parse_mib)]
     pub raw_file_mib: u64,
@@ -105,6 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dir,
             group,
             args.record_bytes,
+            args.grown_from_mib.min(args.log_mib),
             args.log_mib,
         )?);
     }

@@ -23,6 +23,7 @@ mod error;
 mod group;
 mod inbox;
 mod job;
+mod log_growth;
 mod metrics;
 mod options;
 mod owner;
@@ -39,7 +40,10 @@ pub use allocator::Allocator;
 pub use error::{OpenError, ReloadError};
 pub use job::WriteReply;
 pub use metrics::{Health, Metrics};
-pub use options::{CommitGate, RuntimeOptions, CHECKPOINT_IMAGE_RATIO, LONE_WRITE_SYNC_MAX};
+pub use options::{
+    CommitGate, RuntimeOptions, CHECKPOINT_IMAGE_RATIO, LOG_CAPACITY, LOG_CAPACITY_MAX,
+    LONE_WRITE_SYNC_MAX,
+};
 pub use pure_lang::ImmutableString;
 pub use pure_lang::{
     has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,

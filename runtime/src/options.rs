@@ -11,14 +11,23 @@ use pure_store::SyncMode;
 /// The default `checkpoint_image_ratio`.
 pub const CHECKPOINT_IMAGE_RATIO: f64 = 2.0;
 
+/// The default `log_capacity_bytes`: what a new data directory's log takes.
+pub const LOG_CAPACITY: u64 = 1 << 20;
+
+/// The default `log_capacity_max_bytes`.
+pub const LOG_CAPACITY_MAX: u64 = 256 << 20;
+
 /// The default `lone_write_sync_max`.
 pub const LONE_WRITE_SYNC_MAX: Duration = Duration::from_micros(50);
 
 #[derive(Clone, Debug)]
 pub struct RuntimeOptions {
     pub sync: SyncMode,
-    /// Size of the preallocated log (used when the log is created).
+    /// Size of the preallocated log when it is created (a log that exists keeps its size).
     pub log_capacity_bytes: u64,
+    /// The largest the log grows to, doubling, as the writes between two checkpoints need
+    /// (`log_growth.rs`).
+    pub log_capacity_max_bytes: u64,
     /// A checkpoint starts when the log since the last one exceeds this, and also
     /// `checkpoint_image_ratio` times the last checkpoint's image.
     pub checkpoint_interval_bytes: u64,
@@ -51,7 +60,8 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         RuntimeOptions {
             sync: SyncMode::Always,
-            log_capacity_bytes: 256 << 20,
+            log_capacity_bytes: LOG_CAPACITY,
+            log_capacity_max_bytes: LOG_CAPACITY_MAX,
             checkpoint_interval_bytes: 64 << 20,
             checkpoint_image_ratio: CHECKPOINT_IMAGE_RATIO,
             queue_capacity: 4096,

@@ -71,6 +71,7 @@ impl Runtime {
         let store_options = StoreOptions {
             sync: options.sync,
             log_capacity_bytes: options.log_capacity_bytes,
+            log_capacity_max_bytes: options.log_capacity_max_bytes,
         };
         let recovered = Store::open_with(io, data_dir, store_options).map_err(OpenError::Store)?;
         if let Some(cut) = &recovered.cut {
@@ -99,8 +100,9 @@ impl Runtime {
                 "pure-runtime: WARNING: sync none: writes are not durable against power loss"
             );
         }
-        // A frame holds at most half the log; groups stay under a quarter (see `Owner`).
-        let group_bytes_max = (store.log_capacity_bytes() / 8).min(4 << 20) as usize;
+        // A frame holds at most half the log; groups stay under a quarter (see `Owner`) of the
+        // largest the log may grow to (a larger group waits for the growth).
+        let group_bytes_max = (store.log_capacity_max_bytes() / 8).min(4 << 20) as usize;
         let snapshot = Snapshot::new(Arc::new(state.tables.snapshot()), state.lsn.0);
         let shared = Arc::new(Shared::new(app, snapshot, Arc::new(state.schema.clone())));
         shared.metrics.recovered(state.lsn.0);
@@ -122,6 +124,7 @@ impl Runtime {
             commit_gate: options.commit_gate.clone(),
             checkpoint: None,
             log_full: Default::default(),
+            growth: Default::default(),
             answered_at: std::time::Instant::now(),
             lone_write_sync_max: options.lone_write_sync_max,
             // Until writes are seen to be concurrent, a lone write is its caller's to commit.

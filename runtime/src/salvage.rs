@@ -126,12 +126,15 @@ pub fn salvage_with(io: Arc<dyn Io>, from: &Path, into: &Path) -> Result<Salvage
     refuse_inside(from, into)?;
     let inspected = inspect_with(io.clone(), from)?;
     let saved = Lsn(inspected.decoded_lsn);
+    // The log the damaged directory had grown to, or a new directory's.
+    let capacity = inspected
+        .store
+        .log_capacity_bytes()
+        .unwrap_or_else(|| RuntimeOptions::default().log_capacity_bytes);
     let options = StoreOptions {
         sync: SyncMode::Always,
-        log_capacity_bytes: inspected
-            .store
-            .log_capacity_bytes()
-            .unwrap_or_else(|| RuntimeOptions::default().log_capacity_bytes),
+        log_capacity_bytes: capacity,
+        log_capacity_max_bytes: capacity,
     };
     let State { tables, schema, .. } = &inspected.state;
     pure_store::seed(io.clone(), into, options, saved, |writer| {

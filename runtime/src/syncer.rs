@@ -53,6 +53,7 @@ use crate::checkpoint::write_image;
 use crate::group::Group;
 use crate::inbox::Inbox;
 use crate::job::Reply;
+use crate::log_growth::{wanted_capacity, LogGrowth, Tended};
 use crate::options::CommitGate;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
@@ -108,6 +109,8 @@ pub(crate) struct Syncer {
     /// The checkpoint being written on its own thread, if any.
     pub checkpoint: Option<Receiver<CheckpointResult>>,
     pub log_full: LogFull,
+    /// The log's growth under way, if any.
+    pub growth: LogGrowth,
     /// When the last group's answers were sent.
     pub answered_at: Instant,
     /// See `RuntimeOptions::lone_write_sync_max`.
@@ -308,16 +311,19 @@ impl Syncer {
             false => Duration::ZERO,
         };
         let used = self.store.log_used_bytes();
-        self.shared
-            .metrics
-            .log(used, self.store.log_capacity_bytes());
-        let due = checkpoint_due(
+        let limit = checkpoint_limit(
             self.checkpoint_interval_bytes,
             self.checkpoint_image_ratio,
-            used,
             self.image_bytes,
-            self.store.log_capacity_bytes(),
         );
+        self.tend_log(wanted_capacity(
+            used,
+            self.store.log_capacity_bytes(),
+            limit,
+        ));
+        let capacity = self.store.log_capacity_bytes();
+        self.shared.metrics.log(used, capacity);
+        let due = checkpoint_due(limit, used, capacity);
         if self.checkpoint.is_none() && due && !self.is_poisoned() {
             self.start_checkpoint();
         }
@@ -477,6 +483,14 @@ impl Syncer {
                         .to_string(),
                 );
             }
+            // A log too small for the group, or full: it grows, if it may, while checkpoints
+            // try to free it.
+            let capacity = self.store.log_capacity_bytes();
+            if self.tend_log(self.store.capacity_needed().max(capacity.saturating_mul(2))) {
+                if let Some(outcome) = self.commit(last_lsn) {
+                    return outcome;
+                }
+            }
             if Instant::now() >= deadline {
                 let why = self
                     .shared
@@ -488,8 +502,16 @@ impl Syncer {
                     self.write_timeout.as_millis()
                 ));
             }
-            // In slices, so that a stop that begins meanwhile is seen within one.
-            self.free_log_space(deadline.min(Instant::now() + STOP_CHECK_INTERVAL));
+            // In slices, so that a stop that begins meanwhile is seen within one. A group larger
+            // than the log waits for the growth's fill (checkpoints would not make it fit).
+            let until = deadline.min(Instant::now() + STOP_CHECK_INTERVAL);
+            let too_large = self.store.capacity_needed() > self.store.log_capacity_bytes();
+            if too_large && self.growth.filling() {
+                self.growth
+                    .await_fill(until.saturating_duration_since(Instant::now()));
+            } else {
+                self.free_log_space(until);
+            }
             if let Some(outcome) = self.commit(last_lsn) {
                 return outcome;
             }
@@ -509,6 +531,29 @@ impl Syncer {
                 std::thread::sleep(next.min(until).saturating_duration_since(now));
             }
             _ => self.start_checkpoint(),
+        }
+    }
+
+    /// One step of the log's growth toward `wanted` bytes (see `LogGrowth::tend`): true if the
+    /// log grew.
+    fn tend_log(&mut self, wanted: u64) -> bool {
+        match self.growth.tend(&mut self.store, wanted) {
+            Tended::Nothing => false,
+            Tended::Grew(capacity) => {
+                eprintln!("pure-runtime: the log grew to {} KiB", capacity >> 10);
+                self.shared
+                    .metrics
+                    .log(self.store.log_used_bytes(), capacity);
+                true
+            }
+            Tended::FillFailed(reason) => {
+                eprintln!("pure-runtime: {reason}");
+                false
+            }
+            Tended::Poisoned(reason) => {
+                self.shared.poison(reason);
+                false
+            }
         }
     }
 
@@ -602,15 +647,19 @@ impl Syncer {
     }
 }
 
-/// Whether the log, `used` bytes since the last checkpoint, is due another: past the interval,
-/// and past `ratio` times the last image (`image_bytes`) unless that is more than three
-/// quarters of the log's `capacity` (a quarter stays free for the writes made while the
-/// checkpoint is written). A checkpoint writes the whole state; the log, only what changed:
-/// on a state larger than the interval, the ratio is what keeps checkpoints from writing more
-/// than the log does.
-fn checkpoint_due(interval: u64, ratio: f64, used: u64, image_bytes: u64, capacity: u64) -> bool {
-    let by_image = (image_bytes as f64 * ratio) as u64;
-    used > interval.max(by_image.min(capacity / 4 * 3))
+/// The log bytes after which a checkpoint is due, on a log large enough: the interval, or
+/// `ratio` times the last image (`image_bytes`) if more. A checkpoint writes the whole state;
+/// the log, only what changed: on a state larger than the interval, the ratio is what keeps
+/// checkpoints from writing more than the log does.
+fn checkpoint_limit(interval: u64, ratio: f64, image_bytes: u64) -> u64 {
+    interval.max((image_bytes as f64 * ratio) as u64)
+}
+
+/// Whether the log, `used` bytes since the last checkpoint, is due another: past `limit`, or
+/// past three quarters of the log's `capacity` (a quarter stays free for the writes made while
+/// the checkpoint is written; the log grows meanwhile if it may: `wanted_capacity`).
+fn checkpoint_due(limit: u64, used: u64, capacity: u64) -> bool {
+    used > limit.min(capacity / 4 * 3)
 }
 
 fn finish_checkpoint(
@@ -644,38 +693,33 @@ impl Drop for SyncerGone {
 
 #[cfg(test)]
 mod tests {
-    use super::checkpoint_due;
+    use super::{checkpoint_due, checkpoint_limit};
 
     const MIB: u64 = 1 << 20;
 
     #[test]
     fn a_checkpoint_is_due_past_the_interval_and_past_the_ratio_times_the_last_image() {
         let capacity = 256 * MIB;
-        let due = |used, image| checkpoint_due(64 * MIB, 2.0, used, image, capacity);
+        let due =
+            |used, image| checkpoint_due(checkpoint_limit(64 * MIB, 2.0, image), used, capacity);
         // A state smaller than the interval: the interval decides.
         assert!(!due(64 * MIB, MIB));
         assert!(due(64 * MIB + 1, MIB));
         // A larger one: the log grows to twice its image first.
         assert!(!due(150 * MIB, 75 * MIB));
         assert!(due(150 * MIB + 1, 75 * MIB));
-        // But never past three quarters of the log.
+        // But never past three quarters of the log, whatever the image or the interval ask.
         assert!(!due(192 * MIB, 150 * MIB));
         assert!(due(192 * MIB + 1, 150 * MIB));
-        // Unless the interval asks for more.
-        assert!(!checkpoint_due(
-            200 * MIB,
-            2.0,
-            200 * MIB,
-            150 * MIB,
-            capacity
+        let limit = checkpoint_limit(200 * MIB, 2.0, 0);
+        assert!(checkpoint_due(limit, 192 * MIB + 1, capacity));
+        // A small log (one that has not grown yet) takes its checkpoints sooner.
+        assert!(checkpoint_due(
+            checkpoint_limit(64 * MIB, 2.0, 0),
+            3 * MIB + 1,
+            4 * MIB
         ));
         // A ratio of 0 leaves the interval alone.
-        assert!(checkpoint_due(
-            64 * MIB,
-            0.0,
-            64 * MIB + 1,
-            150 * MIB,
-            capacity
-        ));
+        assert_eq!(checkpoint_limit(64 * MIB, 0.0, 150 * MIB), 64 * MIB);
     }
 }

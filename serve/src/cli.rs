@@ -173,9 +173,17 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub queue_capacity: usize,
 
-    /// Space preallocated for the record log; a full log refuses writes with 503.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+    /// Space preallocated for the record log of a new data directory (a directory keeps the
+    /// log it has). The log then grows in place, doubling, while the writes made between two
+    /// checkpoints need more room (see --checkpoint-interval), up to --log-capacity-max.
+    #[arg(long, value_name = "BYTES", default_value_t = pure_runtime::LOG_CAPACITY)]
     pub log_capacity: u64,
+
+    /// The largest the record log grows to. A log this large that fills up makes writes wait
+    /// for a checkpoint to free it (503 past --write-timeout-ms). It also bounds the log a
+    /// restart replays after a crash, and the largest write (an eighth of it, at most 4 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = pure_runtime::LOG_CAPACITY_MAX)]
+    pub log_capacity_max: u64,
 
     /// The longest a write waits for room in a full log (for a checkpoint to free it: on a
     /// full disk none can be written). Past it the write is answered 503, undone and never
@@ -191,14 +199,15 @@ pub struct Options {
     pub lone_writes_on_syncer: bool,
 
     /// A checkpoint is taken when the log since the last one exceeds this, and also
-    /// --checkpoint-image-ratio times the last checkpoint's image.
+    /// --checkpoint-image-ratio times the last checkpoint's image (sooner while the log is
+    /// too small for that: at three quarters of it, as it grows).
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub checkpoint_interval: u64,
 
     /// A checkpoint writes the whole state, the log only what changed: on a state larger than
     /// --checkpoint-interval, the log grows to this many times the last checkpoint's image
     /// before the next checkpoint, so that checkpoints write at most 1/RATIO of the log's
-    /// bytes (never past three quarters of --log-capacity, so that writes seldom wait for
+    /// bytes (never past three quarters of the log's size, so that writes seldom wait for
     /// room). A larger ratio writes less and replays more after a crash; 0: the interval alone.
     #[arg(long, value_name = "RATIO", default_value_t = pure_runtime::CHECKPOINT_IMAGE_RATIO)]
     pub checkpoint_image_ratio: f64,
@@ -285,9 +294,10 @@ pub enum Command {
         /// One file per table, each named <table>.jsonl after a table of app.json.
         #[arg(value_name = "FILES", required = true)]
         files: Vec<PathBuf>,
-        /// Space preallocated for the new directory's record log (the server keeps the log it
-        /// finds, so this is the log the served directory will have).
-        #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+        /// Space preallocated for the new directory's record log. The served directory keeps
+        /// this log and grows it in place as its writes need (up to the server's
+        /// --log-capacity-max).
+        #[arg(long, value_name = "BYTES", default_value_t = pure_runtime::LOG_CAPACITY)]
         log_capacity: u64,
     },
     /// Runs the app's transcripts (APP_DIR/tests/*.transcript), each against a fresh server on

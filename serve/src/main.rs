@@ -201,6 +201,7 @@ fn runtime_options(options: &Options) -> RuntimeOptions {
             Sync::None => SyncMode::None,
         },
         log_capacity_bytes: options.log_capacity,
+        log_capacity_max_bytes: options.log_capacity_max,
         checkpoint_interval_bytes: options.checkpoint_interval,
         checkpoint_image_ratio: options.checkpoint_image_ratio,
         queue_capacity: options.queue_capacity,

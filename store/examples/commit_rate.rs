@@ -71,6 +71,7 @@ fn main() {
     let options = StoreOptions {
         sync: SyncMode::Always,
         log_capacity_bytes: 64 << 20,
+        log_capacity_max_bytes: 64 << 20,
     };
     let mut store = Store::open(&store_dir, options).expect("open").store;
     let mut raw = Raw::create(&dir.join("commit-rate-raw"), 16384);

@@ -48,6 +48,7 @@ fn main() {
 fn options() -> StoreOptions {
     StoreOptions {
         log_capacity_bytes: CAPACITY_BYTES,
+        log_capacity_max_bytes: CAPACITY_BYTES,
         ..StoreOptions::default()
     }
 }

@@ -185,7 +185,7 @@ pub fn examine(io: Arc<dyn Io>, dir: &Path) -> Result<Examination, Error> {
     let file = io
         .open_file_read_only(&log_path)
         .map_err(|e| io_error("open", &log_path, e))?;
-    let ring = RingReader::new(&*file, header.capacity);
+    let ring = RingReader::new(&*file, header);
     let replay =
         recovery::replay(&ring, start, covered).map_err(|e| io_error("read", &log_path, e))?;
     examination.ending = ending(&replay, &log_path, &header, covered);
@@ -264,7 +264,7 @@ fn ending(replay: &Replay, log_path: &Path, header: &LogHeader, covered: u64) ->
     if let Some(damage) = &replay.damage {
         return Ending::Damage {
             path: log_path.to_path_buf(),
-            offset: ring::file_offset(damage.position, header.capacity),
+            offset: header.file_offset(damage.position),
             position: damage.position,
             reason: damage.reason.clone(),
             first_lost_lsn: replay.end.next_lsn,

@@ -80,6 +80,8 @@ pub trait IoFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// The file's length in bytes.
     fn size_bytes(&self) -> io::Result<u64>;
+    /// Cuts or extends the file to `len` bytes (`ftruncate`).
+    fn set_len(&self, len: u64) -> io::Result<()>;
     /// Whether writes of whole sectors bypass the page cache (see `Io::open_log`).
     fn writes_direct(&self) -> bool {
         false
@@ -103,6 +105,9 @@ impl IoFile for RealFile {
     }
     fn size_bytes(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
     }
 }
 
@@ -164,6 +169,9 @@ impl IoFile for RealLog {
     }
     fn size_bytes(&self) -> io::Result<u64> {
         Ok(self.cached.metadata()?.len())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.cached.set_len(len)
     }
     fn writes_direct(&self) -> bool {
         self.direct

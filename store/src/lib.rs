@@ -11,6 +11,9 @@
 //!   file, then synced, renamed and made durable by a directory sync (`CheckpointWriter::finish`);
 //!   `Store::install_checkpoint` then frees the log space before it. A full log is
 //!   `Error::LogFull` (backpressure), never an overwrite.
+//! - The log starts small and grows in place: `Store::prepare_growth` hands out a zero fill to
+//!   run on any thread, `Store::grow` then makes the larger ring the log's, keeping every live
+//!   frame where it is (`growth.rs`).
 //! - `Store::open` recovers: the newest checkpoint, then every frame after it that is exactly
 //!   the expected successor; a torn tail is cut and reported (`TailCut`), damage inside
 //!   acknowledged data refuses the open (`Error::Corrupt`).
@@ -30,6 +33,7 @@ mod checkpoint;
 mod error;
 mod examine;
 pub mod frame;
+mod growth;
 mod io;
 mod open;
 mod recovery;
@@ -41,6 +45,7 @@ mod store;
 pub use checkpoint::{CheckpointDone, CheckpointImage, CheckpointWriter};
 pub use error::Error;
 pub use examine::{examine, seed, CheckpointFinding, Ending, Examination, LogFinding};
+pub use growth::{GrowthFill, PreparedGrowth};
 pub use io::{DirLock, Io, IoFile, LockError, Mapping, RealIo};
 pub use open::LOG_FILE_NAME;
 pub use ring::HEADER_AREA_BYTES as LOG_HEADER_AREA_BYTES;
@@ -65,8 +70,11 @@ pub enum SyncMode {
 pub struct StoreOptions {
     pub sync: SyncMode,
     /// Size of the preallocated, zero-filled log space reused in place. Used when the log is
-    /// created; an existing log keeps the capacity it was created with.
+    /// created; an existing log keeps the capacity it has.
     pub log_capacity_bytes: u64,
+    /// The largest capacity the log may grow to (`Store::prepare_growth`); a log already larger
+    /// keeps its capacity and does not grow.
+    pub log_capacity_max_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -74,6 +82,7 @@ impl Default for StoreOptions {
         StoreOptions {
             sync: SyncMode::Always,
             log_capacity_bytes: 64 << 20,
+            log_capacity_max_bytes: 64 << 20,
         }
     }
 }

@@ -46,7 +46,7 @@ pub(crate) fn open(io: Arc<dyn Io>, dir: &Path, options: StoreOptions) -> Result
         None => (None, genesis(&header), 0),
     };
     // The ring is read a frame or a window at a time: only the records take memory.
-    let ring = RingReader::new(&*log, header.capacity);
+    let ring = RingReader::new(&*log, header);
     let replay = replay_log(&ring, &log_path, &header, start, covered)?;
     harden(&*log, &log_path, &header, &ring, &replay, start)?;
     drop(ring);
@@ -173,7 +173,7 @@ fn replay_log(
 pub(crate) fn damage_error(log_path: &Path, header: &LogHeader, damage: &Damage) -> Error {
     Error::Corrupt {
         path: log_path.to_path_buf(),
-        position: ring::file_offset(damage.position, header.capacity),
+        position: header.file_offset(damage.position),
         reason: format!("stream position {}: {}", damage.position, damage.reason),
     }
 }
@@ -188,7 +188,7 @@ pub(crate) fn short_log_error(
 ) -> Error {
     Error::Corrupt {
         path: log_path.to_path_buf(),
-        position: ring::file_offset(start.position, header.capacity),
+        position: header.file_offset(start.position),
         reason: format!("the log ends before LSN {covered}, which the newest checkpoint covers"),
     }
 }
@@ -220,7 +220,7 @@ fn harden(
         .map_err(|e| io_error("read", log_path, e))?;
     for (position, len) in torn {
         let zeros = [0u8; HEADER_BYTES];
-        log.write_at(&zeros[..len], ring::file_offset(position, header.capacity))
+        log.write_at(&zeros[..len], header.file_offset(position))
             .map_err(|e| io_error("write", log_path, e))?;
     }
     log.sync_data()
@@ -235,17 +235,16 @@ fn rewrite(
     from: u64,
     to: u64,
 ) -> Result<(), Error> {
-    let capacity = ring.capacity();
     let mut buffer = vec![0u8; (to - from).min(ring.chunk() as u64) as usize];
     let mut position = from;
     while position < to {
         let offset = ring.offset(position);
         let len = (to - position)
-            .min(capacity - offset)
+            .min(ring.lap_rest(position))
             .min(ring.chunk() as u64) as usize;
         ring.read(offset, &mut buffer[..len])
             .map_err(|e| io_error("read", log_path, e))?;
-        log.write_at(&buffer[..len], ring::file_offset(position, capacity))
+        log.write_at(&buffer[..len], ring.header().file_offset(position))
             .map_err(|e| io_error("write", log_path, e))?;
         position += len as u64;
     }
@@ -286,7 +285,11 @@ fn build(
         log,
         log_id: header.log_id,
         sync: options.sync,
-        capacity: header.capacity,
+        header,
+        capacity_max: match header.growable() {
+            true => options.log_capacity_max_bytes.max(header.capacity),
+            false => header.capacity,
+        },
         padded: header.padded,
         compressor: crate::frame::compressor(),
         compressed: Vec::new(),

@@ -124,12 +124,11 @@ pub fn replay(ring: &RingReader<'_>, start: ChainState, covered_lsn: u64) -> io:
 /// The frame that follows `state`: at its position, or at the next lap start (where the writer
 /// puts a frame that does not fit in the rest of the lap). Else the reason found at `position`.
 fn successor(ring: &RingReader<'_>, state: &ChainState, limit: u64) -> Found<(u64, FrameBytes)> {
-    let capacity = ring.capacity();
     let here = expected_at(ring, state, state.position, limit)?;
-    if here.is_ok() || state.position.is_multiple_of(capacity) {
+    if here.is_ok() || ring.starts_lap(state.position) {
         return Ok(here.map(|f| (state.position, f)));
     }
-    let next_lap = state.position + (capacity - state.position % capacity);
+    let next_lap = state.position + ring.lap_rest(state.position);
     Ok(match expected_at(ring, state, next_lap, limit)? {
         Ok(frame) => Ok((next_lap, frame)),
         Err(_) => here.map(|f| (state.position, f)),
@@ -198,7 +197,7 @@ fn tail_cut(
 /// A clean end is zero-filled space or a valid frame of an earlier lap; anything else is cut.
 fn cut_at(ring: &RingReader<'_>, position: u64, reason: String) -> io::Result<Option<TailCut>> {
     let capacity = ring.capacity();
-    let lap_rest = capacity - position % capacity;
+    let lap_rest = ring.lap_rest(position);
     let (position, at) = if lap_rest < HEADER_BYTES as u64 || is_clean(ring, position)? {
         let next_lap = position + lap_rest;
         if is_clean(ring, next_lap)? {
@@ -226,18 +225,18 @@ fn cut_at(ring: &RingReader<'_>, position: u64, reason: String) -> io::Result<Op
 /// frame again (a frame torn in its second sector, whose missing bytes a new frame happens to
 /// rewrite identically, would otherwise come back as a ghost).
 pub fn torn_headers(ring: &RingReader<'_>, end: u64, limit: u64) -> io::Result<Vec<(u64, usize)>> {
-    let capacity = ring.capacity();
     let mut candidates = vec![end];
-    if !end.is_multiple_of(capacity) {
-        candidates.push(end + (capacity - end % capacity));
+    if !ring.starts_lap(end) {
+        candidates.push(end + ring.lap_rest(end));
     }
     // Only free space is zeroed: from `end` up to `limit`, where the live part of the ring
     // (from the replay start, one capacity long) would begin again.
     let mut torn = Vec::new();
     for position in candidates {
         if position < limit && !is_clean(ring, position)? {
-            let lap_rest = capacity - position % capacity;
-            let len = (HEADER_BYTES as u64).min(limit - position).min(lap_rest);
+            let len = (HEADER_BYTES as u64)
+                .min(limit - position)
+                .min(ring.lap_rest(position));
             torn.push((position, len as usize));
         }
     }
@@ -389,9 +388,9 @@ mod tests {
                 prev_crc: header.genesis_crc(),
                 next_lsn: 1,
             };
-            let whole = RingReader::with_chunk(&*log, CAPACITY, CAPACITY as usize);
+            let whole = RingReader::with_chunk(&*log, header, CAPACITY as usize);
             let (kind, expected) = outcome(&whole, start);
-            let (_, found) = outcome(&RingReader::with_chunk(&*log, CAPACITY, chunk), start);
+            let (_, found) = outcome(&RingReader::with_chunk(&*log, header, chunk), start);
             assert_eq!(found, expected, "case {case}, chunk {chunk}, seed {seed}");
             kinds[kind] += 1;
         }
@@ -405,6 +404,7 @@ mod tests {
         let options = StoreOptions {
             sync: SyncMode::Always,
             log_capacity_bytes: CAPACITY,
+            log_capacity_max_bytes: CAPACITY,
         };
         let io = disk.clone() as Arc<dyn Io>;
         let mut store = Store::open_with(io, Path::new("/sim/store"), options)

@@ -13,12 +13,12 @@ use std::io;
 
 use crate::frame::{self, Frame, FrameError, FrameHeader, HEADER_BYTES};
 use crate::io::IoFile;
-use crate::ring::HEADER_AREA_BYTES;
+use crate::ring::LogHeader;
 
 /// The window of the scans, and the largest frame read whole without a streamed CRC check.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
-/// The ring space of the log file `file`, `capacity` bytes after the header block.
+/// The ring space of the log file `file`, placed as its header says.
 ///
 /// Small reads are served from a read-ahead window of `CHUNK_BYTES`, so that replaying many
 /// small frames costs a read per window rather than two per frame. The window is only valid
@@ -26,6 +26,7 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 /// differs (`open` rewrites frames with the bytes they have, and zeroes headers last).
 pub struct RingReader<'a> {
     file: &'a dyn IoFile,
+    header: LogHeader,
     capacity: u64,
     /// `CHUNK_BYTES`, except in tests that move the window boundaries across frames.
     chunk: usize,
@@ -55,23 +56,29 @@ impl FrameBytes {
 }
 
 impl<'a> RingReader<'a> {
-    pub fn new(file: &'a dyn IoFile, capacity: u64) -> RingReader<'a> {
-        RingReader::with_chunk(file, capacity, CHUNK_BYTES)
+    pub fn new(file: &'a dyn IoFile, header: LogHeader) -> RingReader<'a> {
+        RingReader::with_chunk(file, header, CHUNK_BYTES)
     }
 
     /// A reader whose window (and scan chunk, and the size above which a frame's CRC is
     /// streamed) is `chunk` bytes.
-    pub fn with_chunk(file: &'a dyn IoFile, capacity: u64, chunk: usize) -> RingReader<'a> {
+    pub fn with_chunk(file: &'a dyn IoFile, header: LogHeader, chunk: usize) -> RingReader<'a> {
         assert!(chunk > 0, "a window holds at least one byte");
         RingReader {
             file,
-            capacity,
+            header,
+            capacity: header.capacity,
             chunk,
             window: RefCell::new(Window {
                 offset: 0,
                 bytes: Vec::new(),
             }),
         }
+    }
+
+    /// The header that places the ring.
+    pub fn header(&self) -> &LogHeader {
+        &self.header
     }
 
     pub fn capacity(&self) -> u64 {
@@ -85,7 +92,17 @@ impl<'a> RingReader<'a> {
 
     /// Ring offset of stream `position`.
     pub fn offset(&self, position: u64) -> u64 {
-        position % self.capacity
+        self.header.offset(position)
+    }
+
+    /// Bytes from stream `position` to the end of its lap.
+    pub fn lap_rest(&self, position: u64) -> u64 {
+        self.header.lap_rest(position)
+    }
+
+    /// Whether stream `position` starts a lap.
+    pub fn starts_lap(&self, position: u64) -> bool {
+        self.offset(position) == 0
     }
 
     /// Fills `bytes` from ring `offset`; the range must lie inside the ring.
@@ -96,7 +113,7 @@ impl<'a> RingReader<'a> {
             "callers split reads at the end of the ring"
         );
         if bytes.len() > self.chunk {
-            return self.file.read_at(bytes, HEADER_AREA_BYTES + offset);
+            return self.file.read_at(bytes, self.header.ring_start() + offset);
         }
         let mut window = self.window.borrow_mut();
         if offset < window.offset || end > window.offset + window.bytes.len() as u64 {
@@ -104,7 +121,7 @@ impl<'a> RingReader<'a> {
             window.bytes.resize(n, 0);
             if let Err(e) = self
                 .file
-                .read_at(&mut window.bytes, HEADER_AREA_BYTES + offset)
+                .read_at(&mut window.bytes, self.header.ring_start() + offset)
             {
                 window.bytes.clear();
                 return Err(e);

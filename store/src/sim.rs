@@ -484,4 +484,18 @@ impl IoFile for SimFile {
         self.disk()
             .read_op(|s| Ok(s.inodes.get(&self.id).map_or(0, |i| i.cache.len() as u64)))
     }
+    /// A storage step that changes the length seen and the durable one alike (the store cuts
+    /// a file only back to a length it synced, where nothing it needs lies).
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.disk().step(|s| {
+            let inode = s
+                .inodes
+                .get_mut(&self.id)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            inode.cache.resize(len as usize, 0);
+            inode.durable.resize(len as usize, 0);
+            inode.pending.retain(|(offset, _)| *offset < len);
+            Ok(())
+        })
+    }
 }

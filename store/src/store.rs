@@ -11,7 +11,7 @@ use crate::error::{io_error, Error};
 use crate::frame::{self, FrameHeader, HEADER_BYTES};
 use crate::io::{DirLock, Io, IoFile};
 use crate::recovery::{ChainState, FrameMark};
-use crate::ring;
+use crate::ring::LogHeader;
 use crate::{Lsn, SyncMode};
 
 /// The durable record log of one directory. Owned by one thread (the syncer); not `Sync`
@@ -24,6 +24,8 @@ use crate::{Lsn, SyncMode};
 /// - `checkpoint_lsn <= committed_lsn` and `synced_lsn <= committed_lsn`.
 /// - `tail <= end` and `end - tail <= capacity`: no frame overwrites log space that the
 ///   installed checkpoint still needs.
+/// - `capacity <= capacity_max`; the capacity only grows, and a growth keeps the ring offset of
+///   every position in `[tail, end)` (`LogHeader::grown`).
 /// - `pending` is a frame header's room followed by `pending_count` records, and never grows
 ///   past `frame_bytes_max`, so a commit always writes one frame that fits the ring.
 /// - `marks` rise in position and in first LSN, all at or after `tail`.
@@ -37,7 +39,10 @@ pub struct Store {
     pub(crate) log: Box<dyn IoFile>,
     pub(crate) log_id: u64,
     pub(crate) sync: SyncMode,
-    pub(crate) capacity: u64,
+    /// Where each stream position lives in the file: the ring's capacity and base.
+    pub(crate) header: LogHeader,
+    /// The largest capacity the log may grow to (its capacity, for a log that cannot grow).
+    pub(crate) capacity_max: u64,
     /// Frames are padded to whole sectors (`frame::SECTOR_BYTES`), so that each starts a
     /// sector and one commit writes only its own sectors: the log is then written without the
     /// page cache where the file system allows (`Io::open_log`), and a group of a few records
@@ -89,11 +94,11 @@ impl Store {
     /// The largest frame: half the ring, so that a frame always fits once the ring is free,
     /// even when it has to skip to the next lap.
     fn frame_bytes_max(&self) -> u64 {
-        (self.capacity / 2).min(u64::from(u32::MAX))
+        frame_bytes_max(self.header.capacity)
     }
 
     /// Room kept in the largest frame for the padding that `commit` adds.
-    fn padding_max(&self) -> u64 {
+    pub(crate) fn padding_max(&self) -> u64 {
         match self.padded {
             true => frame::SECTOR_BYTES as u64 - 1,
             false => 0,
@@ -107,7 +112,9 @@ impl Store {
     pub fn append(&mut self, record: &[u8]) -> Result<Lsn, Error> {
         self.check_poison()?;
         let encoded = record.len() as u64 + 10;
-        let max = self.frame_bytes_max() - self.padding_max();
+        // Up to the largest frame of the largest ring: a commit of a frame larger than this
+        // ring's is `LogFull` until the log grows (`capacity_needed`).
+        let max = frame_bytes_max(self.capacity_max) - self.padding_max();
         if encoded + HEADER_BYTES as u64 > max {
             return Err(Error::RecordTooLarge {
                 bytes: record.len() as u64,
@@ -160,13 +167,17 @@ impl Store {
         }
         let frame_len = self.pending.len() as u64;
         assert!(
-            frame_len <= self.frame_bytes_max(),
+            frame_len <= frame_bytes_max(self.capacity_max),
             "append never lets the pending frame grow past the largest frame"
         );
         let durable_before = self.durable_lsn();
-        let position = ring::place(self.end, frame_len, self.capacity);
+        let too_large = frame_len > self.frame_bytes_max();
+        let position = match too_large {
+            true => self.end,
+            false => self.header.place(self.end, frame_len),
+        };
         let new_end = position + frame_len;
-        if new_end - self.tail > self.capacity {
+        if too_large || new_end - self.tail > self.header.capacity {
             let needed_bytes = new_end - self.end;
             // The records stay pending as they were: the next commit frames them again.
             if compressed {
@@ -198,7 +209,7 @@ impl Store {
             crc: 0,
         };
         let crc = frame::seal(&mut self.pending, &header);
-        let offset = ring::file_offset(position, self.capacity);
+        let offset = self.header.file_offset(position);
         if let Err(e) = self.log.write_at(&self.pending, offset) {
             return Err(self.poison("write", e));
         }
@@ -242,7 +253,7 @@ impl Store {
             "a commit returns only when every record it wrote is durable"
         );
         assert!(
-            self.end - self.tail <= self.capacity,
+            self.end - self.tail <= self.header.capacity,
             "a frame never overwrites log space the installed checkpoint needs"
         );
     }
@@ -277,8 +288,8 @@ impl Store {
         if frame_len > self.frame_bytes_max() {
             return false;
         }
-        let position = ring::place(self.end, frame_len, self.capacity);
-        position + frame_len - self.tail <= self.capacity
+        let position = self.header.place(self.end, frame_len);
+        position + frame_len - self.tail <= self.header.capacity
     }
 
     /// Whether the log's commits bypass the page cache (see `Io::open_log`): false on a file
@@ -299,18 +310,26 @@ impl Store {
     }
 
     /// Stream position where the log ends (the next frame starts here or at the next lap);
-    /// its byte lives at file offset `LOG_HEADER_AREA_BYTES + position % capacity`.
+    /// its byte lives at file offset `LOG_HEADER_AREA_BYTES + (position + base) % capacity`.
     pub fn log_end_position(&self) -> u64 {
         self.end
     }
 
-    /// Bytes of preallocated log space in all (fixed when the log was created).
+    /// Bytes of preallocated log space in all (set when the log was created, larger after each
+    /// growth).
     pub fn log_capacity_bytes(&self) -> u64 {
-        self.capacity
+        self.header.capacity
+    }
+
+    /// The largest capacity this log may grow to: the options' `log_capacity_max_bytes` (but
+    /// never less than its capacity), or its capacity for a log that cannot grow (made before
+    /// logs grew, or not whole sectors).
+    pub fn log_capacity_max_bytes(&self) -> u64 {
+        self.capacity_max
     }
 
     fn free_bytes(&self) -> u64 {
-        self.capacity - self.log_used_bytes()
+        self.header.capacity.saturating_sub(self.log_used_bytes())
     }
 
     /// The cause, if a failed write or sync poisoned the store.
@@ -318,7 +337,7 @@ impl Store {
         self.poison.as_deref()
     }
 
-    fn check_poison(&self) -> Result<(), Error> {
+    pub(crate) fn check_poison(&self) -> Result<(), Error> {
         match &self.poison {
             Some(cause) => Err(Error::Poisoned {
                 cause: cause.clone(),
@@ -421,4 +440,9 @@ impl Store {
             }
         }
     }
+}
+
+/// The largest frame of a ring of `capacity` bytes (see `Store::frame_bytes_max`).
+fn frame_bytes_max(capacity: u64) -> u64 {
+    (capacity / 2).min(u64::from(u32::MAX))
 }

@@ -30,20 +30,23 @@ pub struct Committer {
 }
 
 impl Committer {
-    /// Opens a fresh store in `dir` (created) with `log_mib` MiB of log space, and laps its ring
-    /// once with large untimed commits: measured commits then overwrite log space the store used
-    /// before and a checkpoint freed, the steady state of a long-running store.
+    /// Opens a fresh store in `dir` (created) with `first_mib` MiB of log space, grows it to
+    /// `log_mib` (doubling while it is half full, as the server does) and laps the grown ring
+    /// once with large untimed commits: measured commits then overwrite log space the store
+    /// used before and a checkpoint freed, the steady state of a long-running store.
     pub fn create(
         dir: PathBuf,
         group: usize,
         record_bytes: usize,
+        first_mib: u64,
         log_mib: u64,
     ) -> anyhow::Result<Committer> {
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let spinner = progress::spinner(&format!("group {group}: opening a {log_mib} MiB log"));
+        let spinner = progress::spinner(&format!("group {group}: opening a {first_mib} MiB log"));
         let options = StoreOptions {
             sync: SyncMode::Always,
-            log_capacity_bytes: log_mib << 20,
+            log_capacity_bytes: first_mib << 20,
+            log_capacity_max_bytes: log_mib << 20,
         };
         let store = Store::open(&dir, options)
             .map_err(store_error("opening the store"))?
@@ -56,6 +59,8 @@ impl Committer {
             record: vec![0; record_bytes],
             n: 0,
         };
+        spinner.set_message(format!("group {group}: growing the log to {log_mib} MiB"));
+        committer.grow_to(log_mib << 20)?;
         spinner.set_message(format!("group {group}: lapping the ring once"));
         committer.lap_once()?;
         committer.checkpoints.installed = 0;
@@ -63,15 +68,50 @@ impl Committer {
         Ok(committer)
     }
 
-    fn lap_once(&mut self) -> anyhow::Result<()> {
+    /// Commits large groups, doubling the log each time it is half full, until it is
+    /// `capacity` bytes: a growth whose live part spans a lap's end waits for the next
+    /// checkpoint, as the server's does.
+    fn grow_to(&mut self, capacity: u64) -> anyhow::Result<()> {
+        let mut prepared = None;
+        while self.store.log_capacity_bytes() < capacity {
+            let used = self.store.log_used_bytes();
+            if prepared.is_none() && used > self.store.log_capacity_bytes() / 2 {
+                let fill = self
+                    .store
+                    .prepare_growth(2 * self.store.log_capacity_bytes())
+                    .ok_or_else(|| anyhow!("the log cannot grow to {capacity} bytes"))?;
+                prepared = Some(fill.run().map_err(store_error("growing the log"))?);
+            }
+            if let Some(growth) = &prepared {
+                if self
+                    .store
+                    .grow(growth)
+                    .map_err(store_error("growing the log"))?
+                {
+                    prepared = None;
+                    continue;
+                }
+            }
+            self.lap_group()?;
+        }
+        Ok(())
+    }
+
+    /// One large untimed group.
+    fn lap_group(&mut self) -> anyhow::Result<()> {
         let capacity = self.store.log_capacity_bytes();
         let record = vec![0x5Au8; (capacity / 64).clamp(1, LAP_RECORD_BYTES) as usize];
-        while self.store.log_end_position() < capacity {
-            self.checkpoints.tend(&mut self.store)?;
-            for _ in 0..LAP_GROUP_RECORDS {
-                append(&mut self.store, &mut self.checkpoints, &record)?;
-            }
-            commit(&mut self.store, &mut self.checkpoints)?;
+        self.checkpoints.tend(&mut self.store)?;
+        for _ in 0..LAP_GROUP_RECORDS {
+            append(&mut self.store, &mut self.checkpoints, &record)?;
+        }
+        commit(&mut self.store, &mut self.checkpoints)
+    }
+
+    fn lap_once(&mut self) -> anyhow::Result<()> {
+        let end = self.store.log_end_position() + self.store.log_capacity_bytes();
+        while self.store.log_end_position() < end {
+            self.lap_group()?;
         }
         Ok(())
     }

@@ -92,6 +92,7 @@ pub fn import(
     let store_options = StoreOptions {
         sync: SyncMode::Always,
         log_capacity_bytes: options.log_capacity_bytes,
+        log_capacity_max_bytes: options.log_capacity_bytes,
     };
     // The store is written whole beside the data directory and moved into it only once
     // durable, checkpoint first and log last: a crash at any point leaves the directory as it

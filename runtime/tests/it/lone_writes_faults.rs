@@ -178,6 +178,9 @@ impl IoFile for HookFile {
     fn size_bytes(&self) -> io::Result<u64> {
         self.inner.size_bytes()
     }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
 }
 
 fn hooked(seed: u64) -> (Arc<SimDisk>, Arc<Hooks>, Arc<HookIo>) {

@@ -4,6 +4,7 @@ mod compat;
 mod crash;
 mod durability;
 mod layers;
+mod log_growth;
 mod lone_writes;
 mod lone_writes_faults;
 mod record_model;

@@ -173,11 +173,13 @@ fn recovery_after_checkpoints_and_a_redeploy_keeps_the_data() {
 #[test]
 fn a_full_log_is_freed_by_a_checkpoint_and_writes_go_on() {
     let dir = tempfile::tempdir().unwrap();
-    // Background checkpoints never start (the interval is past the capacity): only the full log
-    // triggers one, while the group that did not fit waits for it.
+    // A log that may not grow, whose checkpoints start only at three quarters of it (the
+    // interval is past its capacity): the writes made while one is written fill it now and
+    // then, and the group that did not fit waits for it.
     let options = RuntimeOptions {
         sync: SyncMode::None,
         log_capacity_bytes: 64 << 10,
+        log_capacity_max_bytes: 64 << 10,
         checkpoint_interval_bytes: 1 << 30,
         write_timeout: crate::PATIENT,
         ..RuntimeOptions::default()

@@ -10,7 +10,8 @@ use pure_store::sim::{test_seed, Faults, SimDisk, SimRng};
 use pure_store::SyncMode;
 
 use crate::harness::{
-    open, open_in_mode, recover_and_check, recovered_state, scale, Model, Workload,
+    open, open_growing, open_in_mode, recover_and_check, recovered_state, scale, Model, Workload,
+    SIM_CAPACITY_BYTES,
 };
 
 /// Groups per session of the workload.
@@ -18,8 +19,13 @@ const GROUPS: u32 = 30;
 /// Outcomes tried per crash point: one process crash and this many power losses minus one.
 const OUTCOMES: u64 = 4;
 
-/// Runs the workload on a fresh disk, frozen after `crash_after` steps if given.
-fn scenario(seed: u64, crash_after: Option<u64>) -> (Arc<SimDisk>, Model) {
+/// Runs the workload on a fresh disk, frozen after `crash_after` steps if given; the log
+/// grows after one in `grow_every` groups (0: never).
+fn scenario(
+    seed: u64,
+    crash_after: Option<u64>,
+    grow_every: u64,
+) -> (Arc<SimDisk>, Workload, Model) {
     let disk = SimDisk::new(seed);
     disk.set_faults(Faults {
         crash_after_steps: crash_after,
@@ -29,8 +35,13 @@ fn scenario(seed: u64, crash_after: Option<u64>) -> (Arc<SimDisk>, Model) {
     let mut workload = Workload {
         rng: SimRng::new(seed),
         groups: GROUPS,
-        checkpoint_every: 8,
+        // Fewer checkpoints while the log grows: a longer live part spans a lap's end more
+        // often, where a growth must wait.
+        checkpoint_every: if grow_every > 0 { 12 } else { 8 },
         sync: SyncMode::Always,
+        grow_every,
+        grown: 0,
+        waited: 0,
     };
     for session in 0..2 {
         // Odd seeds run their second session without syncs: crashes then lose unsynced
@@ -41,7 +52,11 @@ fn scenario(seed: u64, crash_after: Option<u64>) -> (Arc<SimDisk>, Model) {
             SyncMode::Always
         };
         workload.sync = sync;
-        let Ok(recovered) = open_in_mode(&disk, sync) else {
+        let opened = match grow_every {
+            0 => open_in_mode(&disk, sync),
+            _ => open_growing(&disk, sync),
+        };
+        let Ok(recovered) = opened else {
             break;
         };
         if session > 0 {
@@ -56,7 +71,7 @@ fn scenario(seed: u64, crash_after: Option<u64>) -> (Arc<SimDisk>, Model) {
             break;
         }
     }
-    (disk, model)
+    (disk, workload, model)
 }
 
 /// One crash outcome: recover, recover again, work more, lose power, recover. Returns the
@@ -96,6 +111,9 @@ fn check_outcome(disk: &Arc<SimDisk>, model: &Model, seed: u64, k: u64, outcome:
         groups: 5,
         checkpoint_every: 3,
         sync: SyncMode::Always,
+        grow_every: 0,
+        grown: 0,
+        waited: 0,
     };
     workload.run(&mut store, &mut model);
     drop(store);
@@ -115,13 +133,52 @@ fn check_outcome(disk: &Arc<SimDisk>, model: &Model, seed: u64, k: u64, outcome:
 #[test]
 fn crash_at_every_storage_step() {
     let first_seed = test_seed("crash_at_every_storage_step", 1000);
-    let seeds = 12 * scale();
+    let recoveries = crash_everywhere(first_seed, 12 * scale(), 0);
+    eprintln!("crash_at_every_storage_step: {recoveries} recoveries");
+    assert!(
+        recoveries >= 10_000,
+        "CI scale is at least 10,000 recoveries, ran {recoveries}"
+    );
+}
+
+/// The same with the log growing in place now and then (its fill, a group meanwhile, its
+/// header), also while the live part spans a lap's end (the growth then waits): a crash at any
+/// step of it recovers every acknowledged record, in the old ring or the grown one.
+#[test]
+fn crash_at_every_storage_step_while_the_log_grows() {
+    let first_seed = test_seed("crash_at_every_storage_step_while_the_log_grows", 5000);
+    let seeds = 6 * scale();
+    let (mut grown, mut waited, mut larger) = (0, 0, 0);
+    for seed in first_seed..first_seed + seeds {
+        let (disk, workload, _) = scenario(seed, None, 24);
+        grown += workload.grown;
+        waited += workload.waited;
+        let capacity = open(&disk).expect("reopen").store.log_capacity_bytes();
+        larger += u32::from(capacity > SIM_CAPACITY_BYTES);
+    }
+    // The workloads must reach both ways a growth goes, or the crashes prove less.
+    assert!(grown > 0 && waited > 0, "growths {grown}, waited {waited}");
+    assert!(larger > 0, "no log ended larger than it began");
+    let recoveries = crash_everywhere(first_seed, seeds, 24);
+    eprintln!(
+        "crash_at_every_storage_step_while_the_log_grows: {recoveries} recoveries \
+         ({grown} growths, {waited} waited)"
+    );
+    assert!(
+        recoveries >= 5_000,
+        "CI scale is at least 5,000 recoveries, ran {recoveries}"
+    );
+}
+
+/// Crashes the workload of each seed after each of its storage steps, and checks every
+/// outcome; returns the recoveries made.
+fn crash_everywhere(first_seed: u64, seeds: u64, grow_every: u64) -> u64 {
     let mut recoveries = 0;
     for seed in first_seed..first_seed + seeds {
-        let (disk, _) = scenario(seed, None);
+        let (disk, _, _) = scenario(seed, None, grow_every);
         let steps = disk.steps();
         for k in 1..=steps {
-            let (disk, model) = scenario(seed, Some(k));
+            let (disk, _, model) = scenario(seed, Some(k), grow_every);
             assert!(
                 disk.is_frozen(),
                 "seed {seed}: the crash point {k} was reached"
@@ -131,9 +188,5 @@ fn crash_at_every_storage_step() {
             }
         }
     }
-    eprintln!("crash_at_every_storage_step: {recoveries} recoveries");
-    assert!(
-        recoveries >= 10_000,
-        "CI scale is at least 10,000 recoveries, ran {recoveries}"
-    );
+    recoveries
 }

@@ -26,6 +26,9 @@ fn run(seed: u64, faults: Faults, groups: u32) -> (Arc<SimDisk>, Model, Option<S
         groups,
         checkpoint_every: 4,
         sync: SyncMode::Always,
+        grow_every: 0,
+        grown: 0,
+        waited: 0,
     };
     workload.run(&mut store, &mut model);
     (disk, model, Some(store))
@@ -82,6 +85,9 @@ fn failed_sync_at_every_sync_with(seed: u64) {
             groups: 6,
             checkpoint_every: 3,
             sync: SyncMode::Always,
+            grow_every: 0,
+            grown: 0,
+            waited: 0,
         };
         workload.run(&mut store, &mut model);
         drop(store);

@@ -39,6 +39,7 @@ pub fn options() -> StoreOptions {
     StoreOptions {
         sync: SyncMode::Always,
         log_capacity_bytes: SIM_CAPACITY_BYTES,
+        log_capacity_max_bytes: SIM_CAPACITY_BYTES,
     }
 }
 
@@ -48,6 +49,16 @@ pub fn open(disk: &Arc<SimDisk>) -> Result<Recovered, Error> {
 
 pub fn open_in_mode(disk: &Arc<SimDisk>, sync: SyncMode) -> Result<Recovered, Error> {
     let options = StoreOptions { sync, ..options() };
+    Store::open_with(disk.clone() as Arc<dyn Io>, &sim_dir(), options)
+}
+
+/// Opens a store whose log may grow to eight times the simulations' capacity.
+pub fn open_growing(disk: &Arc<SimDisk>, sync: SyncMode) -> Result<Recovered, Error> {
+    let options = StoreOptions {
+        sync,
+        log_capacity_max_bytes: 8 * SIM_CAPACITY_BYTES,
+        ..options()
+    };
     Store::open_with(disk.clone() as Arc<dyn Io>, &sim_dir(), options)
 }
 
@@ -172,6 +183,11 @@ pub struct Workload {
     pub checkpoint_every: u64,
     /// The store's sync mode: under `None` a commit acknowledges nothing durable.
     pub sync: SyncMode,
+    /// One in `grow_every` groups is followed by a growth of the log (0: none).
+    pub grow_every: u64,
+    /// Growths made, and growths that waited for a checkpoint (the live part spanned a lap).
+    pub grown: u32,
+    pub waited: u32,
 }
 
 impl Workload {
@@ -183,10 +199,35 @@ impl Workload {
             if self.rng.one_in(self.checkpoint_every) && checkpoint(store, model).is_err() {
                 return;
             }
+            if self.grow_every > 0
+                && self.rng.one_in(self.grow_every)
+                && self.grow(store, model).is_err()
+            {
+                return;
+            }
         }
     }
 
-    fn group(&mut self, store: &mut Store, model: &mut Model) -> Result<(), Error> {
+    /// Grows the log by one or two growth units: the fill, then (as the server's fill runs
+    /// on its own thread) maybe a group committed meanwhile, then the growth, which waits
+    /// (`Ok(false)`) when the log's live part spans the end of a lap.
+    fn grow(&mut self, store: &mut Store, model: &mut Model) -> Result<(), Error> {
+        let target = store.log_capacity_bytes() + 4096 * (1 + self.rng.below(2));
+        let Some(fill) = store.prepare_growth(target) else {
+            return Ok(());
+        };
+        let prepared = fill.run()?;
+        if self.rng.one_in(2) {
+            self.group(store, model)?;
+        }
+        match store.grow(&prepared)? {
+            true => self.grown += 1,
+            false => self.waited += 1,
+        }
+        Ok(())
+    }
+
+    pub fn group(&mut self, store: &mut Store, model: &mut Model) -> Result<(), Error> {
         let count = 1 + self.rng.below(4);
         for _ in 0..count {
             let lsn = model.records.len() as u64 + 1;

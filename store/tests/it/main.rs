@@ -7,6 +7,7 @@ mod bit_flip;
 mod crash;
 mod decoder;
 mod faults;
+mod growth;
 mod harness;
 mod model;
 mod real_files;

@@ -12,6 +12,14 @@ fn options(capacity: u64) -> StoreOptions {
     StoreOptions {
         sync: SyncMode::Always,
         log_capacity_bytes: capacity,
+        log_capacity_max_bytes: capacity,
+    }
+}
+
+fn grown_options(capacity: u64, max: u64) -> StoreOptions {
+    StoreOptions {
+        log_capacity_max_bytes: max,
+        ..options(capacity)
     }
 }
 
@@ -194,6 +202,7 @@ fn sync_none_commits_without_syncing_and_recovers_after_a_process_exit() {
     let opts = StoreOptions {
         sync: SyncMode::None,
         log_capacity_bytes: 1 << 20,
+        log_capacity_max_bytes: 1 << 20,
     };
     let mut store = Store::open(dir.path(), opts.clone()).expect("create").store;
     for lsn in 1..=20 {
@@ -343,26 +352,41 @@ fn crc32c(bytes: &[u8]) -> u32 {
     !crc
 }
 
+/// A log header of a version before logs grew (one header, the ring after its 4 KiB block),
+/// as an older binary wrote it, over a zeroed ring of `capacity` bytes.
+fn legacy_log(version: u32, capacity: u64, log_id: u64) -> Vec<u8> {
+    let mut log = vec![0u8; 4096 + capacity as usize];
+    log[0..8].copy_from_slice(b"PURELOG\0");
+    log[8..12].copy_from_slice(&version.to_le_bytes());
+    log[16..24].copy_from_slice(&capacity.to_le_bytes());
+    log[24..32].copy_from_slice(&log_id.to_le_bytes());
+    let crc = crc32c(&log[0..32]);
+    log[32..36].copy_from_slice(&crc.to_le_bytes());
+    log
+}
+
 /// A log made before frames were padded (log version 1) stays unpadded, so that the binary
-/// that made it can still open it after this one wrote to it.
+/// that made it can still open it after this one wrote to it; nor does it grow.
 #[test]
 fn a_version_1_log_is_written_as_version_1_frames() {
     let dir = dir_on_disk();
     let capacity = 1 << 20;
     drop(Store::open(dir.path(), options(capacity)).expect("create"));
-    // Make the new log's header say version 1, as an older binary wrote it.
     let log_path = dir.path().join(pure_store::LOG_FILE_NAME);
-    let mut log = std::fs::read(&log_path).expect("read log");
-    assert_eq!(log[8..12], 2u32.to_le_bytes(), "new logs are version 2");
-    log[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let crc = crc32c(&log[0..32]);
-    log[32..36].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&log_path, &log).expect("write log");
+    let log = std::fs::read(&log_path).expect("read log");
+    assert_eq!(log[8..12], 3u32.to_le_bytes(), "new logs are version 3");
+    std::fs::write(&log_path, legacy_log(1, capacity, 7)).expect("write log");
 
-    let mut store = Store::open(dir.path(), options(capacity))
+    let mut store = Store::open(dir.path(), grown_options(capacity, 4 * capacity))
         .expect("reopen")
         .store;
     assert!(!store.log_writes_padded());
+    assert_eq!(
+        store.log_capacity_max_bytes(),
+        capacity,
+        "a version-1 log does not grow"
+    );
+    assert!(store.prepare_growth(2 * capacity).is_none());
     let bytes = record_bytes(1, 0);
     store.append(&bytes).expect("append");
     let start = store.log_end_position();
@@ -373,11 +397,117 @@ fn a_version_1_log_is_written_as_version_1_frames() {
     );
     drop(store);
     let log = std::fs::read(&log_path).expect("read log");
-    let frame = &log[pure_store::LOG_HEADER_AREA_BYTES as usize..];
+    assert_eq!(log[8..12], 1u32.to_le_bytes(), "the header is as it was");
+    let frame = &log[4096..];
     assert_eq!(
         frame[6..8],
         [0, 0],
         "no frame flag a version-1 reader does not know"
     );
     assert_eq!(records_of(dir.path(), capacity).1, vec![(Lsn(1), bytes)]);
+}
+
+/// A version-2 log (padded frames, one header, made before logs grew) is read and written in
+/// place as it was: its ring after the 4 KiB header block, its header untouched, no growth.
+#[test]
+fn a_version_2_log_is_written_where_a_version_2_binary_reads_it() {
+    let dir = dir_on_disk();
+    let capacity = 1 << 20;
+    drop(Store::open(dir.path(), options(capacity)).expect("create"));
+    let log_path = dir.path().join(pure_store::LOG_FILE_NAME);
+    std::fs::write(&log_path, legacy_log(2, capacity, 9)).expect("write log");
+    let mut store = Store::open(dir.path(), grown_options(capacity, 4 * capacity))
+        .expect("reopen")
+        .store;
+    assert!(store.log_writes_padded());
+    assert!(
+        store.prepare_growth(2 * capacity).is_none(),
+        "a version-2 log does not grow"
+    );
+    let bytes = record_bytes(1, 0);
+    store.append(&bytes).expect("append");
+    store.commit().expect("commit");
+    drop(store);
+    let log = std::fs::read(&log_path).expect("read log");
+    assert_eq!(log[8..12], 2u32.to_le_bytes(), "the header is as it was");
+    assert_eq!(log.len() as u64, 4096 + capacity, "the file did not grow");
+    assert_eq!(
+        &log[4096..4100],
+        &0x3146_5250u32.to_le_bytes(),
+        "the frame after one block"
+    );
+    assert_eq!(records_of(dir.path(), capacity).1, vec![(Lsn(1), bytes)]);
+}
+
+/// A real log grows in place: a new directory's file is its first capacity and a header area,
+/// the grown one its new capacity; frames written before and after the growth, over laps of
+/// the grown ring, are read back in order by a new open, and commits still bypass the page
+/// cache where they did.
+#[test]
+fn a_real_log_grows_in_place_and_keeps_its_frames() {
+    let dir = dir_on_disk();
+    let first = 64 << 10;
+    let log_path = dir.path().join(pure_store::LOG_FILE_NAME);
+    let mut store = Store::open(dir.path(), grown_options(first, 1 << 20))
+        .expect("create")
+        .store;
+    let length = |path: &Path| std::fs::metadata(path).expect("stat").len();
+    assert_eq!(length(&log_path), pure_store::LOG_HEADER_AREA_BYTES + first);
+    let direct = store.log_writes_direct();
+    let mut written = Vec::new();
+    let mut append = |store: &mut Store, n: u64| {
+        for _ in 0..n {
+            let lsn = written.len() as u64 + 1;
+            let bytes = record_bytes(lsn, 0);
+            store.append(&bytes).expect("append");
+            store.commit().expect("commit");
+            written.push((Lsn(lsn), bytes));
+            if lsn % 100 == 0 {
+                let mut writer = store.checkpoint_writer(Lsn(lsn)).expect("checkpoint");
+                writer.write_all(b"image").expect("write");
+                let done = writer.finish().expect("finish");
+                store.install_checkpoint(done).expect("install");
+            }
+        }
+    };
+    append(&mut store, 40);
+    let prepared = store
+        .prepare_growth(4 * first)
+        .expect("may grow")
+        .run()
+        .expect("fill");
+    assert!(
+        store.grow(&prepared).expect("grow"),
+        "the live part lies in one lap"
+    );
+    assert_eq!(store.log_capacity_bytes(), 4 * first);
+    assert_eq!(
+        length(&log_path),
+        pure_store::LOG_HEADER_AREA_BYTES + 4 * first
+    );
+    assert_eq!(store.log_writes_direct(), direct);
+    // Past the old lap's end, into the grown space, and around the grown ring once more.
+    append(&mut store, 700);
+    assert!(
+        store.log_end_position() > 4 * first,
+        "the grown ring lapped"
+    );
+    drop(store);
+    let recovered = Store::open(dir.path(), grown_options(first, 1 << 20)).expect("reopen");
+    assert_eq!(recovered.store.log_capacity_bytes(), 4 * first);
+    assert_eq!(
+        recovered.checkpoint.as_ref().map(|c| c.lsn()),
+        Some(Lsn(700))
+    );
+    let tail: Vec<_> = written[700..].to_vec();
+    let records: Vec<_> = recovered
+        .records
+        .into_iter()
+        .map(|r| (r.lsn, r.bytes))
+        .collect();
+    assert!(!records.is_empty());
+    assert_eq!(
+        records, tail,
+        "the records after the replay start, in order"
+    );
 }

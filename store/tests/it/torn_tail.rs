@@ -186,6 +186,7 @@ fn no_ghosts_from_intact_frames_after_a_torn_one() {
     let options = pure_store::StoreOptions {
         sync: pure_store::SyncMode::None,
         log_capacity_bytes: crate::harness::SIM_CAPACITY_BYTES,
+        log_capacity_max_bytes: crate::harness::SIM_CAPACITY_BYTES,
     };
     let dir = crate::harness::sim_dir();
     for torn in 0..5u64 {
