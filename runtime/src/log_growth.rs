@@ -106,6 +106,15 @@ impl LogGrowth {
         self.fill.is_some()
     }
 
+    /// Waits for a running fill to end, whatever its result, and forgets any prepared growth
+    /// (the store is about to close).
+    pub fn finish_fill(&mut self) {
+        if let Some(fill) = self.fill.take() {
+            let _ = fill.recv();
+        }
+        self.prepared = None;
+    }
+
     /// Waits up to `wait` for a running fill to finish (for a group that waits for the log).
     pub fn await_fill(&mut self, wait: Duration) {
         let Some(fill) = &self.fill else { return };

@@ -206,6 +206,10 @@ impl SyncRole {
                 syncer.install(result);
             }
         }
+        // A fill still writing zeros past the ring must end before the store closes: the next
+        // opener of the directory could grow the log into the space it writes, or see it cut
+        // the file back after a failure.
+        syncer.growth.finish_fill();
     }
 
     /// Called by a caller that ran the group's last write and was told to commit it
