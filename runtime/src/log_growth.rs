@@ -146,9 +146,22 @@ pub(crate) fn wanted_capacity(used: u64, capacity: u64, checkpoint_limit: u64) -
     }
 }
 
+/// The capacity, doubling from `capacity`, whose three quarters hold `checkpoint_limit` bytes
+/// of log (0: `capacity` does).
+pub(crate) fn sized_for(checkpoint_limit: u64, capacity: u64) -> u64 {
+    let mut sized = capacity.max(1);
+    while sized / 4 * 3 < checkpoint_limit {
+        sized = sized.saturating_mul(2);
+    }
+    match sized > capacity {
+        true => sized,
+        false => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::wanted_capacity;
+    use super::{sized_for, wanted_capacity};
 
     const MIB: u64 = 1 << 20;
 
@@ -160,5 +173,15 @@ mod tests {
         // Checkpoints at the limit come by three quarters of the log: no growth.
         assert_eq!(wanted_capacity(3 * MIB, 4 * MIB, 3 * MIB), 0);
         assert_eq!(wanted_capacity(3 * MIB, 4 * MIB, 3 * MIB + 1), 8 * MIB);
+    }
+
+    #[test]
+    fn a_state_gets_the_log_its_checkpoints_want_at_open() {
+        // TPC-C's imported image, about 40 MB: twice it fits three quarters of 128 MiB.
+        assert_eq!(sized_for(80_000_000, MIB), 128 * MIB);
+        assert_eq!(sized_for(3 * MIB, 4 * MIB), 0);
+        assert_eq!(sized_for(3 * MIB + 1, 4 * MIB), 8 * MIB);
+        // A new directory (no image) keeps its first size.
+        assert_eq!(sized_for(0, MIB), 0);
     }
 }

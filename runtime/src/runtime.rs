@@ -111,7 +111,7 @@ impl Runtime {
             .log(store.log_used_bytes(), store.log_capacity_bytes());
         let inbox = Arc::new(Inbox::new(options.queue_capacity));
         let building = Arc::new(Building::new(state.tables, group_bytes_max));
-        let syncer = Syncer {
+        let mut syncer = Syncer {
             shared: shared.clone(),
             store,
             schema: Arc::new(state.schema.clone()),
@@ -132,6 +132,7 @@ impl Runtime {
             last_sync: std::time::Duration::ZERO,
             stay_awake: std::time::Duration::ZERO,
         };
+        syncer.size_log_for_state();
         let sync = Arc::new(SyncRole::new(syncer));
         let owner = Arc::new(Owner {
             shared: shared.clone(),

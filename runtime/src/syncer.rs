@@ -53,7 +53,7 @@ use crate::checkpoint::write_image;
 use crate::group::Group;
 use crate::inbox::Inbox;
 use crate::job::Reply;
-use crate::log_growth::{wanted_capacity, LogGrowth, Tended};
+use crate::log_growth::{sized_for, wanted_capacity, LogGrowth, Tended};
 use crate::options::CommitGate;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
@@ -536,6 +536,14 @@ impl Syncer {
             }
             _ => self.start_checkpoint(),
         }
+    }
+
+    /// At open: a state whose checkpoints will want more log than the log has (twice its
+    /// image, with a quarter free besides) gets it now, its zeros written in the background
+    /// before the writes need them (an imported or salvaged state, or a log made smaller).
+    pub fn size_log_for_state(&mut self) {
+        let by_image = (self.image_bytes as f64 * self.checkpoint_image_ratio) as u64;
+        self.tend_log(sized_for(by_image, self.store.log_capacity_bytes()));
     }
 
     /// One step of the log's growth toward `wanted` bytes (see `LogGrowth::tend`): true if the

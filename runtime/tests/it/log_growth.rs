@@ -120,3 +120,60 @@ fn a_log_stops_growing_at_its_largest_size() {
     );
     rt.shutdown();
 }
+
+/// Text of `bytes` bytes that does not compress, the same for the same `seed`.
+fn noise(seed: u64, bytes: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect()
+}
+
+#[test]
+fn an_imported_state_gets_the_log_its_checkpoints_want_at_open() {
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("kv.jsonl");
+    // About 1.5 MB of rows that do not compress: the image is about as large.
+    let lines: Vec<String> = (0..500)
+        .map(|k| json!({"key": k, "row": {"a": noise(k, 3000)}}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let data = root.path().join("data");
+    let import = pure_runtime::ImportOptions {
+        log_capacity_bytes: 64 << 10,
+        ..pure_runtime::ImportOptions::default()
+    };
+    pure_runtime::import(
+        &app("review"),
+        &data,
+        &[input],
+        &import,
+        &pure_runtime::Progress::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        log_file_bytes(&data),
+        pure_store::LOG_HEADER_AREA_BYTES + (64 << 10)
+    );
+    let rt = Runtime::open(app("review"), &data, options(64 << 10, 64 << 20)).unwrap();
+    // Twice the image, with a quarter free besides: 4 MiB. The zeros are written in the
+    // background from the open on; the first commit after they are makes it the log's. The
+    // writes here stay under half of the first log, where the writes alone would not grow it.
+    while rt.metrics().log_capacity_bytes < 4 << 20 {
+        assert!(rt.metrics().log_bytes < 30 << 10, "{:?}", rt.metrics());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        put(&rt, 1, 10).unwrap();
+    }
+    assert_eq!(
+        rt.metrics().log_capacity_bytes,
+        4 << 20,
+        "{:?}",
+        rt.metrics()
+    );
+    rt.shutdown();
+}
