@@ -311,8 +311,7 @@ pub fn seed(
             dir: dir.to_path_buf(),
         });
     }
-    let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
-    let header = LogHeader::new(capacity, io.session_salt());
+    let header = LogHeader::new(open::first_capacity(&options), io.session_salt());
     ring::create(&*io, dir, &dir.join(LOG_FILE_NAME), header)?;
     if covered.0 == 0 {
         return Ok(());

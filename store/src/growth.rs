@@ -10,6 +10,7 @@
 //! frames that were live exactly where they are. Either is a log recovery reads whole.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::error::{io_error, Error};
@@ -18,11 +19,19 @@ use crate::ring::{self, LogHeader, GROWTH_UNIT_BYTES};
 use crate::Store;
 
 /// The zero fill of a growth, to run on any thread (`Send`; it does not borrow the store).
+/// While one is out (until it has run, or is dropped), the store hands out no other.
 pub struct GrowthFill {
     io: Arc<dyn Io>,
     path: PathBuf,
     from: LogHeader,
     capacity: u64,
+    out: Arc<AtomicBool>,
+}
+
+impl Drop for GrowthFill {
+    fn drop(&mut self) {
+        self.out.store(false, Ordering::Release);
+    }
 }
 
 /// A fill that finished: the file holds the zeroed, synced space of a ring of `capacity`
@@ -51,6 +60,11 @@ impl GrowthFill {
     /// that could not be made takes no space, and the error is returned: the log keeps its
     /// capacity, and nothing else changed.
     pub fn run(self) -> Result<PreparedGrowth, Error> {
+        assert!(
+            self.capacity.is_multiple_of(GROWTH_UNIT_BYTES)
+                && self.from.file_bytes().is_multiple_of(GROWTH_UNIT_BYTES),
+            "a fill starts and ends on a page: it never shares one with the ring's direct writes"
+        );
         let file = self
             .io
             .open_file(&self.path)
@@ -75,7 +89,7 @@ impl GrowthFill {
 impl Store {
     /// A fill that prepares the growth of the log to `capacity` (rounded up to whole growth
     /// units, at most `log_capacity_max_bytes`); `None` if the log cannot grow that far (it is
-    /// that large already, or cannot grow at all).
+    /// that large already, or cannot grow at all), or while another fill is out.
     pub fn prepare_growth(&self, capacity: u64) -> Option<GrowthFill> {
         let capacity = capacity
             .div_ceil(GROWTH_UNIT_BYTES)
@@ -84,11 +98,15 @@ impl Store {
         if !self.header.growable() || capacity <= self.header.capacity || self.poison.is_some() {
             return None;
         }
+        if self.fill_out.swap(true, Ordering::AcqRel) {
+            return None;
+        }
         Some(GrowthFill {
             io: self.io.clone(),
             path: self.log_path.clone(),
             from: self.header,
             capacity,
+            out: self.fill_out.clone(),
         })
     }
 

@@ -101,9 +101,30 @@ fn create_log(
             reason: format!("log file missing while checkpoint {} exists", lsn.0),
         });
     }
-    let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
-    let header = LogHeader::new(capacity, io.session_salt());
+    let header = LogHeader::new(first_capacity(options), io.session_salt());
     ring::create(io, dir, log_path, header)
+}
+
+/// The capacity of a new log: the options' first capacity, at least the smallest ring, and
+/// whole growth units if the log may grow (every capacity it grows to is, and so its ring
+/// never shares a page with the space a growth fills).
+pub(crate) fn first_capacity(options: &StoreOptions) -> u64 {
+    let capacity = options.log_capacity_bytes.max(ring::MIN_CAPACITY_BYTES);
+    match options.log_capacity_max_bytes > capacity {
+        true => capacity.next_multiple_of(ring::GROWTH_UNIT_BYTES),
+        false => capacity,
+    }
+}
+
+/// The largest capacity a log opened with `options` may grow to: the options' largest, in
+/// whole growth units, or its own capacity if it cannot grow (a log of a version before growth,
+/// or whose capacity is not whole growth units) or is that large already.
+fn capacity_max(header: &LogHeader, options: &StoreOptions) -> u64 {
+    let unit = ring::GROWTH_UNIT_BYTES;
+    match header.growable() && header.capacity.is_multiple_of(unit) {
+        true => (options.log_capacity_max_bytes / unit * unit).max(header.capacity),
+        false => header.capacity,
+    }
 }
 
 /// Where replay starts without a checkpoint: the first frame of the log.
@@ -286,10 +307,7 @@ fn build(
         log_id: header.log_id,
         sync: options.sync,
         header,
-        capacity_max: match header.growable() {
-            true => options.log_capacity_max_bytes.max(header.capacity),
-            false => header.capacity,
-        },
+        capacity_max: capacity_max(&header, &options),
         padded: header.padded,
         compressor: crate::frame::compressor(),
         compressed: Vec::new(),
@@ -304,5 +322,6 @@ fn build(
         pending,
         pending_count: 0,
         poison: None,
+        fill_out: Default::default(),
     }
 }

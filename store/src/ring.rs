@@ -359,7 +359,63 @@ pub fn read_header(file: &dyn IoFile, path: &Path) -> Result<LogHeader, Error> {
             format!("log file is {len} bytes, shorter than its header says"),
         ));
     }
+    if header.growable() && len > header.file_bytes() {
+        if let Some(offset) = frame_past_ring(file, path, &header, len)? {
+            return Err(corrupt(
+                offset,
+                format!(
+                    "a frame lies past the {} bytes of ring the newest valid log header gives: \
+                     a newer header, written before it, is damaged",
+                    header.capacity
+                ),
+            ));
+        }
+    }
     Ok(header)
+}
+
+/// The file offset of a valid frame in the space past the ring `header` gives, if one is there.
+///
+/// That space is a growth's zeros (its fill, or one that ended with a crash before its header
+/// was written), and frames go there only once the larger header is synced. A frame there means
+/// the newest header, which places it, was on disk and is damaged now: rot, not a torn write,
+/// and reading the log by the older header would end it, silently, before every frame written
+/// since the growth. Frames start on sectors in a version-3 log.
+fn frame_past_ring(
+    file: &dyn IoFile,
+    path: &Path,
+    header: &LogHeader,
+    len: u64,
+) -> Result<Option<u64>, Error> {
+    let sector = SECTOR_BYTES as u64;
+    let mut chunk = vec![0u8; FILL_CHUNK_BYTES];
+    let mut at = header.file_bytes();
+    while at < len {
+        let n = (len - at).min(chunk.len() as u64) as usize;
+        file.read_at(&mut chunk[..n], at)
+            .map_err(|e| io_error("read", path, e))?;
+        for start in (0..n).step_by(SECTOR_BYTES) {
+            if chunk[start..n].len() < 4 || u32_at(&chunk, start) != crate::frame::MAGIC {
+                continue;
+            }
+            let offset = at + start as u64;
+            let Ok(head) = crate::frame::read_header(&chunk[start..n.min(start + 64)]) else {
+                continue;
+            };
+            let frame_len = u64::from(head.frame_len);
+            if offset + frame_len > len {
+                continue;
+            }
+            let mut bytes = vec![0u8; frame_len as usize];
+            file.read_at(&mut bytes, offset)
+                .map_err(|e| io_error("read", path, e))?;
+            if crate::frame::decode(&bytes).is_ok() {
+                return Ok(Some(offset));
+            }
+        }
+        at += (n as u64).div_ceil(sector) * sector;
+    }
+    Ok(None)
 }
 
 /// The header slot at file offset `offset`, decoded (`Ok(Err)`: not a valid header).

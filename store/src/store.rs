@@ -74,6 +74,10 @@ pub struct Store {
     pub(crate) pending: Vec<u8>,
     pub(crate) pending_count: u32,
     pub(crate) poison: Option<String>,
+    /// A growth's fill is out (handed out by `prepare_growth`, not yet run to its end): no
+    /// other is handed out meanwhile, so that a fill never writes zeros into a ring that grew
+    /// after it was prepared.
+    pub(crate) fill_out: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Store {

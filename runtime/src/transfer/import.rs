@@ -92,7 +92,8 @@ pub fn import(
     let store_options = StoreOptions {
         sync: SyncMode::Always,
         log_capacity_bytes: options.log_capacity_bytes,
-        log_capacity_max_bytes: options.log_capacity_bytes,
+        // A log that the server may grow: its first size in whole growth units.
+        log_capacity_max_bytes: RuntimeOptions::default().log_capacity_max_bytes,
     };
     // The store is written whole beside the data directory and moved into it only once
     // durable, checkpoint first and log last: a crash at any point leaves the directory as it

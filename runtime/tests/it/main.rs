@@ -9,6 +9,7 @@ mod lone_writes;
 mod lone_writes_faults;
 mod record_model;
 mod reviewed_034;
+mod reviewed_growth;
 mod state_after_failures;
 mod support;
 mod transcript;

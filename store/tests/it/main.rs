@@ -11,4 +11,5 @@ mod growth;
 mod harness;
 mod model;
 mod real_files;
+mod reviewed_growth;
 mod torn_tail;
