@@ -239,11 +239,16 @@ impl Report<'_> {
              over a turn (a syncfs runs before each), divided by the turn's records, median over the \
              records (each counts with its turn's figure); (mean) = the same over all turns: file-system metadata and journal included, \
              and also whatever other processes wrote to the device meanwhile. \
-             CPU = user + system of the whole process, per sync. Each store lapped its {} MiB \
-             ring once, untimed, before measuring, so measured commits overwrite reused log \
-             space; laps = where its log ended / capacity; ckpts = checkpoints installed while \
-             measuring (one starts in the background when the log is half full).",
-            self.args.seconds, self.args.slice_seconds, self.args.raw_file_mib, self.args.log_mib
+             CPU = user + system of the whole process, per sync. Each store's log began at {} \
+             MiB, grew in place (doubling, untimed) to {} MiB, and lapped that ring once, \
+             untimed, before measuring, so measured commits overwrite reused log space; laps = \
+             where its log ended / capacity; ckpts = checkpoints installed while measuring (one \
+             starts in the background when the log is half full).",
+            self.args.seconds,
+            self.args.slice_seconds,
+            self.args.raw_file_mib,
+            self.args.grown_from_mib.min(self.args.log_mib),
+            self.args.log_mib
         );
     }
 
