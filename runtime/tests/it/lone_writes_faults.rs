@@ -424,7 +424,10 @@ fn stage(seed: u64) -> Staged {
     }));
     let options = RuntimeOptions {
         lone_write_sync_max: Some(Duration::MAX),
+        // A log of exactly CAP bytes that never grows (and, not whole sectors, is unpadded:
+        // the frames' bytes below are exact).
         log_capacity_bytes: CAP,
+        log_capacity_max_bytes: CAP,
         checkpoint_interval_bytes: INTERVAL,
         write_timeout: LIMIT,
         run_gate: Some(gate),
