@@ -154,6 +154,8 @@ pub struct Dispatch {
     limits: RequestLimits,
     ids: RequestIds,
     log: Arc<Log>,
+    /// The app directory's `public/` folder, served where no route matches a GET.
+    pub public: Option<crate::public::Public>,
 }
 
 /// Request ids made by this process: a random prefix drawn at start and a counter, so that ids
@@ -232,6 +234,7 @@ impl Dispatch {
             ids: RequestIds::new(),
             log,
             limits,
+            public: None,
         }
     }
 
@@ -424,11 +427,15 @@ impl Dispatch {
                 (Label::Unmatched, method_not_allowed(&method, &path, &allow))
             }
             RouteMatch::NotFound => {
-                let message = format!("no route for {method} {path}");
-                (
-                    Label::Unmatched,
-                    error_reply(StatusCode::NOT_FOUND, message),
-                )
+                let file = match (&self.public, lookup) {
+                    (Some(public), "GET") => public.answer(&path, request.headers()).await,
+                    _ => None,
+                };
+                let reply = file.unwrap_or_else(|| {
+                    let message = format!("no route for {method} {path}");
+                    error_reply(StatusCode::NOT_FOUND, message)
+                });
+                (Label::Unmatched, reply)
             }
             RouteMatch::BadEncoding => {
                 let message = format!("the path {path} is not valid percent-encoded UTF-8");

@@ -16,6 +16,7 @@ mod listener;
 mod log;
 mod metrics;
 mod origin;
+mod public;
 mod route;
 mod server;
 mod transcript;

@@ -83,6 +83,7 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         ),
     );
     dispatch.metrics.answer_bytes_held = answers.held.clone();
+    dispatch.public = Some(crate::public::Public::new(options.app_dir()));
     let dispatch = Arc::new(dispatch);
     let server = Listener {
         dispatch: dispatch.clone(),

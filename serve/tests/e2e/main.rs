@@ -19,6 +19,7 @@ mod kv;
 mod ledger;
 mod limits;
 mod logs;
+mod public;
 mod readers;
 mod reload;
 mod request_response;
