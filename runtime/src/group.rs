@@ -8,6 +8,7 @@ use std::sync::Arc;
 use pure_lang::{Answer, HandlerError, Tables};
 
 use crate::job::Reply;
+use crate::publication::TableSet;
 
 /// A group of writes on its way to the syncer.
 ///
@@ -25,6 +26,8 @@ pub(crate) struct Group {
     pub replies: Vec<(Reply, Result<Answer, HandlerError>)>,
     /// The state after the group, to publish once it is durable.
     pub snapshot: Arc<Tables>,
+    /// The tables the group's writes changed, for those who watch the state (`publication.rs`).
+    pub written: TableSet,
 }
 
 impl Group {

@@ -27,6 +27,7 @@ mod log_growth;
 mod metrics;
 mod options;
 mod owner;
+mod publication;
 pub mod record;
 mod recovery;
 mod runtime;
@@ -44,6 +45,7 @@ pub use options::{
     CommitGate, RuntimeOptions, CHECKPOINT_IMAGE_RATIO, LOG_CAPACITY, LOG_CAPACITY_MAX,
     LONE_WRITE_SYNC_MAX,
 };
+pub use publication::{Publication, TableSet};
 pub use pure_lang::ImmutableString;
 pub use pure_lang::{
     has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,

@@ -327,6 +327,9 @@ impl Owner {
             }
             state.group.bytes.extend_from_slice(record);
             state.group.end_record();
+            for change in writes.changes() {
+                state.group.written.insert(change.table());
+            }
         }
         writes.clear();
         result

@@ -309,6 +309,13 @@ impl Runtime {
         }
     }
 
+    /// A watcher of the published state: its latest publication (the LSN reads see, and per
+    /// table the LSN of the last group that wrote it), then each one after it, or the newest
+    /// if the watcher falls behind. Only durable groups are published.
+    pub fn publications(&self) -> tokio::sync::watch::Receiver<crate::Publication> {
+        self.inner.shared.publications()
+    }
+
     pub fn metrics(&self) -> Metrics {
         let shared = &self.inner.shared;
         let snapshot = shared.published();

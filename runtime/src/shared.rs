@@ -11,6 +11,7 @@ use arc_swap::{ArcSwap, Guard};
 use pure_lang::{App, Schema};
 
 use crate::metrics::MetricsCell;
+use crate::publication::{Publication, Publisher, TableSet};
 use crate::snapshot::Snapshot;
 
 /// What the owner, the syncer and callers share.
@@ -24,6 +25,8 @@ pub(crate) struct Shared {
     retired_fallbacks: AtomicU64,
     /// The published snapshot. A `Mutex<Arc<..>>`: readers hold the lock only to clone the `Arc`.
     published: Mutex<Arc<Snapshot>>,
+    /// What watchers of the state are told after each publish (`publication.rs`).
+    publisher: Mutex<Publisher>,
     /// Set once, on the first failed write or sync; never cleared (reopen to recover).
     poison: RwLock<Option<String>>,
     poisoned: AtomicBool,
@@ -40,10 +43,12 @@ pub(crate) struct Shared {
 impl Shared {
     /// The shared state of a runtime that starts from `snapshot` (the recovered state).
     pub fn new(app: App, snapshot: Snapshot, schema: Arc<Schema>) -> Shared {
+        let publisher = Publisher::new(snapshot.lsn, schema.tables.len());
         Shared {
             schema,
             app: ArcSwap::from_pointee(app),
             retired_fallbacks: AtomicU64::new(0),
+            publisher: Mutex::new(publisher),
             published: Mutex::new(Arc::new(snapshot)),
             poison: RwLock::new(None),
             poisoned: AtomicBool::new(false),
@@ -105,6 +110,23 @@ impl Shared {
             "a published LSN never falls: groups are published in the order they were committed"
         );
         std::mem::replace(&mut *published, snapshot)
+    }
+
+    /// Tells watchers that the group that wrote `written` is published at `lsn` (after
+    /// `publish`, so that a watcher that reads the published snapshot when told sees it).
+    pub fn announce(&self, lsn: u64, written: &TableSet) {
+        self.publisher
+            .lock()
+            .expect("announcing never panics")
+            .publish(lsn, written);
+    }
+
+    /// A watcher of publications: the latest, then each one after it (or the newest).
+    pub fn publications(&self) -> tokio::sync::watch::Receiver<Publication> {
+        self.publisher
+            .lock()
+            .expect("announcing never panics")
+            .subscribe()
     }
 
     pub fn poison(&self, reason: String) {

@@ -345,6 +345,9 @@ impl Syncer {
             Outcome::Durable { sync, last_lsn } => {
                 let snapshot = Snapshot::new(group.snapshot, last_lsn.0);
                 let replaced = self.shared.publish(snapshot);
+                if !group.written.is_empty() {
+                    self.shared.announce(last_lsn.0, &group.written);
+                }
                 assert_eq!(
                     replaced.lsn + records,
                     last_lsn.0,

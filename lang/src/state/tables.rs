@@ -439,6 +439,17 @@ pub enum Change {
     },
 }
 
+impl Change {
+    /// The table the change is to.
+    pub fn table(&self) -> TableId {
+        match self {
+            Change::Put { table, .. }
+            | Change::Patch { table, .. }
+            | Change::Delete { table, .. } => *table,
+        }
+    }
+}
+
 struct Undo {
     table: TableId,
     key: Key,

@@ -7,6 +7,7 @@ mod layers;
 mod log_growth;
 mod lone_writes;
 mod lone_writes_faults;
+mod publications;
 mod record_model;
 mod reviewed_034;
 mod reviewed_growth;

@@ -563,9 +563,12 @@ fn a_checkpoint_that_fails_mid_image_leaves_no_temporary_file() {
         enospc_from_alloc_write: Some(2),
         ..Faults::default()
     });
-    // More than a checkpoint interval of log after the fault: at least one checkpoint starts,
+    // More than a checkpoint interval of log after the fault, whatever the log held before it
+    // (16 writes of 40,000 letters that compress to about 24 KB each: about 380 KB against the
+    // interval's 256 KiB; 10 of them made about 245 KB, and the test then passed only when
+    // the first run had left log since its last checkpoint): at least one checkpoint starts,
     // and its image (larger than one write chunk) fails partway.
-    for i in 0..10i64 {
+    for i in 0..16i64 {
         let ops: Vec<Value> = (0..10)
             .map(|j| json!(["put", "kv", [i * 10 + j], {"b": big()}]))
             .collect();

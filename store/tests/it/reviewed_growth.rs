@@ -44,7 +44,7 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 /// Appends and commits one record of `bytes`, following `model`.
 fn commit_one(store: &mut Store, model: &mut Model, bytes: Vec<u8>) -> Result<Lsn, Error> {
-    let lsn = store.append(&bytes)?;
+    store.append(&bytes)?;
     model.records.push(bytes);
     let durable = store.commit()?;
     model.acked = durable.0;
