@@ -312,7 +312,7 @@ impl Runtime {
     /// A watcher of the published state: its latest publication (the LSN reads see, and per
     /// table the LSN of the last group that wrote it), then each one after it, or the newest
     /// if the watcher falls behind. Only durable groups are published.
-    pub fn publications(&self) -> tokio::sync::watch::Receiver<crate::Publication> {
+    pub fn publications(&self) -> tokio::sync::watch::Receiver<crate::publication::Publication> {
         self.inner.shared.publications()
     }
 
