@@ -19,15 +19,7 @@ fn dump(rt: &Runtime) -> Value {
 /// Puts a row whose field holds `bytes` bytes of text that does not compress (the log
 /// compresses frames).
 fn put(rt: &Runtime, key: i64, bytes: usize) -> Result<Value, HandlerError> {
-    let mut x = (key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let text: String = (0..bytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            char::from(b'a' + (x % 26) as u8)
-        })
-        .collect();
+    let text = noise(key as u64, bytes);
     let ops = json!([["put", "kv", [key], {"a": text}]]);
     rt.write("apply", body(json!({"ops": ops, "fail": false})))?
         .blocking_recv()
