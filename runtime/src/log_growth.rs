@@ -26,6 +26,8 @@ pub(crate) struct LogGrowth {
     fill: Option<Receiver<Result<PreparedGrowth, StoreError>>>,
     prepared: Option<PreparedGrowth>,
     retry_at: Option<Instant>,
+    /// Why the last fill failed, until `tend` reports it.
+    failed: Option<String>,
 }
 
 /// What `LogGrowth::tend` did.
@@ -45,18 +47,9 @@ impl LogGrowth {
     /// One step toward a log of at least `wanted` bytes (0: no more than it has): makes a
     /// finished fill the log's if it can, or starts a fill.
     pub fn tend(&mut self, store: &mut Store, wanted: u64) -> Tended {
-        let mut failed = None;
         if let Some(fill) = &self.fill {
             match fill.try_recv() {
-                Ok(Ok(prepared)) => {
-                    self.fill = None;
-                    self.prepared = Some(prepared);
-                }
-                Ok(Err(e)) => {
-                    self.fill = None;
-                    self.retry_at = Some(Instant::now() + RETRY_PAUSE);
-                    failed = Some(format!("the log could not grow: {e}"));
-                }
+                Ok(result) => self.fill_ended(result),
                 Err(TryRecvError::Empty) => {}
                 Err(TryRecvError::Disconnected) => self.fill = None,
             }
@@ -75,7 +68,7 @@ impl LogGrowth {
                 }
             };
         }
-        if let Some(reason) = failed {
+        if let Some(reason) = self.failed.take() {
             return Tended::FillFailed(reason);
         }
         let waiting = self.retry_at.is_some_and(|at| Instant::now() < at);
@@ -119,18 +112,22 @@ impl LogGrowth {
     pub fn await_fill(&mut self, wait: Duration) {
         let Some(fill) = &self.fill else { return };
         match fill.recv_timeout(wait) {
-            Ok(result) => {
-                self.fill = None;
-                match result {
-                    Ok(prepared) => self.prepared = Some(prepared),
-                    Err(e) => {
-                        self.retry_at = Some(Instant::now() + RETRY_PAUSE);
-                        eprintln!("pure-runtime: the log could not grow: {e}");
-                    }
-                }
-            }
+            Ok(result) => self.fill_ended(result),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => self.fill = None,
+        }
+    }
+
+    /// A fill's result: the growth to make the log's, or a failure to report (and a pause
+    /// before the next attempt).
+    fn fill_ended(&mut self, result: Result<PreparedGrowth, StoreError>) {
+        self.fill = None;
+        match result {
+            Ok(prepared) => self.prepared = Some(prepared),
+            Err(e) => {
+                self.retry_at = Some(Instant::now() + RETRY_PAUSE);
+                self.failed = Some(format!("the log could not grow: {e}"));
+            }
         }
     }
 }

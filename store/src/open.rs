@@ -308,7 +308,6 @@ fn build(
         sync: options.sync,
         header,
         capacity_max: capacity_max(&header, &options),
-        padded: header.padded,
         compressor: crate::frame::compressor(),
         compressed: Vec::new(),
         session,

@@ -27,7 +27,6 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 pub struct RingReader<'a> {
     file: &'a dyn IoFile,
     header: LogHeader,
-    capacity: u64,
     /// `CHUNK_BYTES`, except in tests that move the window boundaries across frames.
     chunk: usize,
     window: RefCell<Window>,
@@ -67,7 +66,6 @@ impl<'a> RingReader<'a> {
         RingReader {
             file,
             header,
-            capacity: header.capacity,
             chunk,
             window: RefCell::new(Window {
                 offset: 0,
@@ -82,7 +80,7 @@ impl<'a> RingReader<'a> {
     }
 
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.header.capacity
     }
 
     /// The bytes a scan or a copy should read at a time.
@@ -109,7 +107,7 @@ impl<'a> RingReader<'a> {
     pub fn read(&self, offset: u64, bytes: &mut [u8]) -> io::Result<()> {
         let end = offset + bytes.len() as u64;
         debug_assert!(
-            end <= self.capacity,
+            end <= self.header.capacity,
             "callers split reads at the end of the ring"
         );
         if bytes.len() > self.chunk {
@@ -117,7 +115,7 @@ impl<'a> RingReader<'a> {
         }
         let mut window = self.window.borrow_mut();
         if offset < window.offset || end > window.offset + window.bytes.len() as u64 {
-            let n = (self.capacity - offset).min(self.chunk as u64) as usize;
+            let n = (self.header.capacity - offset).min(self.chunk as u64) as usize;
             window.bytes.resize(n, 0);
             if let Err(e) = self
                 .file
@@ -138,7 +136,7 @@ impl<'a> RingReader<'a> {
     pub fn read_header(&self, position: u64) -> io::Result<Result<FrameHeader, FrameError>> {
         let offset = self.offset(position);
         let mut head = [0u8; HEADER_BYTES];
-        let n = (self.capacity - offset).min(HEADER_BYTES as u64) as usize;
+        let n = (self.header.capacity - offset).min(HEADER_BYTES as u64) as usize;
         self.read(offset, &mut head[..n])?;
         Ok(frame::read_header(&head[..n]))
     }
@@ -152,7 +150,7 @@ impl<'a> RingReader<'a> {
         };
         let offset = self.offset(position);
         let len = u64::from(header.frame_len);
-        if len > self.capacity - offset {
+        if len > self.header.capacity - offset {
             return Ok(Err(FrameError::BadLength(header.frame_len)));
         }
         if len > self.chunk as u64 {

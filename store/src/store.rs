@@ -39,19 +39,16 @@ pub struct Store {
     pub(crate) log: Box<dyn IoFile>,
     pub(crate) log_id: u64,
     pub(crate) sync: SyncMode,
-    /// Where each stream position lives in the file: the ring's capacity and base.
-    pub(crate) header: LogHeader,
-    /// The largest capacity the log may grow to (its capacity, for a log that cannot grow).
-    pub(crate) capacity_max: u64,
-    /// Frames are padded to whole sectors (`frame::SECTOR_BYTES`), so that each starts a
+    /// Where each stream position lives in the file: the ring's capacity and base, and whether
+    /// frames are padded to whole sectors (`frame::SECTOR_BYTES`), so that each starts a
     /// sector and one commit writes only its own sectors: the log is then written without the
     /// page cache where the file system allows (`Io::open_log`), and a group of a few records
     /// costs its bytes on the device, not a page rewritten for each group (research note 031).
-    /// A ring whose capacity is not whole sectors keeps frames unpadded.
-    ///
-    /// A padded log (version 2) also compresses a frame's records where that saves bytes
-    /// (`frame::compress`: about 0.6 of TPC-C's, research note 031).
-    pub(crate) padded: bool,
+    /// A padded log also compresses a frame's records where that saves bytes
+    /// (`frame::compress`). A ring whose capacity is not whole sectors keeps frames unpadded.
+    pub(crate) header: LogHeader,
+    /// The largest capacity the log may grow to (its capacity, for a log that cannot grow).
+    pub(crate) capacity_max: u64,
     pub(crate) compressor: zstd::bulk::Compressor<'static>,
     /// The frame being written when its records are compressed.
     pub(crate) compressed: Vec<u8>,
@@ -103,7 +100,7 @@ impl Store {
 
     /// Room kept in the largest frame for the padding that `commit` adds.
     pub(crate) fn padding_max(&self) -> u64 {
-        match self.padded {
+        match self.header.padded {
             true => frame::SECTOR_BYTES as u64 - 1,
             false => 0,
         }
@@ -151,7 +148,7 @@ impl Store {
             return Ok(self.durable_lsn());
         }
         let unpadded = self.pending.len();
-        let compressed = self.padded && {
+        let compressed = self.header.padded && {
             self.compressed.clear();
             self.compressed.resize(HEADER_BYTES, 0);
             frame::compress(
@@ -165,7 +162,7 @@ impl Store {
         if compressed {
             std::mem::swap(&mut self.pending, &mut self.compressed);
         }
-        if self.padded {
+        if self.header.padded {
             let len = self.pending.len();
             self.pending.resize(len + frame::padding_for(len), 0);
         }
@@ -195,7 +192,7 @@ impl Store {
         }
         let first_lsn = self.committed_lsn + 1;
         let mut flags = 0;
-        if self.padded {
+        if self.header.padded {
             flags |= frame::FLAG_PADDED;
         }
         if compressed {
@@ -299,13 +296,13 @@ impl Store {
     /// Whether the log's commits bypass the page cache (see `Io::open_log`): false on a file
     /// system that refuses it, or for a log made before frames were padded.
     pub fn log_writes_direct(&self) -> bool {
-        self.padded && self.log.writes_direct()
+        self.header.padded && self.log.writes_direct()
     }
 
     /// Whether commits pad their frames to whole sectors (a log made before frames were padded,
     /// or a ring that is not whole sectors, does not).
     pub fn log_writes_padded(&self) -> bool {
-        self.padded
+        self.header.padded
     }
 
     /// Bytes of log space in use (from the oldest record still needed to the end).
