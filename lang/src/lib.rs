@@ -51,4 +51,5 @@ pub use state::key::{Key, KeyBuilder, KeyPart, PartBytes, PartRef, KEY_PARTS_MAX
 pub use state::schema::{
     FieldType, Kind as FieldKind, Schema, TableId, TableSchema, FIELDS_MAX, IDS_TABLE,
 };
+pub use state::table_set::TableSet;
 pub use state::tables::{Change, IndexDef, IndexRange, IndexSource, RowSet, Tables, WriteSet};

@@ -11,46 +11,8 @@
 
 use std::sync::Arc;
 
-use pure_lang::TableId;
+pub use pure_lang::TableSet;
 use tokio::sync::watch;
-
-/// A set of table ids.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TableSet {
-    words: Vec<u64>,
-}
-
-impl TableSet {
-    pub fn insert(&mut self, table: TableId) {
-        let (word, bit) = (table as usize / 64, table % 64);
-        if self.words.len() <= word {
-            self.words.resize(word + 1, 0);
-        }
-        self.words[word] |= 1 << bit;
-    }
-
-    pub fn contains(&self, table: TableId) -> bool {
-        let (word, bit) = (table as usize / 64, table % 64);
-        self.words.get(word).is_some_and(|w| w & (1 << bit) != 0)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
-    }
-
-    pub fn clear(&mut self) {
-        self.words.clear();
-    }
-
-    /// The tables of the set, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = TableId> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, word)| {
-            (0..64)
-                .filter(move |bit| word & (1 << bit) != 0)
-                .map(move |bit| (i * 64 + bit) as TableId)
-        })
-    }
-}
 
 /// One published state, as watchers see it.
 ///
@@ -123,6 +85,7 @@ impl Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pure_lang::TableId;
 
     fn set(tables: &[TableId]) -> TableSet {
         let mut set = TableSet::default();
@@ -130,14 +93,6 @@ mod tests {
             set.insert(t);
         }
         set
-    }
-
-    #[test]
-    fn a_table_set_holds_any_table_id() {
-        let tables = set(&[0, 3, 63, 64, 200]);
-        assert_eq!(tables.iter().collect::<Vec<_>>(), vec![0, 3, 63, 64, 200]);
-        assert!(tables.contains(64) && !tables.contains(65) && !tables.contains(5000));
-        assert!(TableSet::default().is_empty() && !tables.is_empty());
     }
 
     #[test]

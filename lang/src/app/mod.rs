@@ -30,6 +30,7 @@ use crate::script::settings::Settings;
 use crate::script::value::RequestFields;
 use crate::script::world::{LogSink, World};
 use crate::state::schema::Schema;
+use crate::state::table_set::TableSet;
 use crate::state::tables::{IndexDef, Tables, WriteSet};
 
 /// GET routes are read handlers (a snapshot, any thread); every other method is a write handler.
@@ -353,8 +354,26 @@ impl App {
         request: &Request,
         tables: Arc<Tables>,
     ) -> Result<Answer, HandlerError> {
+        self.run_read_noting(handler, request, tables).0
+    }
+
+    /// [`App::run_read`], giving also the tables the call read (by every path it took: a
+    /// compiled attempt that went on in Rhai adds what each read). A live query runs its
+    /// handler again only once a group writes one of them.
+    pub fn run_read_noting(
+        &self,
+        handler: &str,
+        request: &Request,
+        tables: Arc<Tables>,
+    ) -> (Result<Answer, HandlerError>, TableSet) {
         let request = CallRequest::Borrowed(request);
-        self.call(handler, request, Context::Read { tables }, |_| {})
+        let mut read_set = TableSet::default();
+        let answer = self.call(handler, request, Context::read(tables), |context| {
+            if let Context::Read { read, .. } = context {
+                read_set = read;
+            }
+        });
+        (answer, read_set)
     }
 }
 

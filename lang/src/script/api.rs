@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Map, Module, Position};
 
 use crate::script::api_error::{api_error, ApiError};
-use crate::script::context::{with_tables, with_write};
+use crate::script::context::{with_table, with_write};
 use crate::state::depth::{too_deep, DEPTH_MAX};
 use crate::state::key::{key_from_dynamic, Key};
 use crate::state::schema::{Schema, TableId, IDS_TABLE};
@@ -153,7 +153,7 @@ pub(crate) fn get(table: Table, key: Key) -> Fallible<Dynamic> {
 }
 
 pub(crate) fn exists(table: Table, key: Key) -> Fallible<bool> {
-    let found = with_tables(|t| t.get(table.id, &key).is_some()).map_err(api_error)?;
+    let found = with_table(table.id, |t| t.get(table.id, &key).is_some()).map_err(api_error)?;
     if !found {
         note_string_key_miss(table, &key);
     }
@@ -182,7 +182,7 @@ fn note_string_key_miss(table: Table, key: &Key) {
     let Some(n) = text.parse::<i64>().ok().filter(|n| n.to_string() == text) else {
         return;
     };
-    if with_tables(|t| t.get(table.id, &Key::int(n)).is_some()) == Ok(true) {
+    if with_table(table.id, |t| t.get(table.id, &Key::int(n)).is_some()) == Ok(true) {
         crate::script::world::note_string_key_miss(table.id, text);
     }
 }
@@ -532,7 +532,7 @@ fn scan_rows(
 ) -> Fallible<Vec<Dynamic>> {
     scan_allowed(limit)?;
     let bounds = (bound(low, true)?, bound(high, false)?);
-    let rows = with_tables(|t| {
+    let rows = with_table(table.id, |t| {
         t.scan(
             table.id,
             bounds,
@@ -564,7 +564,7 @@ pub(crate) fn first(table: Table, low: Dynamic, high: Dynamic, reverse: bool) ->
 }
 
 pub(crate) fn count(table: Table) -> Fallible<i64> {
-    with_tables(|tables| tables.len(table.id) as i64).map_err(api_error)
+    with_table(table.id, |tables| tables.len(table.id) as i64).map_err(api_error)
 }
 
 /// A handle to a declared index, as scripts hold it (`items.by_category`).
@@ -586,7 +586,7 @@ pub(crate) fn index_rows(
     limit: i64,
 ) -> Fallible<Dynamic> {
     scan_allowed(limit)?;
-    let rows = with_tables(|t| {
+    let rows = with_table(index.table, |t| {
         if index.id >= t.index_count() {
             return Err(NOT_BUILT.to_string());
         }
@@ -634,7 +634,7 @@ pub(crate) fn index_find(
 
 /// `index.get(values)` on a unique index: the one row with these values, or `()`.
 pub(crate) fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
-    let found = with_tables(|t| {
+    let found = with_table(index.table, |t| {
         if index.id >= t.index_count() {
             return Err(NOT_BUILT.to_string());
         }
@@ -664,7 +664,7 @@ pub(crate) fn index_get(index: IndexRef, values: Dynamic) -> Fallible<Dynamic> {
 
 /// The key `values` stand for in the index's order (see [`IndexDef::lookup_key`]).
 fn index_key(index: IndexRef, values: &Dynamic) -> Fallible<Key> {
-    with_tables(|t| match index.id < t.index_count() {
+    with_table(index.table, |t| match index.id < t.index_count() {
         true => t.index_def(index.id).lookup_key(values),
         false => Err(NOT_BUILT.to_string()),
     })
@@ -879,7 +879,7 @@ pub(crate) fn scan_page(
     let Some(bounds) = page_bounds(bounds, &after, reverse)? else {
         return page_map(Vec::new(), limit);
     };
-    let found = with_tables(|t| {
+    let found = with_table(table.id, |t| {
         t.scan(
             table.id,
             bounds,
@@ -907,7 +907,7 @@ pub(crate) fn index_page(
     let Some((low, high)) = page_bounds(bounds, &after, reverse)? else {
         return page_map(Vec::new(), limit);
     };
-    let found = with_tables(|t| {
+    let found = with_table(index.table, |t| {
         if index.id >= t.index_count() {
             return Err(NOT_BUILT.to_string());
         }
@@ -954,7 +954,7 @@ pub(crate) fn index_find_page(
 
 /// `index.count()`: its entries, one per row whose indexed fields are all set.
 pub(crate) fn index_count(index: IndexRef) -> Fallible<i64> {
-    with_tables(|t| match index.id < t.index_count() {
+    with_table(index.table, |t| match index.id < t.index_count() {
         true => Ok(t.index_len(index.id) as i64),
         false => Err(NOT_BUILT.to_string()),
     })

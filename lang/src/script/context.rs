@@ -15,12 +15,31 @@ use rhai::{EvalAltResult, Position};
 use crate::state::fields::Fields;
 use crate::state::key::Key;
 use crate::state::schema::TableId;
+use crate::state::table_set::TableSet;
 use crate::state::tables::{Tables, WriteSet};
 
 pub(crate) enum Context {
     Idle,
-    Write { tables: Tables, writes: WriteSet },
-    Read { tables: Arc<Tables> },
+    Write {
+        tables: Tables,
+        writes: WriteSet,
+    },
+    /// A read on a snapshot, noting each table it reads (a live query re-runs only when one
+    /// of them is written).
+    Read {
+        tables: Arc<Tables>,
+        read: TableSet,
+    },
+}
+
+impl Context {
+    /// A read's context on `tables`, having read nothing yet.
+    pub(crate) fn read(tables: Arc<Tables>) -> Context {
+        Context::Read {
+            tables,
+            read: TableSet::default(),
+        }
+    }
 }
 
 thread_local! {
@@ -192,11 +211,15 @@ pub(crate) fn deadline_passed() -> bool {
     })
 }
 
-/// Runs `f` on the current tables (read or write context).
-pub(crate) fn with_tables<R>(f: impl FnOnce(&Tables) -> R) -> Result<R, String> {
-    CONTEXT.with(|c| match &*c.borrow() {
+/// Runs `f` on the current tables (read or write context) to read `table` (or one of its
+/// indexes), which a read notes in its read set.
+pub(crate) fn with_table<R>(table: TableId, f: impl FnOnce(&Tables) -> R) -> Result<R, String> {
+    CONTEXT.with(|c| match &mut *c.borrow_mut() {
         Context::Write { tables, .. } => Ok(f(tables)),
-        Context::Read { tables } => Ok(f(tables)),
+        Context::Read { tables, read } => {
+            read.insert(table);
+            Ok(f(tables))
+        }
         Context::Idle => Err(NOT_IN_HANDLER.to_string()),
     })
 }
@@ -206,7 +229,10 @@ pub(crate) fn with_tables<R>(f: impl FnOnce(&Tables) -> R) -> Result<R, String> 
 pub(crate) fn get_row(table: TableId, key: &Key) -> Result<Option<Fields>, String> {
     CONTEXT.with(|c| match &mut *c.borrow_mut() {
         Context::Write { tables, .. } => Ok(tables.get_for_update(table, key).cloned()),
-        Context::Read { tables } => Ok(tables.get(table, key).cloned()),
+        Context::Read { tables, read } => {
+            read.insert(table);
+            Ok(tables.get(table, key).cloned())
+        }
         Context::Idle => Err(NOT_IN_HANDLER.to_string()),
     })
 }
@@ -228,9 +254,7 @@ mod budget_tests {
 
     /// A read's context on no tables: `install` and `take` hold one call's context at a time.
     fn idle_read() -> Context {
-        Context::Read {
-            tables: Arc::new(Tables::default()),
-        }
+        Context::read(Arc::new(Tables::default()))
     }
 
     /// The CPU time the installed call's budget counts from.

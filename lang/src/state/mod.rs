@@ -10,5 +10,6 @@ pub(crate) mod depth;
 pub(crate) mod fields;
 pub(crate) mod key;
 pub(crate) mod schema;
+pub(crate) mod table_set;
 pub(crate) mod tables;
 pub(crate) mod tree;

@@ -859,7 +859,7 @@ pub(crate) fn stored_field(
     let Ok(slot) = row_slot(property, table.id) else {
         return Ok(None);
     };
-    let read = crate::script::context::with_tables(|tables| {
+    let read = crate::script::context::with_table(table.id, |tables| {
         tables
             .get(table.id, key)
             .map(|fields| fields.int(slot).ok_or_else(|| fields.value(slot)))
