@@ -53,7 +53,7 @@ pub use pure_lang::{
 };
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
 pub use recovery::{Recovery, Undecodable};
-pub use runtime::{Runtime, HANDLER_STACK_BYTES};
+pub use runtime::{LiveRead, Runtime, HANDLER_STACK_BYTES};
 pub use salvage::{inspect, inspect_with, salvage, salvage_with, Inspection, Salvaged};
 pub use transfer::{
     export, import, Exported, ImportOptions, Imported, Progress, TableRows, TransferError,

@@ -24,6 +24,9 @@ pub struct Publication {
     /// Per table id, the LSN of the last published group that wrote the table; the LSN the
     /// runtime opened at for a table no group wrote since (it may have been written before).
     pub table_lsns: Arc<Vec<u64>>,
+    /// Publications before this one since the runtime opened: a watcher that looks again sees
+    /// how many it passed over.
+    pub number: u64,
 }
 
 impl Publication {
@@ -49,6 +52,7 @@ impl Publisher {
         let (sender, _) = watch::channel(Publication {
             lsn,
             table_lsns: table_lsns.clone(),
+            number: 0,
         });
         Publisher { sender, table_lsns }
     }
@@ -76,6 +80,7 @@ impl Publisher {
         let publication = Publication {
             lsn,
             table_lsns: self.table_lsns.clone(),
+            number: self.sender.borrow().number + 1,
         };
         // Without watchers the value is kept for the next one.
         self.sender.send_replace(publication);
@@ -109,6 +114,11 @@ mod tests {
         assert!(watcher.has_changed().unwrap());
         let now = watcher.borrow_and_update().clone();
         assert_eq!(now.lsn, 12);
+        assert_eq!(
+            now.number - seen.number,
+            2,
+            "two publications since it looked"
+        );
         assert!(now.changed_since(&set(&[0]), 10));
         assert!(now.changed_since(&set(&[2]), 11));
         assert!(!now.changed_since(&set(&[0]), 11));

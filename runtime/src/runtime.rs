@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
-use pure_lang::{Answer, App, HandlerError, Request, Schema, Tables};
+use pure_lang::{Answer, App, HandlerError, Request, Schema, TableSet, Tables};
 use pure_store::{Io, RealIo, Store, StoreOptions, SyncMode};
 use tokio::sync::oneshot;
 
@@ -37,6 +37,15 @@ struct Inner {
     sync: Weak<SyncRole>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: Recovery,
+}
+
+/// What [`Runtime::read_live`] gives.
+pub struct LiveRead {
+    pub answer: Result<Answer, HandlerError>,
+    /// The LSN of the published snapshot the handler ran on.
+    pub lsn: u64,
+    /// The tables the handler read.
+    pub read: TableSet,
 }
 
 /// Handle to a running app: `Clone + Send + Sync`.
@@ -275,6 +284,19 @@ impl Runtime {
     ) -> Result<Answer, HandlerError> {
         let snapshot = self.inner.shared.published();
         app.run_read(handler, &request, snapshot.tables.clone())
+    }
+
+    /// A read for a live query, on the latest published (durable) snapshot: the answer, the
+    /// LSN of the snapshot it was computed on, and the tables it read (run it again once a
+    /// publication says one of them changed after that LSN).
+    pub fn read_live(&self, app: &App, handler: &str, request: &Request) -> LiveRead {
+        let snapshot = self.inner.shared.published();
+        let (answer, read) = app.run_read_noting(handler, request, snapshot.tables.clone());
+        LiveRead {
+            answer,
+            lsn: snapshot.lsn,
+            read,
+        }
     }
 
     /// Writes the published snapshot's tables into `out_dir`, as `export` writes a stopped

@@ -114,6 +114,8 @@ pub enum AnswerBody {
     Chunks { chunks: VecDeque<Bytes>, size: u64 },
     /// A large answer counted in the bytes held for clients, which the budget may drop.
     Held { answer: Arc<HeldAnswer>, size: u64 },
+    /// A live query's events, computed as hyper asks for them (`live`).
+    Events(Box<crate::live::EventStream>),
 }
 
 impl AnswerBody {
@@ -142,12 +144,13 @@ impl Body for AnswerBody {
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let frame = match self.get_mut() {
             AnswerBody::Whole(bytes) => bytes.take().map(Ok),
             AnswerBody::Chunks { chunks, .. } => chunks.pop_front().map(Ok),
             AnswerBody::Held { answer, .. } => answer.next_chunk().transpose(),
+            AnswerBody::Events(stream) => return stream.poll_frame(cx),
         };
         Poll::Ready(frame.map(|chunk| chunk.map(Frame::data)))
     }
@@ -156,7 +159,7 @@ impl Body for AnswerBody {
         match self {
             AnswerBody::Whole(bytes) => bytes.as_ref().is_none_or(Bytes::is_empty),
             AnswerBody::Chunks { chunks, .. } => chunks.is_empty(),
-            AnswerBody::Held { .. } => false,
+            AnswerBody::Held { .. } | AnswerBody::Events(_) => false,
         }
     }
 
@@ -168,6 +171,7 @@ impl Body for AnswerBody {
             AnswerBody::Chunks { size, .. } | AnswerBody::Held { size, .. } => {
                 SizeHint::with_exact(*size)
             }
+            AnswerBody::Events(_) => SizeHint::default(),
         }
     }
 }

@@ -124,6 +124,13 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections_per_peer: u32,
 
+    /// Most live query streams open at once (GETs with `Accept: text/event-stream`); one more
+    /// is answered 503 with Retry-After. Each stream also holds a connection, counted in
+    /// --max-connections and --max-connections-per-peer, that is never closed as idle: keep
+    /// this under --max-connections, so that requests find a slot.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub max_subscriptions: u32,
+
     /// Bytes of request bodies held at once by all requests being read, queued or run, beyond
     /// the first 64 KiB of each (those are bounded by --max-connections already); a body that
     /// does not fit is refused with 503 and Retry-After. Bounds the memory that clients sending

@@ -48,7 +48,7 @@ use pure_runtime::{
     Level, LogLine, LogSink as _, Request, Route, Runtime,
 };
 use serde_json::{json, Value};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::answer::AnswerBody;
 use crate::cli::ErrorDetails;
@@ -104,8 +104,8 @@ pub struct RequestLimits {
 /// current then (`Dispatch::reroute`); from there on it is checked and run by that version
 /// alone, whatever a reload does meanwhile.
 pub struct Deployment {
-    app: Arc<App>,
-    routes: Vec<Route>,
+    pub(crate) app: Arc<App>,
+    pub(crate) routes: Vec<Route>,
     router: Router,
     /// Per route, in the order of `routes`.
     counters: Vec<Arc<RouteCounters>>,
@@ -142,8 +142,8 @@ pub type Loader = Box<dyn Fn() -> anyhow::Result<App> + Send + Sync>;
 
 /// Everything a request needs, shared by all connections.
 pub struct Dispatch {
-    runtime: Runtime,
-    deployment: ArcSwap<Deployment>,
+    pub(crate) runtime: Runtime,
+    pub(crate) deployment: ArcSwap<Deployment>,
     loader: Loader,
     /// One reload at a time (a signal and a POST may come together).
     reloading: std::sync::Mutex<()>,
@@ -151,11 +151,17 @@ pub struct Dispatch {
     /// The hosts the app's address answers to, and the admin address's.
     hosts: (AllowedHosts, AllowedHosts),
     pub metrics: ServerMetrics,
-    limits: RequestLimits,
+    pub(crate) limits: RequestLimits,
     ids: RequestIds,
     log: Arc<Log>,
     /// The app directory's `public/` folder, served where no route matches a GET.
     pub public: Option<crate::public::Public>,
+    /// Live subscriptions open at once, at most (`--max-subscriptions`).
+    pub max_subscriptions: usize,
+    /// Set once the server stops: every event stream ends.
+    pub stopping: watch::Receiver<bool>,
+    /// Counts the reloads that replaced the app: an event stream runs the new version at once.
+    pub(crate) reloads: watch::Sender<u64>,
 }
 
 /// Request ids made by this process: a random prefix drawn at start and a counter, so that ids
@@ -235,6 +241,10 @@ impl Dispatch {
             log,
             limits,
             public: None,
+            max_subscriptions: 0,
+            // Until the server sets its own: never stops.
+            stopping: watch::channel(false).1,
+            reloads: watch::channel(0).0,
         }
     }
 
@@ -254,6 +264,7 @@ impl Dispatch {
                 self.deployment.store(Arc::new(deployment));
                 self.log.set_app(app.name());
                 self.metrics.reloads_total.fetch_add(1, Relaxed);
+                self.reloads.send_modify(|reloads| *reloads += 1);
                 report_interpreted(app);
                 eprintln!(
                     "pure-serve: reloaded: {} serves {} route(s); requests from now on run the \
@@ -344,7 +355,7 @@ impl Dispatch {
     }
 
     async fn route(
-        &self,
+        self: &Arc<Self>,
         deployment: &mut Arc<Deployment>,
         request: hyper::Request<Incoming>,
         peer: &ImmutableString,
@@ -541,7 +552,7 @@ impl Dispatch {
     /// Reads the body of a request routed to `index` of `deployment`, then parses it and runs
     /// the handler, by the version current once the body has arrived (`reroute`).
     async fn call(
-        &self,
+        self: &Arc<Self>,
         deployment: &mut Arc<Deployment>,
         index: usize,
         params: Vec<(String, String)>,
@@ -583,6 +594,17 @@ impl Dispatch {
                 return (Label::Route(index), reply);
             }
         }
+        let subscribes = parts.method == Method::GET
+            && deployment.routes[index].kind == HandlerKind::Read
+            && crate::live::wants_events(&parts.headers);
+        // What a live query needs to check its request again in a later version.
+        let raw = subscribes.then(|| crate::live::Raw {
+            params: params.clone(),
+            query: query.clone(),
+            head: head.clone(),
+            body: bytes.clone(),
+        });
+        let subscription = Arc::clone(deployment);
         let deployment = &**deployment;
         // The text goes once parsed; its share of the budget stays until the answer, for the
         // values parsed from it.
@@ -593,6 +615,11 @@ impl Dispatch {
             Ok(request) => request,
             Err(error) => return (Label::Route(index), body_error_reply(&error)),
         };
+        if let Some(raw) = raw {
+            let last_event_id = crate::live::last_event_id(&parts.headers);
+            let reply = self.subscribe(&subscription, index, (raw, request), last_event_id);
+            return (Label::Route(index), reply);
+        }
         let reply = match self.run(deployment, index, request).await {
             Ok(answer) => answer_reply(answer),
             Err(error) => self.handler_error_reply(&error, &deployment.routes[index].handler, &id),
@@ -603,7 +630,7 @@ impl Dispatch {
 
     /// The route's guard, if it has one, run as a read on this thread with the request's head,
     /// path parameters and query: `Ok` lets the request through.
-    fn guard(
+    pub(crate) fn guard(
         &self,
         deployment: &Deployment,
         index: usize,
@@ -800,7 +827,12 @@ impl Dispatch {
     /// `--error-details full`.
     /// The answer to a call that failed; a script's failure is logged under `handler`, the
     /// function that failed (a route's handler, or its guard).
-    fn handler_error_reply(&self, error: &HandlerError, handler: &str, id: &str) -> Reply {
+    pub(crate) fn handler_error_reply(
+        &self,
+        error: &HandlerError,
+        handler: &str,
+        id: &str,
+    ) -> Reply {
         let failed = matches!(
             error,
             HandlerError::Script { .. }
@@ -1181,7 +1213,7 @@ fn allow_origin(reply: &mut Reply, cors: &Cors, origin: &str) {
 
 /// A handler's answer: its status and headers (checked by `respond` when it was called), and
 /// its body's JSON text as the handler's call wrote it, or none for 204 and 304.
-fn answer_reply(answer: Answer) -> Reply {
+pub(crate) fn answer_reply(answer: Answer) -> Reply {
     let status = StatusCode::from_u16(answer.status).expect("respond checks the status");
     let mut reply = if has_no_body(answer.status) {
         Response::new(AnswerBody::empty())
@@ -1225,6 +1257,13 @@ fn header_pairs(headers: &HeaderMap) -> Vec<(ImmutableString, ImmutableString)> 
         pairs.push((name.as_str().into(), joined.as_ref().into()));
     }
     pairs
+}
+
+/// A 503 for want of capacity, with when to retry.
+pub(crate) fn unavailable_reply(message: String) -> Reply {
+    let mut reply = error_reply(StatusCode::SERVICE_UNAVAILABLE, message);
+    retry_later(&mut reply);
+    reply
 }
 
 fn error_reply(status: StatusCode, message: String) -> Reply {

@@ -27,6 +27,7 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::answer::AnswerBody;
 use crate::connections::{Connections, Refusal, Slot, Ticket};
 use crate::dispatch::{Dispatch, Role};
 use crate::wire::{took_bytes, unsent_in_kernel, Socket, Wire, HEAD_BYTES_MAX, WATCH_INTERVAL};
@@ -195,10 +196,14 @@ impl Listener {
             let busy = slot.busy();
             let sends_body = request.method() != Method::HEAD;
             async move {
-                let _busy = busy;
                 let reply = dispatch.clone().handle(request, peer, role).await;
                 let Ok(reply) = reply;
-                let (parts, body) = reply.into_parts();
+                let (parts, mut body) = reply.into_parts();
+                match &mut body {
+                    // A stream is an answer being built for as long as it lasts.
+                    AnswerBody::Events(stream) => stream.hold(busy),
+                    _ => drop(busy),
+                }
                 let body = if sends_body {
                     let (body, cut) = connections.answer(&slot, body);
                     dispatch

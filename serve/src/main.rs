@@ -13,6 +13,7 @@ mod connections;
 mod damage;
 mod dispatch;
 mod listener;
+mod live;
 mod log;
 mod metrics;
 mod origin;

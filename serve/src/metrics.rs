@@ -65,6 +65,21 @@ pub struct ServerMetrics {
     /// Reloads (SIGHUP) that replaced the app, and those that left the old version serving.
     pub reloads_total: AtomicU64,
     pub reload_failures_total: AtomicU64,
+    /// Live queries (`live`): streams open now and in all, refused at --max-subscriptions.
+    pub live_subscriptions_open: AtomicU64,
+    pub live_subscriptions_total: AtomicU64,
+    pub live_refused_total: AtomicU64,
+    /// Runs of a subscribed handler (the first of each subscription among them), and their time.
+    pub live_runs_total: AtomicU64,
+    pub live_run_nanoseconds_total: AtomicU64,
+    /// Publications a stream looked at that wrote none of the tables its answer read.
+    pub live_runs_skipped_total: AtomicU64,
+    /// Runs whose answer was the one sent last (not sent again).
+    pub live_runs_unchanged_total: AtomicU64,
+    /// Events sent, and publications a stream passed over for a newer one (its client, or
+    /// its thread, was not ready for an event in between).
+    pub live_events_total: AtomicU64,
+    pub live_events_coalesced_total: AtomicU64,
 }
 
 impl ServerMetrics {
@@ -85,6 +100,15 @@ impl ServerMetrics {
             stalled_cuts_total: AtomicU64::new(0),
             reloads_total: AtomicU64::new(0),
             reload_failures_total: AtomicU64::new(0),
+            live_subscriptions_open: AtomicU64::new(0),
+            live_subscriptions_total: AtomicU64::new(0),
+            live_refused_total: AtomicU64::new(0),
+            live_runs_total: AtomicU64::new(0),
+            live_run_nanoseconds_total: AtomicU64::new(0),
+            live_runs_skipped_total: AtomicU64::new(0),
+            live_runs_unchanged_total: AtomicU64::new(0),
+            live_events_total: AtomicU64::new(0),
+            live_events_coalesced_total: AtomicU64::new(0),
         }
     }
 
@@ -210,7 +234,72 @@ impl ServerMetrics {
         for (name, help, kind, value) in figures {
             metric(&mut out, name, help, kind, value.load(Relaxed) as f64);
         }
+        self.render_live(&mut out);
         out
+    }
+
+    fn render_live(&self, out: &mut String) {
+        let figures = [
+            (
+                "pure_live_subscriptions_open",
+                "Live query streams open now.",
+                "gauge",
+                &self.live_subscriptions_open,
+            ),
+            (
+                "pure_live_subscriptions_total",
+                "Live query streams opened.",
+                "counter",
+                &self.live_subscriptions_total,
+            ),
+            (
+                "pure_live_subscriptions_refused_total",
+                "Live queries refused (503) at --max-subscriptions.",
+                "counter",
+                &self.live_refused_total,
+            ),
+            (
+                "pure_live_runs_total",
+                "Runs of a subscribed read handler (each stream's first among them).",
+                "counter",
+                &self.live_runs_total,
+            ),
+            (
+                "pure_live_runs_skipped_total",
+                "Publications a stream looked at that wrote no table its answer read: no run.",
+                "counter",
+                &self.live_runs_skipped_total,
+            ),
+            (
+                "pure_live_runs_unchanged_total",
+                "Runs whose answer was the one sent last: no event.",
+                "counter",
+                &self.live_runs_unchanged_total,
+            ),
+            (
+                "pure_live_events_total",
+                "Events sent on live query streams.",
+                "counter",
+                &self.live_events_total,
+            ),
+            (
+                "pure_live_events_coalesced_total",
+                "Publications a stream passed over for a newer one, its client not ready for an \
+                 event in between.",
+                "counter",
+                &self.live_events_coalesced_total,
+            ),
+        ];
+        for (name, help, kind, value) in figures {
+            metric(out, name, help, kind, value.load(Relaxed) as f64);
+        }
+        metric(
+            out,
+            "pure_live_run_seconds_total",
+            "Time spent running subscribed read handlers.",
+            "counter",
+            self.live_run_nanoseconds_total.load(Relaxed) as f64 / 1e9,
+        );
     }
 
     fn render_requests(&self, out: &mut String, routes: &[Arc<RouteCounters>]) {

@@ -84,6 +84,8 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     );
     dispatch.metrics.answer_bytes_held = answers.held.clone();
     dispatch.public = Some(crate::public::Public::new(options.app_dir()));
+    dispatch.max_subscriptions = options.max_subscriptions as usize;
+    dispatch.stopping = stop.clone();
     let dispatch = Arc::new(dispatch);
     let server = Listener {
         dispatch: dispatch.clone(),
