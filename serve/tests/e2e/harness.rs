@@ -448,3 +448,175 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// One Server-Sent Event as a client reads it (fields it did not carry are `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub id: Option<u64>,
+    /// `event:` (none for a plain message).
+    pub name: Option<String>,
+    pub data: String,
+}
+
+impl Event {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("{e}: {:?}", self.data))
+    }
+}
+
+/// An open event stream (a GET with `Accept: text/event-stream`), read as `EventSource` reads
+/// one: chunked transfer decoding, then events separated by blank lines; comments and
+/// `retry:`-only blocks are skipped.
+pub struct Events {
+    stream: BufReader<TcpStream>,
+    pub headers: Vec<(String, String)>,
+    /// Decoded bytes not yet parsed into events.
+    pending: Vec<u8>,
+    /// The last `retry:` the server asked for.
+    pub retry: Option<u64>,
+    /// Every byte of the body decoded so far.
+    pub bytes_read: usize,
+}
+
+impl Events {
+    /// Subscribes to `path`; a response other than 200 is returned as `Err`.
+    pub fn open(
+        address: SocketAddr,
+        path: &str,
+        last_event_id: Option<u64>,
+    ) -> Result<Events, Response> {
+        let stream = TcpStream::connect(address).expect("connect");
+        Events::open_on(stream, address, path, last_event_id)
+    }
+
+    /// `open` on a connected socket (one with a small receive buffer, from another address).
+    pub fn open_on(
+        mut stream: TcpStream,
+        address: SocketAddr,
+        path: &str,
+        last_event_id: Option<u64>,
+    ) -> Result<Events, Response> {
+        stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
+        let mut head =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n");
+        if let Some(id) = last_event_id {
+            head.push_str(&format!("Last-Event-ID: {id}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).expect("send");
+        let mut stream = BufReader::new(stream);
+        let mut line = String::new();
+        stream.read_line(&mut line).expect("status line");
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            stream.read_line(&mut line).expect("header");
+            let trimmed = line.trim_end();
+            if trimmed.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = trimmed.split_once(':') {
+                headers.push((name.trim().to_string(), value.trim().to_string()));
+            }
+        }
+        if status != 200 {
+            let length = headers
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, value)| value.parse::<usize>().ok())
+                .unwrap_or(0);
+            let mut body = vec![0; length];
+            stream.read_exact(&mut body).expect("error body");
+            return Err(Response {
+                status,
+                headers,
+                body,
+            });
+        }
+        Ok(Events {
+            stream,
+            headers,
+            pending: Vec::new(),
+            retry: None,
+            bytes_read: 0,
+        })
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The next event; `Ok(None)` once the server ended the stream cleanly (the last chunk).
+    pub fn next(&mut self) -> std::io::Result<Option<Event>> {
+        loop {
+            if let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.pending.drain(..end + 2).collect();
+                if let Some(event) = self.parse(&block[..end]) {
+                    return Ok(Some(event));
+                }
+                continue;
+            }
+            if !self.read_chunk()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Reads one chunk of the body into `pending`; false at the last chunk.
+    fn read_chunk(&mut self) -> std::io::Result<bool> {
+        let mut line = String::new();
+        if self.stream.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the stream was cut without its last chunk",
+            ));
+        }
+        let size = usize::from_str_radix(line.trim(), 16)
+            .map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
+        let mut chunk = vec![0; size + 2];
+        self.stream.read_exact(&mut chunk)?;
+        if size == 0 {
+            return Ok(false);
+        }
+        self.bytes_read += size;
+        self.pending.extend_from_slice(&chunk[..size]);
+        Ok(true)
+    }
+
+    fn parse(&mut self, block: &[u8]) -> Option<Event> {
+        let text = String::from_utf8_lossy(block);
+        let mut event = Event {
+            id: None,
+            name: None,
+            data: String::new(),
+        };
+        let mut has_data = false;
+        for line in text.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "" => {} // a comment
+                "id" => event.id = Some(value.parse().expect("ids are LSNs")),
+                "event" => event.name = Some(value.to_string()),
+                "retry" => self.retry = Some(value.parse().expect("retry is ms")),
+                "data" => {
+                    if has_data {
+                        event.data.push('\n');
+                    }
+                    event.data.push_str(value);
+                    has_data = true;
+                }
+                other => panic!("unknown field {other:?} in {text:?}"),
+            }
+        }
+        has_data.then_some(event)
+    }
+}

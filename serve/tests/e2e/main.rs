@@ -18,6 +18,7 @@ mod hostile;
 mod kv;
 mod ledger;
 mod limits;
+mod live;
 mod logs;
 mod public;
 mod readers;
