@@ -30,6 +30,7 @@ mod state;
 
 pub use app::body::{negative_zeros, BodyError};
 pub use app::cors::Cors;
+pub use app::due::{DueRun, NamedSchedule};
 pub use app::shape::Declared;
 pub use app::{App, Execution, HandlerKind, Route};
 pub use rhai::{Array, Dynamic, ImmutableString, Map};
@@ -42,7 +43,7 @@ pub use script::respond::{has_no_body, Answer, RESERVED_HEADERS};
 pub use script::settings::Environment;
 pub use script::value::{to_dynamic, to_json};
 pub use script::world::{
-    Level, LogLine, LogSink, World, LOG_LINES_PER_CALL_MAX, LOG_LINE_BYTES_MAX,
+    Clock, Level, LogLine, LogSink, World, LOG_LINES_PER_CALL_MAX, LOG_LINE_BYTES_MAX,
 };
 pub use state::codec;
 pub use state::depth::{json_text_depth, parse_json, too_deep, DEPTH_MAX};
@@ -50,6 +51,7 @@ pub use state::fields::{Fields, FieldsBuilder, SLOTS_MAX};
 pub use state::key::{Key, KeyBuilder, KeyPart, PartBytes, PartRef, KEY_PARTS_MAX};
 pub use state::schema::{
     FieldType, Kind as FieldKind, Schema, TableId, TableSchema, FIELDS_MAX, IDS_TABLE,
+    SCHEDULE_TABLE,
 };
 pub use state::table_set::TableSet;
 pub use state::tables::{Change, IndexDef, IndexRange, IndexSource, RowSet, Tables, WriteSet};

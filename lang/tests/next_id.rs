@@ -94,7 +94,15 @@ fn the_ids_table_is_the_apps_own() {
         .iter()
         .map(|t| t.name.as_str())
         .collect();
-    assert_eq!(names, ["bookings", "events", pure_lang::IDS_TABLE]);
+    assert_eq!(
+        names,
+        [
+            "bookings",
+            "events",
+            pure_lang::IDS_TABLE,
+            pure_lang::SCHEDULE_TABLE
+        ]
+    );
     // Scripts cannot name it, and an app cannot declare it.
     let error = App::from_sources(
         MANIFEST,
@@ -117,4 +125,29 @@ fn the_ids_table_is_the_apps_own() {
     .expect("refused")
     .to_string();
     assert!(error.contains("next_id() keeps its counters"), "{error}");
+    // Nor the schedule's.
+    let error = App::from_sources(
+        MANIFEST,
+        vec![(
+            "a.rhai".into(),
+            "fn f(request) { _schedule.count() }".into(),
+        )],
+        Limits::default(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        error.contains("no variable or table named _schedule"),
+        "{error}"
+    );
+    let error = App::from_sources(
+        r#"{"name": "x", "routes": {}, "tables": {"_schedule": ["due"]}}"#,
+        Vec::new(),
+        Limits::default(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(error.contains("schedule() keeps its entries"), "{error}");
 }

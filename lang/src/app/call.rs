@@ -94,7 +94,7 @@ impl App {
         // One `now()` for the whole call, a fallback to Rhai included.
         world::begin_call(
             &self.world,
-            &self.settings,
+            (&self.settings, &self.handler_names),
             self.log.as_ref(),
             handler,
             &request.get().head.id,

@@ -9,7 +9,8 @@ use rhai::{Engine, Position, Scope, AST};
 use serde_json::Value;
 
 use super::manifest::{
-    check_manifest_keys, manifest_position, parse_indexes, parse_routes, parse_tables,
+    check_manifest_keys, manifest_position, parse_indexes, parse_routes, parse_schedules,
+    parse_tables,
 };
 use super::{App, Handler, Route};
 use crate::app::cors::Cors;
@@ -24,7 +25,9 @@ use crate::script::error::{LoadError, SourceMap};
 use crate::script::limits::Limits;
 use crate::script::settings::{Environment, Settings};
 use crate::script::world::World;
-use crate::state::schema::{Schema, TableId, TableSchema, IDS_TABLE};
+use crate::state::schema::{
+    is_hidden, Schema, TableId, TableSchema, DUE_INDEX, IDS_TABLE, SCHEDULE_DUE, SCHEDULE_TABLE,
+};
 use crate::state::tables::IndexDef;
 
 impl App {
@@ -94,6 +97,7 @@ impl App {
             indexes,
             settings,
             guard,
+            schedules,
         } = Manifest::parse(manifest, limits, environment)?;
         let scripts = Scripts::join(files);
         let engine = engine::build(&schema, &indexes, &limits);
@@ -120,6 +124,19 @@ impl App {
         }
         let handlers = scripts.handlers(&ast, &routes, manifest)?;
         let handler_names: Vec<String> = handlers.keys().cloned().collect();
+        crate::rhai_ast::checks::check_schedules(&ast, &handler_names).map_err(located)?;
+        if let Some(schedule) = schedules
+            .iter()
+            .find(|s| !handlers.contains_key(&s.handler))
+        {
+            return Err(manifest_error(
+                manifest,
+                format!(
+                    "schedule {:?} runs {:?}, but no script defines fn {}(request)",
+                    schedule.name, schedule.handler, schedule.handler
+                ),
+            ));
+        }
         let program = Program::compile(&ast, &schema, &indexes, &handler_names, &scripts.sources);
         Ok(App {
             name,
@@ -129,6 +146,8 @@ impl App {
             tracing: OnceLock::new(),
             ast,
             sources: scripts.sources,
+            handler_names: handler_names.iter().cloned().collect(),
+            schedules,
             handlers,
             limits,
             program,
@@ -143,6 +162,20 @@ impl App {
     }
 }
 
+/// The internal index of the schedule table by due time: entries `[due, id]`, the next due first.
+fn due_index(schema: &Schema) -> IndexDef {
+    IndexDef {
+        name: DUE_INDEX.to_string(),
+        table: schema
+            .table_id(SCHEDULE_TABLE)
+            .expect("every app has the schedule table"),
+        sources: vec![crate::state::tables::IndexSource::Field(SCHEDULE_DUE)],
+        fields: vec!["due".to_string()],
+        descending: vec![false],
+        unique: false,
+    }
+}
+
 /// What `app.json` declares, checked.
 struct Manifest {
     name: String,
@@ -154,6 +187,7 @@ struct Manifest {
     settings: Settings,
     /// The app's own `"guard"`, which its routes take unless they name theirs.
     guard: Option<String>,
+    schedules: Vec<crate::app::due::NamedSchedule>,
 }
 
 impl Manifest {
@@ -193,10 +227,19 @@ impl Manifest {
                 "a table cannot be named {IDS_TABLE:?}: it is where next_id() keeps its counters"
             )));
         }
+        if schema.table_id(SCHEDULE_TABLE).is_some() {
+            return Err(bad(format!(
+                "a table cannot be named {SCHEDULE_TABLE:?}: it is where schedule() keeps its \
+                 entries"
+            )));
+        }
         schema.tables.push(TableSchema::ids());
+        schema.tables.push(TableSchema::schedule());
         let schema = Arc::new(schema);
-        let indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
+        let mut indexes = parse_indexes(&manifest["indexes"], &schema).map_err(bad)?;
+        indexes.push(due_index(&schema));
         let settings = Settings::resolve(&manifest, environment).map_err(bad)?;
+        let schedules = parse_schedules(&manifest["schedules"]).map_err(bad)?;
         Ok(Manifest {
             name: name.to_string(),
             limits,
@@ -206,6 +249,7 @@ impl Manifest {
             indexes,
             settings,
             guard,
+            schedules,
         })
     }
 }
@@ -264,7 +308,7 @@ impl Scripts {
     fn compile(&self, engine: &Engine, schema: &Schema) -> Result<AST, LoadError> {
         let mut declared = Scope::new();
         for (id, table) in schema.tables.iter().enumerate() {
-            if table.name == IDS_TABLE {
+            if is_hidden(&table.name) {
                 continue;
             }
             declared.push_constant(

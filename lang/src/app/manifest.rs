@@ -126,8 +126,17 @@ pub(super) fn manifest_position(text: &str, message: &str) -> Option<(usize, usi
 /// The manifest's own keys: a misspelt one (`"table"`) would otherwise be ignored, and the app
 /// would start without what it declares.
 pub(super) fn check_manifest_keys(manifest: &Value) -> Result<(), String> {
-    const KEYS: [&str; 9] = [
-        "name", "routes", "tables", "indexes", "cors", "limits", "guard", "env", "secrets",
+    const KEYS: [&str; 10] = [
+        "name",
+        "routes",
+        "tables",
+        "indexes",
+        "cors",
+        "limits",
+        "guard",
+        "env",
+        "secrets",
+        "schedules",
     ];
     let Some(object) = manifest.as_object() else {
         return Err("app.json must hold an object".into());
@@ -433,4 +442,42 @@ fn field_orders(text: &str) -> HashMap<String, Vec<String>> {
     serde_json::from_str::<Top>(text)
         .map(|top| top.0)
         .unwrap_or_default()
+}
+
+/// `"schedules": {"cleanup": {"every_ms": 60000, "handler": "cleanup"}}`: recurring entries,
+/// each kept once under its name.
+pub(super) fn parse_schedules(
+    schedules: &Value,
+) -> Result<Vec<crate::app::due::NamedSchedule>, String> {
+    let shape = "\"schedules\" must be an object of \"name\": {\"every_ms\": milliseconds, \
+                 \"handler\": \"function\"}";
+    if schedules.is_null() {
+        return Ok(Vec::new());
+    }
+    let schedules = schedules.as_object().ok_or(shape)?;
+    schedules
+        .iter()
+        .map(|(name, schedule)| {
+            let bad = |what: String| format!("schedule {name:?}: {what}");
+            let schedule = schedule.as_object().ok_or_else(|| bad(shape.into()))?;
+            const KEYS: [&str; 2] = ["every_ms", "handler"];
+            if let Some(key) = schedule.keys().find(|k| !KEYS.contains(&k.as_str())) {
+                return Err(bad(unknown_key(key, &KEYS, shape)));
+            }
+            let every_ms = schedule
+                .get("every_ms")
+                .and_then(Value::as_i64)
+                .filter(|ms| *ms >= 1)
+                .ok_or_else(|| bad("\"every_ms\" must be an integer of 1 or more".into()))?;
+            let handler = schedule
+                .get("handler")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("\"handler\" must name a function".into()))?;
+            Ok(crate::app::due::NamedSchedule {
+                name: name.clone(),
+                every_ms,
+                handler: handler.to_string(),
+            })
+        })
+        .collect()
 }

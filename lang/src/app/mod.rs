@@ -7,6 +7,7 @@
 pub(crate) mod body;
 mod call;
 pub(crate) mod cors;
+pub mod due;
 mod load;
 mod manifest;
 pub(crate) mod shape;
@@ -70,6 +71,10 @@ pub struct App {
     /// their definition: limit errors arrive without a position of their own (Rhai moves them to
     /// the call site, which for the handler itself is none), so they name the handler's.
     handlers: HashMap<String, Handler>,
+    /// Their names, which `schedule(...)` checks at the call.
+    handler_names: std::collections::HashSet<String>,
+    /// The manifest's recurring entries.
+    schedules: Vec<due::NamedSchedule>,
     limits: Limits,
     /// The handlers compiled to closures (`compiled/`); the others run in Rhai.
     program: Program,
@@ -222,6 +227,7 @@ impl App {
             query,
             body,
             head,
+            scheduled: Dynamic::UNIT,
         })
     }
 
@@ -251,6 +257,7 @@ impl App {
             query: text(query),
             body: Dynamic::UNIT,
             head: Box::new(head.clone()),
+            scheduled: Dynamic::UNIT,
         }
     }
 

@@ -101,7 +101,7 @@ pub(crate) fn explain_compile_error(
         .tables
         .iter()
         .map(|t| t.name.as_str())
-        .filter(|name| *name != crate::state::schema::IDS_TABLE)
+        .filter(|name| !crate::state::schema::is_hidden(name))
         .collect();
     format!(
         "no variable or table named {name} (the app's tables: {})",
@@ -381,6 +381,38 @@ pub(crate) fn check_env(ast: &AST, settings: &Settings) -> Result<(), (Position,
             format!(
                 "env({name:?}): {name} is not declared: add it to app.json's \"env\" (a setting) \
                  or \"secrets\" (declared: {declared})"
+            ),
+        ));
+        false
+    });
+    found
+}
+
+/// A `schedule(delay, "name", ...)` or `schedule_at(time, "name", ...)` whose literal name is no
+/// function the app can run as a handler (one parameter, the request): a load error, rather
+/// than a 500 at the call.
+pub(crate) fn check_schedules(ast: &AST, handlers: &[String]) -> Result<(), (Position, String)> {
+    let mut found = Ok(());
+    ast.walk(&mut |path: &[ASTNode]| {
+        let (call, position) = match path.last() {
+            Some(ASTNode::Expr(expr @ Expr::FnCall(call, ..))) => (call, expr.position()),
+            Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => (call, *position),
+            _ => return true,
+        };
+        if !matches!(call.name.as_str(), "schedule" | "schedule_at") || call.args.len() < 2 {
+            return true;
+        }
+        let Expr::StringConstant(name, _) = &call.args[1] else {
+            return true;
+        };
+        if handlers.iter().any(|h| h == name.as_str()) {
+            return true;
+        }
+        found = Err((
+            position,
+            format!(
+                "{}(..., {name:?}, ...): no script defines fn {name}(request) to run",
+                call.name
             ),
         ));
         false

@@ -998,7 +998,7 @@ pub(crate) fn register(engine: &mut Engine, schema: &Arc<Schema>, indexes: &[Ind
 
     let mut constants = Module::new();
     for (id, table) in schema.tables.iter().enumerate() {
-        if table.name != IDS_TABLE {
+        if !crate::state::schema::is_hidden(&table.name) {
             constants.set_var(table.name.as_str(), Table { id: id as TableId });
         }
     }

@@ -50,6 +50,7 @@ pub(crate) fn build(schema: &Arc<Schema>, indexes: &[IndexDef], limits: &Limits)
     });
 
     crate::script::api::register(&mut engine, schema, indexes);
+    crate::script::schedule::register(&mut engine, schema, limits);
     crate::script::respond::register(&mut engine);
     crate::script::world::register(&mut engine);
     crate::script::arith::register(&mut engine);

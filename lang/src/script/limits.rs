@@ -29,6 +29,10 @@ pub struct Limits {
     pub string_bytes_max: usize,
     pub array_items_max: usize,
     pub map_items_max: usize,
+    /// Schedule entries pending at once in the app (`schedule`, `schedule_at`).
+    pub schedules_pending_max: u64,
+    /// Schedule entries one write may make.
+    pub schedules_per_call_max: u64,
 }
 
 impl Default for Limits {
@@ -42,6 +46,8 @@ impl Default for Limits {
             string_bytes_max: 1 << 20,
             array_items_max: 50_000,
             map_items_max: 50_000,
+            schedules_pending_max: 1_000_000,
+            schedules_per_call_max: 1_000,
         }
     }
 }
@@ -58,6 +64,8 @@ pub const LIMIT_CAPS: Limits = Limits {
     string_bytes_max: 16 << 20,
     array_items_max: 1_000_000,
     map_items_max: 1_000_000,
+    schedules_pending_max: 100_000_000,
+    schedules_per_call_max: 1_000_000,
 };
 
 impl Limits {
@@ -69,7 +77,7 @@ impl Limits {
             return Ok(self);
         }
         let names = "operations, wall_clock_ms, call_depth, scan_rows, string_bytes, \
-                     array_items, map_items";
+                     array_items, map_items, schedules_pending, schedules_per_call";
         let limits = limits
             .as_object()
             .ok_or_else(|| format!("\"limits\" must be an object of {names}"))?;
@@ -83,6 +91,8 @@ impl Limits {
                 "string_bytes" => caps.string_bytes_max as u64,
                 "array_items" => caps.array_items_max as u64,
                 "map_items" => caps.map_items_max as u64,
+                "schedules_pending" => caps.schedules_pending_max,
+                "schedules_per_call" => caps.schedules_per_call_max,
                 _ => {
                     return Err(format!(
                         "limits: unknown limit {name:?}: the limits are {names}"
@@ -102,6 +112,8 @@ impl Limits {
                 "scan_rows" => self.scan_rows_max = n,
                 "string_bytes" => self.string_bytes_max = n as usize,
                 "array_items" => self.array_items_max = n as usize,
+                "schedules_pending" => self.schedules_pending_max = n,
+                "schedules_per_call" => self.schedules_per_call_max = n,
                 _ => self.map_items_max = n as usize,
             }
         }

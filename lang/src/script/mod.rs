@@ -16,6 +16,7 @@ pub(crate) mod limits;
 pub(crate) mod recursion;
 pub(crate) mod request;
 pub(crate) mod respond;
+pub(crate) mod schedule;
 pub(crate) mod settings;
 pub(crate) mod value;
 pub(crate) mod world;

@@ -3,7 +3,7 @@
 use rhai::{Dynamic, ImmutableString};
 
 /// What a handler receives, as the Rhai map `#{params, query, body, method, path, headers,
-/// peer, id}`.
+/// peer, id, scheduled}`.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
     /// Path parameters, already percent-decoded: text, or the declared type's value.
@@ -17,6 +17,9 @@ pub struct Request {
     /// What the HTTP layer knows of the request besides its route and body; empty strings and
     /// no headers for a request that did not come over HTTP.
     pub head: Box<Head>,
+    /// For the run of a schedule entry, `#{id, due, name}` (`name` for the manifest's
+    /// entries); `()` for a request.
+    pub scheduled: Dynamic,
 }
 
 /// The request line, the headers, the peer and the request's id.

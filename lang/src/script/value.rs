@@ -109,20 +109,30 @@ fn row_to_json(row: &Row, schema: &Schema, enclosing: usize) -> Result<Value, St
 }
 
 /// The entries of the request map, in the order of [`RequestFields`]' bits.
-const REQUEST_FIELDS: [&str; 8] = [
-    "params", "query", "body", "method", "path", "headers", "peer", "id",
+const REQUEST_FIELDS: [&str; 9] = [
+    "params",
+    "query",
+    "body",
+    "method",
+    "path",
+    "headers",
+    "peer",
+    "id",
+    "scheduled",
 ];
 
 /// The bit of `body` in [`RequestFields`].
 const BODY: usize = 2;
+/// The bit of `scheduled`.
+const SCHEDULED: usize = 8;
 
 /// A set of the request map's entries: a bit per name of `REQUEST_FIELDS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RequestFields(u8);
+pub(crate) struct RequestFields(u16);
 
 impl RequestFields {
     pub(crate) const NONE: RequestFields = RequestFields(0);
-    pub(crate) const ALL: RequestFields = RequestFields(u8::MAX);
+    pub(crate) const ALL: RequestFields = RequestFields(u16::MAX);
 
     /// The entry `name`; none for a name the map does not have (reading it gives `()` either
     /// way).
@@ -142,7 +152,8 @@ impl RequestFields {
     }
 }
 
-/// A request as the map `#{params, query, body, method, path, headers, peer, id}`, with only
+/// A request as the map `#{params, query, body, method, path, headers, peer, id, scheduled}`,
+/// with only
 /// the entries of `fields` (the others cannot be observed by the handler it is for).
 pub fn request_to_dynamic(
     request: &crate::script::request::Request,
@@ -188,7 +199,8 @@ fn build_request(
     let head = &request.head;
     let mut map = Map::new();
     for (bit, name) in REQUEST_FIELDS.iter().enumerate() {
-        if !fields.has(bit) {
+        // `scheduled` only for the run of a schedule entry: a request's map is as it was.
+        if !fields.has(bit) || (bit == SCHEDULED && request.scheduled.is_unit()) {
             continue;
         }
         let value = match bit {
@@ -204,7 +216,8 @@ fn build_request(
                     .collect::<Map>(),
             ),
             6 => Dynamic::from(head.peer.clone()),
-            _ => Dynamic::from(head.id.clone()),
+            7 => Dynamic::from(head.id.clone()),
+            _ => request.scheduled.clone(),
         };
         map.insert((*name).into(), value);
     }

@@ -15,7 +15,8 @@
 //! ([`World::fixed`]): then every run of the same requests, in the same order, answers the same.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,14 +30,35 @@ use crate::state::schema::TableId;
 /// Where `now()`, `uuid()` and `random()` take their values. One per app, shared by every thread.
 #[derive(Debug, Default)]
 pub struct World {
-    /// A fixed `now()`, in milliseconds since the epoch; `None` reads the wall clock.
-    fixed_now: Option<i64>,
+    /// A fixed `now()`, in milliseconds since the epoch, which only `advance` moves; `None`
+    /// reads the wall clock.
+    fixed_now: Option<Clock>,
     /// For tests: each call draws from a generator seeded with this and the call's number
     /// (so a compiled attempt that Rhai runs again draws the same numbers again); `None` uses
     /// each thread's secure generator.
     seed: Option<u64>,
     /// Calls begun, for the seeded generator.
     calls: AtomicU64,
+}
+
+/// A fixed clock for tests, shared by the versions of an app (a reload keeps the time it moved
+/// to), in milliseconds since the epoch.
+#[derive(Clone, Debug, Default)]
+pub struct Clock(Arc<AtomicI64>);
+
+impl Clock {
+    pub fn new(now_ms: i64) -> Clock {
+        Clock(Arc::new(AtomicI64::new(now_ms)))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Moves the clock `ms` forward; the time it shows now.
+    pub fn advance(&self, ms: i64) -> i64 {
+        self.0.fetch_add(ms, Ordering::SeqCst) + ms
+    }
 }
 
 impl World {
@@ -49,11 +71,26 @@ impl World {
     /// (when given) and the call's number: the same calls in the same order draw the same
     /// numbers, whether a call ran compiled, in Rhai, or both.
     pub fn fixed(now_ms: Option<i64>, seed: Option<u64>) -> World {
+        World::with_clock(now_ms.map(Clock::new), seed)
+    }
+
+    /// [`World::fixed`] on a clock that may be shared with other worlds.
+    pub fn with_clock(clock: Option<Clock>, seed: Option<u64>) -> World {
         World {
-            fixed_now: now_ms,
+            fixed_now: clock,
             seed,
             calls: AtomicU64::new(0),
         }
+    }
+
+    /// The fixed clock, if `now()` reads one.
+    pub fn clock(&self) -> Option<&Clock> {
+        self.fixed_now.as_ref()
+    }
+
+    /// What `now()` answers at this moment, in milliseconds since the epoch.
+    pub fn now_ms(&self) -> i64 {
+        clock(self.fixed_now.as_ref().map(Clock::now_ms))
     }
 
     pub fn is_live(&self) -> bool {
@@ -153,6 +190,10 @@ struct Call {
     string_key_miss: Option<(TableId, String)>,
     /// The app's settings and secrets: what `env()` reads, and what its lines must not show.
     settings: *const Settings,
+    /// The names of the functions the app can call as handlers: what `schedule` may name.
+    handlers: *const HashSet<String>,
+    /// Schedule entries this call made.
+    scheduled: u64,
 }
 
 thread_local! {
@@ -163,7 +204,7 @@ thread_local! {
 /// it ([`end_call`] before they go); its log lines go to `sink`.
 pub(crate) fn begin_call(
     world: &World,
-    settings: &Settings,
+    (settings, handlers): (&Settings, &HashSet<String>),
     sink: Option<&Arc<dyn LogSink>>,
     handler: &str,
     request_id: &str,
@@ -187,8 +228,10 @@ pub(crate) fn begin_call(
             lines: Vec::new(),
             dropped: 0,
             seeded,
-            fixed_now: world.fixed_now,
+            fixed_now: world.fixed_now.as_ref().map(Clock::now_ms),
             now: None,
+            handlers,
+            scheduled: 0,
             string_key_miss: None,
             settings,
         })
@@ -245,11 +288,30 @@ pub(crate) fn restart_call() {
         if let Some(call) = c.borrow_mut().as_mut() {
             call.lines.clear();
             call.dropped = 0;
+            call.scheduled = 0;
             if let Some(seeded) = &mut call.seeded {
                 **seeded = Seeded::new(seeded.seed);
             }
         }
     });
+}
+
+/// Whether the running call's app can call `name` as a handler (`false` outside a call).
+pub(crate) fn is_handler(name: &str) -> bool {
+    CALL.with(|c| {
+        c.borrow().as_ref().is_some_and(|call| {
+            // SAFETY: see `Call`.
+            unsafe { &*call.handlers }.contains(name)
+        })
+    })
+}
+
+/// Counts a schedule entry made by the running call; how many it has made now.
+pub(crate) fn note_scheduled() -> Result<u64, String> {
+    in_call(|call| {
+        call.scheduled += 1;
+        call.scheduled
+    })
 }
 
 /// Keeps a line for the running call; outside a call (or without a sink) it goes nowhere.
@@ -395,7 +457,13 @@ mod tests {
     fn a_fixed_world_answers_the_same_and_a_uuid_has_its_shape() {
         let draw = || {
             let world = World::fixed(Some(1_700_000_000_123), Some(7));
-            begin_call(&world, &Settings::default(), None, "h", "id");
+            begin_call(
+                &world,
+                (&Settings::default(), &HashSet::new()),
+                None,
+                "h",
+                "id",
+            );
             let values = (now(), uuid(), uuid(), random(1, 6), random(-3, -3));
             end_call();
             values
@@ -418,7 +486,13 @@ mod tests {
     #[test]
     fn a_uuids_random_bits_are_independent() {
         let world = World::live();
-        begin_call(&world, &Settings::default(), None, "h", "id");
+        begin_call(
+            &world,
+            (&Settings::default(), &HashSet::new()),
+            None,
+            "h",
+            "id",
+        );
         let same = (0..512)
             .filter(|_| {
                 let id = uuid().expect("a uuid").replace('-', "");
@@ -433,13 +507,25 @@ mod tests {
     #[test]
     fn now_is_one_value_for_a_call_and_nothing_outside_one() {
         let world = World::live();
-        begin_call(&world, &Settings::default(), None, "h", "id");
+        begin_call(
+            &world,
+            (&Settings::default(), &HashSet::new()),
+            None,
+            "h",
+            "id",
+        );
         let first = now().expect("in a call");
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert_eq!(now(), Ok(first));
         end_call();
         assert!(now().is_err(), "outside a call");
-        begin_call(&world, &Settings::default(), None, "h", "id");
+        begin_call(
+            &world,
+            (&Settings::default(), &HashSet::new()),
+            None,
+            "h",
+            "id",
+        );
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert!(
             now().expect("in a call") > first,
@@ -453,7 +539,13 @@ mod tests {
     #[test]
     fn a_random_range_must_be_in_order() {
         let world = World::fixed(None, Some(1));
-        begin_call(&world, &Settings::default(), None, "h", "id");
+        begin_call(
+            &world,
+            (&Settings::default(), &HashSet::new()),
+            None,
+            "h",
+            "id",
+        );
         assert!(random(2, 1).unwrap_err().contains("above"));
         let all = (0..2000).map(|_| random(0, 3).expect("a number"));
         let mut seen = [false; 4];

@@ -162,7 +162,47 @@ pub struct Schema {
 /// cannot name it, and an app cannot declare a table of that name.
 pub const IDS_TABLE: &str = "_ids";
 
+/// The table of pending schedule entries (`schedule`, `schedule_at`, the manifest's
+/// `"schedules"`): a row per entry, keyed by its id (from `next_id()`'s counters), with its due
+/// time in milliseconds since the epoch, the handler to run, its arguments, its period if it
+/// recurs and its name if the manifest declared it. Every app has it, after [`IDS_TABLE`]; the
+/// internal index [`DUE_INDEX`] orders it by due time. Written by the writes that schedule and
+/// cancel, and by the run of an entry, which deletes (or moves) its row: stored, checkpointed,
+/// exported and imported as any table is; scripts cannot name it.
+pub const SCHEDULE_TABLE: &str = "_schedule";
+/// The index of [`SCHEDULE_TABLE`] by due time (then id): the next entry due is its first.
+pub const DUE_INDEX: &str = "_due";
+/// The field slots of [`SCHEDULE_TABLE`].
+pub const SCHEDULE_DUE: usize = 0;
+pub const SCHEDULE_HANDLER: usize = 1;
+pub const SCHEDULE_ARGS: usize = 2;
+pub const SCHEDULE_EVERY: usize = 3;
+pub const SCHEDULE_NAME: usize = 4;
+
+/// Whether a table is one every app has and no script names.
+pub fn is_hidden(name: &str) -> bool {
+    name == IDS_TABLE || name == SCHEDULE_TABLE
+}
+
 impl TableSchema {
+    /// The table of [`SCHEDULE_TABLE`].
+    pub fn schedule() -> TableSchema {
+        let field = |kind, required| FieldType { kind, required };
+        TableSchema {
+            name: SCHEDULE_TABLE.to_string(),
+            fields: ["due", "handler", "args", "every", "name"]
+                .map(str::to_string)
+                .to_vec(),
+            types: vec![
+                field(Kind::Int, true),
+                field(Kind::String, true),
+                field(Kind::Any, false),
+                field(Kind::Int, false),
+                field(Kind::String, false),
+            ],
+        }
+    }
+
     /// The table of [`IDS_TABLE`].
     pub fn ids() -> TableSchema {
         TableSchema {

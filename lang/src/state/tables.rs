@@ -551,6 +551,10 @@ impl Tables {
     /// names the first row an index cannot hold (a value it cannot order, a duplicate in a
     /// unique index); the tables are then left without indexes.
     pub fn set_indexes(&mut self, defs: Vec<IndexDef>) -> Result<(), String> {
+        // An index of a table these tables do not have yet (tables made for fewer than the
+        // schema's, the schedule's among them) comes with it, empty.
+        let needed = defs.iter().map(|d| d.table as usize + 1).max().unwrap_or(0);
+        self.ensure_tables(needed);
         self.indexes.clear();
         self.watched = Arc::new([]);
         let mut built = Vec::with_capacity(defs.len());
