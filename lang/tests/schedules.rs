@@ -4,7 +4,7 @@
 //! write set; a failed run's changes are rolled back and its entry removed all the same; the
 //! manifest's named entries recur. In both engines.
 
-use pure_lang::{App, HandlerError, Limits, Request, Tables, WriteSet, SCHEDULE_TABLE};
+use pure_lang::{App, Execution, HandlerError, Limits, Request, Tables, WriteSet, SCHEDULE_TABLE};
 use serde_json::{json, Value};
 
 const MANIFEST: &str = r#"{"name": "s", "routes": {"GET /x": "look"},
@@ -51,6 +51,13 @@ fn load(interpreted: bool, now: i64) -> App {
         },
     )
     .expect("loads");
+    for handler in ["later", "at", "drop_it", "many", "by_name"] {
+        assert_eq!(
+            app.execution(handler),
+            Some(Execution::Compiled),
+            "{handler}"
+        );
+    }
     app.set_interpreted(interpreted);
     app.set_world(pure_lang::World::fixed(Some(now), Some(1)));
     app

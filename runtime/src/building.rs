@@ -194,8 +194,9 @@ impl Building {
             "a write runs only when the group has room for it"
         );
         assert!(
-            state.group.ends.len() <= state.group.replies.len() + 1,
-            "a write adds at most one record, and a run's schema one more"
+            state.group.ends.len() <= state.group.replies.len() + 1 + state.group.extra_records,
+            "a write adds at most one record (a job of due entries one per entry), and a run's \
+             schema one more"
         );
         self.added_total.fetch_add(1, Ordering::Release);
         self.group_writes.fetch_add(1, Ordering::Relaxed);

@@ -15,8 +15,10 @@ use crate::publication::TableSet;
 /// Invariants:
 /// - `ends` rises strictly, and its last entry is `bytes.len()`: the records lie back to back,
 ///   none is empty, and no byte belongs to no record.
-/// - Each write adds one reply and at most one record, and a run's schema one record more, so
-///   `ends.len() <= replies.len() + 1`.
+/// - Each write adds one reply and at most one record, and a run's schema one record more; a
+///   job of due schedule entries adds one reply and a record per entry it ran, the records
+///   after its first counted in `extra_records`: `ends.len() <= replies.len() + 1 +
+///   extra_records`.
 /// - `snapshot` is the state after every record of the group (set when the syncer takes it).
 #[derive(Default)]
 pub(crate) struct Group {
@@ -28,6 +30,8 @@ pub(crate) struct Group {
     pub snapshot: Arc<Tables>,
     /// The tables the group's writes changed, for those who watch the state (`publication.rs`).
     pub written: TableSet,
+    /// Records beyond one per reply: the second and later entries of a job of due entries.
+    pub extra_records: usize,
 }
 
 impl Group {

@@ -15,12 +15,20 @@ pub(crate) type Reply = oneshot::Sender<Result<Answer, HandlerError>>;
 /// What the caller of `Runtime::write` waits on.
 pub type WriteReply = oneshot::Receiver<Result<Answer, HandlerError>>;
 
-/// A queued write call.
+/// A queued write.
 pub(crate) struct Job {
     /// The version of the app the request was checked against; it runs on that version even
     /// if a reload replaced it meanwhile (the schema, which the tables depend on, is the same).
     pub app: Arc<App>,
-    pub handler: String,
-    pub request: Request,
+    pub work: Work,
     pub reply: Reply,
+}
+
+/// What a job runs.
+pub(crate) enum Work {
+    /// A write handler's call.
+    Call { handler: String, request: Request },
+    /// The schedule's entries due now, each as a write of its own, for a slice of the owner's
+    /// time at most; the manifest's named entries made first where missing.
+    Due,
 }

@@ -48,8 +48,8 @@ pub use options::{
 pub use publication::{Publication, TableSet};
 pub use pure_lang::ImmutableString;
 pub use pure_lang::{
-    has_no_body, Answer, App, BodyError, Cors, Execution, HandlerError, HandlerKind, Head, Level,
-    LogLine, LogSink, Request, Route, World,
+    has_no_body, Answer, App, BodyError, Clock, Cors, Execution, HandlerError, HandlerKind, Head,
+    Level, LogLine, LogSink, Request, Route, World,
 };
 pub use pure_store::{CheckpointFinding, Ending, Examination, LogFinding, SyncMode};
 pub use recovery::{Recovery, Undecodable};

@@ -47,6 +47,11 @@ pub struct Metrics {
     /// Compiled handler calls re-run in Rhai's evaluator (an error, a limit, a case the compiled
     /// code leaves to Rhai): each costs its call twice.
     pub handler_fallbacks_total: u64,
+    /// Scheduled entries run, those of them whose handler failed (not retried), and the
+    /// entries pending in the published state.
+    pub scheduled_runs_total: u64,
+    pub scheduled_failures_total: u64,
+    pub schedules_pending: u64,
 }
 
 #[derive(Clone, Debug)]

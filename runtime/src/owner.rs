@@ -32,11 +32,11 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use pure_lang::{panic_message, Answer, HandlerError, Schema, WriteSet};
+use pure_lang::{panic_message, Answer, App, HandlerError, Json, Level, Schema, WriteSet};
 
 use crate::building::{Building, State};
 use crate::inbox::{Inbox, Wait};
-use crate::job::Job;
+use crate::job::{Job, Work};
 use crate::options::CommitGate;
 use crate::record;
 use crate::shared::Shared;
@@ -46,6 +46,11 @@ use crate::shared::Shared;
 /// empties, and the HTTP thread holding the role has connections of its own to serve. About
 /// 150 scoreboard posts; a burst from 64 connections takes less.
 const RUN_HERE_BUDGET: Duration = Duration::from_millis(1);
+
+/// The longest one job of due entries holds the owner, and the most entries it runs: then the
+/// client writes queued behind it run, and the next slice is queued behind them.
+const DUE_SLICE: Duration = Duration::from_millis(2);
+const DUE_PER_SLICE_MAX: u64 = 64;
 
 pub(crate) struct Owner {
     pub shared: Arc<Shared>,
@@ -210,7 +215,10 @@ impl Owner {
             state.schema_logged = true;
         }
         let Scratch { writes, record, .. } = scratch;
-        let result = self.run_one(&mut job, &mut state, writes, record);
+        let result = match job.work {
+            Work::Call { .. } => self.run_one(&mut job, &mut state, writes, record),
+            Work::Due => self.run_due(&job.app, &mut state, writes, record),
+        };
         if let Some(gate) = &self.run_gate {
             (gate.0)();
         }
@@ -288,13 +296,13 @@ impl Owner {
         writes: &mut WriteSet,
         record: &mut Vec<u8>,
     ) -> Result<Answer, HandlerError> {
+        let Work::Call { handler, request } = &mut job.work else {
+            unreachable!("run_job sends due work to run_due");
+        };
         // The request is not needed after its call: its body is lent, not copied.
-        let result = job.app.run_write_taking_body(
-            &job.handler,
-            &mut job.request,
-            &mut state.tables,
-            writes,
-        );
+        let result = job
+            .app
+            .run_write_taking_body(handler, request, &mut state.tables, writes);
         if let Err(HandlerError::Panicked { handler, message }) = &result {
             // A bug in Pure or Rhai struck halfway through a change to the tables: the undo log
             // may not know all of it. Nothing from here on is made durable or published; the
@@ -306,32 +314,120 @@ impl Owner {
             writes.clear();
             return result;
         }
-        if result.is_ok() && !writes.is_empty() {
-            record::encode_writes(record, writes.changes());
-            if record.len() > self.group_bytes_max {
-                // One write larger than a frame can hold: it can never be made durable, and a
-                // retry would fail the same way, so it is the request that is too large (413),
-                // not the server that is unavailable.
-                state.tables.roll_back(writes);
-                let error = format!(
-                    "the write's changes take {} bytes in the log, more than one write may take \
-                     ({} bytes: an eighth of the log's capacity, at most 4 MiB); split them \
-                     into smaller writes",
-                    record.len(),
-                    self.group_bytes_max
-                );
-                return Err(HandlerError::Thrown {
-                    status: 413,
-                    body: serde_json::json!({ "error": error, "status": 413 }),
-                });
-            }
-            state.group.bytes.extend_from_slice(record);
-            state.group.end_record();
-            for change in writes.changes() {
-                state.group.written.insert(change.table());
-            }
+        if result.is_ok() {
+            self.add_record(state, writes, record)?;
         }
         writes.clear();
         result
+    }
+
+    /// Adds the changes of `writes` (if any) to the group as one record. A record larger than
+    /// one write may take is refused (413) and its changes rolled back.
+    fn add_record(
+        &self,
+        state: &mut State,
+        writes: &mut WriteSet,
+        record: &mut Vec<u8>,
+    ) -> Result<(), HandlerError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        record::encode_writes(record, writes.changes());
+        if record.len() > self.group_bytes_max {
+            // One write larger than a frame can hold: it can never be made durable, and a
+            // retry would fail the same way, so it is the request that is too large (413),
+            // not the server that is unavailable.
+            state.tables.roll_back(writes);
+            let error = format!(
+                "the write's changes take {} bytes in the log, more than one write may take \
+                 ({} bytes: an eighth of the log's capacity, at most 4 MiB); split them \
+                 into smaller writes",
+                record.len(),
+                self.group_bytes_max
+            );
+            return Err(HandlerError::Thrown {
+                status: 413,
+                body: serde_json::json!({ "error": error, "status": 413 }),
+            });
+        }
+        state.group.bytes.extend_from_slice(record);
+        state.group.end_record();
+        for change in writes.changes() {
+            state.group.written.insert(change.table());
+        }
+        Ok(())
+    }
+
+    /// Runs the schedule's entries due now, each as a write of its own (its changes and its
+    /// entry's removal one record), for at most `DUE_SLICE` or `DUE_PER_SLICE_MAX` entries and
+    /// while the group has room; first makes the manifest's named entries that are missing.
+    /// Answers how many ran and failed. A failed entry is logged and counted, not retried.
+    fn run_due(
+        &self,
+        app: &App,
+        state: &mut State,
+        writes: &mut WriteSet,
+        record: &mut Vec<u8>,
+    ) -> Result<Answer, HandlerError> {
+        if let Some(reason) = self.shared.poison_reason() {
+            return Err(HandlerError::Unavailable { reason });
+        }
+        assert!(writes.is_empty(), "the write set is empty between writes");
+        let now = app.world().now_ms();
+        let records_before = state.group.ends.len();
+        app.ensure_schedules(now, &mut state.tables, writes);
+        let ensured = self.add_record(state, writes, record);
+        writes.clear();
+        ensured?;
+        let started = Instant::now();
+        let (mut ran, mut failed) = (0u64, 0u64);
+        while ran < DUE_PER_SLICE_MAX
+            && started.elapsed() < DUE_SLICE
+            && self.building.has_room(state)
+        {
+            let Some(run) = app.run_due(now, &mut state.tables, writes) else {
+                break;
+            };
+            ran += 1;
+            let mut failure = match &run.result {
+                Err(HandlerError::Panicked { handler, message }) => {
+                    self.shared.poison(format!(
+                        "internal error: scheduled handler {handler} panicked ({message}); the \
+                         state in memory is no longer trusted: restart to recover the durable \
+                         state from the log"
+                    ));
+                    writes.clear();
+                    return Err(run.result.expect_err("matched an error"));
+                }
+                Err(error) => Some(error.to_string()),
+                Ok(_) => None,
+            };
+            if let Err(error) = self.add_record(state, writes, record) {
+                // Its changes cannot be logged: the entry is removed alone.
+                failure = Some(error.to_string());
+                writes.clear();
+                app.drop_due(run.key.clone(), &mut state.tables, writes);
+                self.add_record(state, writes, record)?;
+            }
+            writes.clear();
+            if let Some(error) = failure {
+                failed += 1;
+                app.log_line(
+                    Level::Error,
+                    &run.handler,
+                    &format!("schedule-{}", run.id),
+                    &format!(
+                        "the scheduled entry {} (due at {} ms) failed and is not retried: {error}",
+                        run.id, run.due_ms
+                    ),
+                );
+            }
+        }
+        let records = state.group.ends.len() - records_before;
+        state.group.extra_records += records.saturating_sub(1);
+        self.shared.note_scheduled(ran, failed);
+        Ok(Answer::ok(Json::from_value(
+            &serde_json::json!({ "ran": ran, "failed": failed }),
+        )))
     }
 }

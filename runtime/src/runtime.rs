@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
+
 use std::thread::JoinHandle;
 
 use pure_lang::{Answer, App, HandlerError, Request, Schema, TableSet, Tables};
@@ -15,7 +16,7 @@ use tokio::sync::oneshot;
 use crate::building::Building;
 use crate::error::{OpenError, ReloadError};
 use crate::inbox::{Inbox, Refused};
-use crate::job::{Job, WriteReply};
+use crate::job::{Job, Work, WriteReply};
 use crate::metrics::{Health, Metrics};
 use crate::options::RuntimeOptions;
 use crate::owner::Owner;
@@ -38,6 +39,112 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: Recovery,
 }
+
+/// What queues writes: the runtime's, and the scheduler thread's, which holds no `Runtime`
+/// (its last handle dropped there would join the scheduler from itself).
+struct Queue {
+    shared: Arc<Shared>,
+    inbox: Arc<Inbox>,
+    owner: Weak<Owner>,
+    sync: Weak<SyncRole>,
+}
+
+impl Queue {
+    fn submit(&self, app: &Arc<App>, work: Work) -> Result<WriteReply, HandlerError> {
+        let shared = &self.shared;
+        let (reply, receiver) = oneshot::channel();
+        shared.queue_depth.fetch_add(1, Ordering::Relaxed);
+        match self.inbox.push(Job {
+            app: app.clone(),
+            work,
+            reply,
+        }) {
+            Ok(()) => {
+                let commit_here = match self.owner.upgrade() {
+                    Some(owner) => owner.run_here(),
+                    None => false,
+                };
+                if commit_here {
+                    if let Some(sync) = self.sync.upgrade() {
+                        sync.commit_here();
+                    }
+                }
+                Ok(receiver)
+            }
+            Err((_, refused)) => {
+                shared.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                Err(unavailable(match refused {
+                    Refused::Full => "the write queue is full; retry later",
+                    Refused::Closed => "the runtime is shutting down",
+                }))
+            }
+        }
+    }
+
+    /// Whether the schedule has work now: an entry due by the app's clock, or a named entry of
+    /// the manifest not made yet. Else how long until the first entry is due (`None`: none
+    /// pending).
+    fn schedule_state(&self) -> Result<(), Option<std::time::Duration>> {
+        let app = self.shared.app();
+        let snapshot = self.shared.published();
+        if app.schedules_missing(&snapshot.tables) {
+            return Ok(());
+        }
+        let now = app.world().now_ms();
+        match app.next_due(&snapshot.tables) {
+            Some(due) if due <= now => Ok(()),
+            Some(due) => Err(Some(std::time::Duration::from_millis((due - now) as u64))),
+            None => Err(None),
+        }
+    }
+
+    fn run_due(&self) -> Result<(u64, u64), HandlerError> {
+        let (mut ran, mut failed) = (0, 0);
+        // Entries that keep scheduling themselves at once under a fixed clock would never
+        // let this end.
+        for _ in 0..DUE_ROUNDS_MAX {
+            if self.schedule_state().is_err() {
+                return Ok((ran, failed));
+            }
+            let reply = self.submit(&self.shared.app(), Work::Due)?;
+            let answer = reply.blocking_recv().map_err(|_| {
+                unavailable("the runtime stopped before the due entries were made durable")
+            })??;
+            let counts = answer.body.to_value();
+            ran += counts["ran"].as_u64().unwrap_or(0);
+            failed += counts["failed"].as_u64().unwrap_or(0);
+        }
+        Ok((ran, failed))
+    }
+
+    /// The scheduler thread: runs entries as they fall due, and sleeps until the next one is
+    /// due or the schedule changes (a group wrote it, a reload, a moved clock, a stop).
+    fn schedule(self) {
+        while !self.shared.is_stopping() {
+            match self.schedule_state() {
+                Ok(()) => {
+                    if let Err(error) = self.run_due() {
+                        if self.shared.is_stopping() {
+                            return;
+                        }
+                        eprintln!("pure-runtime: running due entries: {error}; trying again");
+                        self.shared
+                            .wait_for_schedule(Some(std::time::Duration::from_secs(1)));
+                    }
+                }
+                // A live clock moves by itself: look again by the next due time at the latest
+                // (and at least every second, should the wall clock jump).
+                Err(wait) => self
+                    .shared
+                    .wait_for_schedule(wait.map(|w| w.min(std::time::Duration::from_secs(1)))),
+            }
+        }
+    }
+}
+
+/// Slices of due entries `Runtime::run_due` runs before it gives up on entries that keep
+/// falling due (at 64 entries a slice, 640,000 entries).
+const DUE_ROUNDS_MAX: usize = 10_000;
 
 /// What [`Runtime::read_live`] gives.
 pub struct LiveRead {
@@ -171,9 +278,22 @@ impl Runtime {
             threads: Mutex::new(vec![owner_handle, syncer]),
             recovery,
         };
-        Ok(Runtime {
+        let runtime = Runtime {
             inner: Arc::new(inner),
-        })
+        };
+        let queue = runtime.queue();
+        let scheduler = std::thread::Builder::new()
+            .name("pure-scheduler".into())
+            .stack_size(HANDLER_STACK_BYTES)
+            .spawn(move || queue.schedule())
+            .map_err(OpenError::Thread)?;
+        runtime
+            .inner
+            .threads
+            .lock()
+            .expect("joining never panics")
+            .push(scheduler);
+        Ok(runtime)
     }
 
     /// The app's current version.
@@ -239,34 +359,52 @@ impl Runtime {
                 handler: handler.to_string(),
             });
         }
-        let (reply, receiver) = oneshot::channel();
-        shared.queue_depth.fetch_add(1, Ordering::Relaxed);
-        match self.inner.inbox.push(Job {
-            app: app.clone(),
+        let work = Work::Call {
             handler: handler.to_string(),
             request,
-            reply,
-        }) {
-            Ok(()) => {
-                let commit_here = match self.inner.owner.upgrade() {
-                    Some(owner) => owner.run_here(),
-                    None => false,
-                };
-                if commit_here {
-                    if let Some(sync) = self.inner.sync.upgrade() {
-                        sync.commit_here();
-                    }
-                }
-                Ok(receiver)
-            }
-            Err((_, refused)) => {
-                shared.queue_depth.fetch_sub(1, Ordering::Relaxed);
-                Err(unavailable(match refused {
-                    Refused::Full => "the write queue is full; retry later",
-                    Refused::Closed => "the runtime is shutting down",
-                }))
-            }
+        };
+        self.submit(app, work)
+    }
+
+    fn queue(&self) -> Queue {
+        Queue {
+            shared: self.inner.shared.clone(),
+            inbox: self.inner.inbox.clone(),
+            owner: self.inner.owner.clone(),
+            sync: self.inner.sync.clone(),
         }
+    }
+
+    /// Queues `work` and runs the queue here if the owner's role is free (see `write`).
+    fn submit(&self, app: &Arc<App>, work: Work) -> Result<WriteReply, HandlerError> {
+        self.queue().submit(app, work)
+    }
+
+    /// Runs the schedule's entries due now by the app's clock, a slice of the owner's time at a
+    /// time (each slice a job in the queue of writes, so that client writes are never
+    /// starved), until none is due; blocks until each slice is durable. The entries run, and
+    /// those of them that failed. Not from an async task (it blocks).
+    pub fn run_due(&self) -> Result<(u64, u64), HandlerError> {
+        self.queue().run_due()
+    }
+
+    /// Moves the app's fixed clock (`World::fixed`) `ms` forward and runs what is due by then:
+    /// the time it shows, and the entries run and failed. An error for a live clock.
+    pub fn advance_clock(&self, ms: i64) -> Result<(i64, u64, u64), HandlerError> {
+        let app = self.inner.shared.app();
+        let Some(clock) = app.world().clock() else {
+            return Err(HandlerError::Thrown {
+                status: 409,
+                body: serde_json::json!({
+                    "error": "the clock is the wall clock: only a server started with \
+                              --fixed-now has one to move",
+                    "status": 409,
+                }),
+            });
+        };
+        let now = clock.advance(ms);
+        let (ran, failed) = self.run_due()?;
+        Ok((now, ran, failed))
     }
 
     /// Runs a read handler on the calling thread against the latest published (durable)
@@ -346,6 +484,9 @@ impl Runtime {
             snapshot_age_seconds: snapshot.made_at.elapsed().as_secs_f64(),
             state_bytes: snapshot.state_bytes,
             handler_fallbacks_total: shared.fallbacks_total(),
+            scheduled_runs_total: shared.scheduled_runs.load(Ordering::Relaxed),
+            scheduled_failures_total: shared.scheduled_failures.load(Ordering::Relaxed),
+            schedules_pending: shared.app_now().pending_schedules(&snapshot.tables) as u64,
             ..shared.metrics.snapshot()
         }
     }

@@ -5,7 +5,7 @@
 //! not know how a group is built or made durable; it holds what they leave for readers.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use arc_swap::{ArcSwap, Guard};
 use pure_lang::{App, Schema};
@@ -38,12 +38,22 @@ pub(crate) struct Shared {
     stopping: AtomicBool,
     pub queue_depth: AtomicU64,
     pub metrics: MetricsCell,
+    /// The schedule table's id: a group that writes it wakes the scheduler.
+    schedule_table: Option<u32>,
+    /// Bumped (and the scheduler woken) by what may change when the next entry is due: a
+    /// group that wrote the schedule, a reload, a moved clock, a stop.
+    schedule_changes: Mutex<u64>,
+    schedule_wake: Condvar,
+    /// Scheduled entries run, and those of them that failed (`pure_scheduled_*`).
+    pub scheduled_runs: AtomicU64,
+    pub scheduled_failures: AtomicU64,
 }
 
 impl Shared {
     /// The shared state of a runtime that starts from `snapshot` (the recovered state).
     pub fn new(app: App, snapshot: Snapshot, schema: Arc<Schema>) -> Shared {
         let publisher = Publisher::new(snapshot.lsn, schema.tables.len());
+        let schedule_table = schema.table_id(pure_lang::SCHEDULE_TABLE);
         Shared {
             schema,
             app: ArcSwap::from_pointee(app),
@@ -57,6 +67,11 @@ impl Shared {
             stopping: AtomicBool::new(false),
             queue_depth: AtomicU64::new(0),
             metrics: MetricsCell::new(),
+            schedule_table,
+            schedule_changes: Mutex::new(0),
+            schedule_wake: Condvar::new(),
+            scheduled_runs: AtomicU64::new(0),
+            scheduled_failures: AtomicU64::new(0),
         }
     }
 
@@ -73,6 +88,7 @@ impl Shared {
     /// Makes `app` the current version; the replaced version's fallbacks stay counted.
     pub fn replace_app(&self, app: Arc<App>) {
         let replaced = self.app.swap(app);
+        self.schedule_changed();
         self.retired_fallbacks
             .fetch_add(replaced.fallbacks(), Ordering::Relaxed);
     }
@@ -85,6 +101,7 @@ impl Shared {
     /// A stop has begun: a syncer waiting for log space gives up.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
+        self.schedule_changed();
     }
 
     pub fn published(&self) -> Arc<Snapshot> {
@@ -114,7 +131,36 @@ impl Shared {
 
     /// Tells watchers that the group that wrote `written` is published at `lsn` (after
     /// `publish`, so that a watcher that reads the published snapshot when told sees it).
+    /// Something that may change when the next entry is due happened: the scheduler looks
+    /// again.
+    pub fn schedule_changed(&self) {
+        *self.schedule_changes.lock().expect("never panics") += 1;
+        self.schedule_wake.notify_all();
+    }
+
+    /// The scheduler's wait: until `schedule_changed`, or `timeout` (`None`: no entry pending,
+    /// so only a change wakes it).
+    pub fn wait_for_schedule(&self, timeout: Option<std::time::Duration>) {
+        let changes = self.schedule_changes.lock().expect("never panics");
+        let seen = *changes;
+        // With no entry pending, still look again now and then: a cheap guard against a
+        // wake-up this code did not foresee.
+        let timeout = timeout.unwrap_or(std::time::Duration::from_secs(1));
+        let _ = self
+            .schedule_wake
+            .wait_timeout_while(changes, timeout, |changes| *changes == seen)
+            .expect("never panics");
+    }
+
+    pub fn note_scheduled(&self, ran: u64, failed: u64) {
+        self.scheduled_runs.fetch_add(ran, Ordering::Relaxed);
+        self.scheduled_failures.fetch_add(failed, Ordering::Relaxed);
+    }
+
     pub fn announce(&self, lsn: u64, written: &TableSet) {
+        if self.schedule_table.is_some_and(|t| written.contains(t)) {
+            self.schedule_changed();
+        }
         self.publisher
             .lock()
             .expect("announcing never panics")

@@ -399,8 +399,8 @@ impl Dispatch {
             None if role == Role::Admin => {
                 let message = format!(
                     "no route for {method} {path}: this is the admin address, which serves \
-                     GET /_pure/health, GET /_pure/metrics, POST /_pure/reload and POST \
-                     /_pure/export?out=DIR"
+                     GET /_pure/health, GET /_pure/metrics, POST /_pure/reload, POST \
+                     /_pure/export?out=DIR and POST /_pure/clock?advance=MS"
                 );
                 let reply = error_reply(StatusCode::NOT_FOUND, message);
                 return (Label::Unmatched, self.answer_unread(request, reply).await);
@@ -868,6 +868,16 @@ impl Dispatch {
         (name, query): (&str, Option<&str>),
         role: Role,
     ) -> Reply {
+        if name == "clock" && role == Role::Admin {
+            let allow = ["POST".to_string()];
+            if method == Method::OPTIONS {
+                return options(&allow);
+            }
+            if method != Method::POST {
+                return method_not_allowed(method, "/_pure/clock", &allow);
+            }
+            return self.advance_clock(query);
+        }
         if name == "export" && role == Role::Admin {
             let allow = ["POST".to_string()];
             if method == Method::OPTIONS {
@@ -905,8 +915,8 @@ impl Dispatch {
         if !matches!(name, "health" | "metrics") {
             let message = match role {
                 Role::Admin => format!(
-                    "no built-in endpoint /_pure/{name} (there are health, metrics, reload and \
-                     export)"
+                    "no built-in endpoint /_pure/{name} (there are health, metrics, reload, \
+                     export and clock)"
                 ),
                 _ => format!("no built-in endpoint /_pure/{name} (there are health and metrics)"),
             };
@@ -937,6 +947,30 @@ impl Dispatch {
     /// `POST /_pure/export?out=DIR`: the published snapshot's tables written into `DIR` (an
     /// absolute path on the server's machine, missing or empty) while writes go on; 200 with the
     /// LSN of the state written and the rows of each table, 422 when it cannot be done.
+    /// `POST /_pure/clock?advance=MS`: moves a `--fixed-now` clock forward and answers once the
+    /// schedule's entries due by then have run and are durable.
+    fn advance_clock(&self, query: Option<&str>) -> Reply {
+        let advance = parse_query(query).and_then(|pairs| {
+            pairs
+                .into_iter()
+                .find(|(name, _)| name == "advance")
+                .and_then(|(_, ms)| ms.parse::<i64>().ok())
+        });
+        let Some(ms) = advance.filter(|ms| *ms >= 0) else {
+            let message = "clock needs ?advance=MS, the milliseconds to move the clock forward \
+                           (0 or more)"
+                .to_string();
+            return error_reply(StatusCode::BAD_REQUEST, message);
+        };
+        match tokio::task::block_in_place(|| self.runtime.advance_clock(ms)) {
+            Ok((now, ran, failed)) => json_reply(
+                StatusCode::OK,
+                &json!({ "now": now, "ran": ran, "failed": failed }),
+            ),
+            Err(error) => handler_error_reply(&error),
+        }
+    }
+
     fn export(&self, query: Option<&str>) -> Reply {
         let out = parse_query(query).and_then(|pairs| {
             pairs

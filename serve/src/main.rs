@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser as _;
 use pure_lang::{Environment, Limits};
-use pure_runtime::{App, Runtime, RuntimeOptions, SyncMode, World};
+use pure_runtime::{App, Clock, Runtime, RuntimeOptions, SyncMode, World};
 
 use crate::cli::{Command, Options, Sync};
 
@@ -132,10 +132,17 @@ fn load_app(options: &Options) -> anyhow::Result<App> {
     let mut app = App::load_in(options.app_dir(), Limits::default(), &environment)
         .with_context(|| format!("loading the app in {}", options.app_dir().display()))?;
     if options.fixed_now.is_some() || options.seed.is_some() {
-        app.set_world(World::fixed(options.fixed_now, options.seed));
+        // One clock for every version: a reload keeps the time `POST /_pure/clock` moved it to.
+        let clock = options
+            .fixed_now
+            .map(|now| FIXED_CLOCK.get_or_init(|| Clock::new(now)).clone());
+        app.set_world(World::with_clock(clock, options.seed));
     }
     Ok(app)
 }
+
+/// The fixed clock of `--fixed-now`, made at the first load.
+static FIXED_CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
 
 /// Set by a SIGHUP that arrives while the app loads and the data directory recovers, before the
 /// server listens for the signal: without a handler it would end the process.

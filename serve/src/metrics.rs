@@ -417,7 +417,7 @@ fn render_runtime(out: &mut String, m: &Metrics) {
     } else {
         0.0
     };
-    let figures: [(&str, &str, &str, f64); 20] = [
+    let figures: [(&str, &str, &str, f64); 23] = [
         (
             "pure_write_queue_depth",
             "Writes waiting for the owner.",
@@ -537,6 +537,25 @@ fn render_runtime(out: &mut String, m: &Metrics) {
             "Highest durable LSN.",
             "gauge",
             m.durable_lsn as f64,
+        ),
+        (
+            "pure_scheduled_runs_total",
+            "Scheduled entries run (each with its removal, one write).",
+            "counter",
+            m.scheduled_runs_total as f64,
+        ),
+        (
+            "pure_scheduled_failures_total",
+            "Scheduled entries whose handler failed (its changes undone, the entry removed, not \
+             retried; each logged with its id).",
+            "counter",
+            m.scheduled_failures_total as f64,
+        ),
+        (
+            "pure_schedules_pending",
+            "Schedule entries pending in the durable state.",
+            "gauge",
+            m.schedules_pending as f64,
         ),
     ];
     for (name, help, kind, value) in figures {

@@ -130,7 +130,10 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
         runtime.app().name()
     );
     if let Some((bound, _)) = &admin {
-        println!("pure-serve: admin endpoints (health, metrics, reload) on http://{bound}/_pure/");
+        println!(
+            "pure-serve: admin endpoints (health, metrics, reload, export, clock) on \
+             http://{bound}/_pure/"
+        );
     }
     let bound = std::iter::once(address).chain(admin.as_ref().map(|(bound, _)| *bound));
     for note in bound.filter_map(|b| any_host_note(options.allowed_hosts.as_deref(), b)) {

@@ -8,7 +8,9 @@
 //! `name:` alone says the answer has none; headers not listed are not compared). `#` starts a
 //! comment line; blank lines separate exchanges. A line `#! --flag value ...` gives the server
 //! more flags (`--secrets FILE` names a file beside the transcript); a line `restart` stops the server (SIGTERM, as an operator would) and starts it
-//! again on the same data: what follows tests what recovery brings back.
+//! again on the same data: what follows tests what recovery brings back; a line `advance MS`
+//! moves the server's fixed clock `MS` milliseconds forward and waits until the scheduled
+//! entries due by then have run (`POST /_pure/clock?advance=MS` on its admin address).
 //!
 //! The server is this binary, started as `pure-serve APP_DIR` on a fresh data directory, on a
 //! free port of 127.0.0.1, with `--sync none` (a test's data is thrown away) and a fixed world
@@ -28,13 +30,15 @@ use serde_json::Value;
 use crate::exit;
 
 /// The time `now()` answers in a transcript unless its flags say otherwise: 2026-01-01 UTC.
-const FIXED_NOW_MS: &str = "1767225600000";
+const FIXED_NOW_MS: i64 = 1_767_225_600_000;
 
 enum Line {
     /// A line kept as it is: a comment, a flag line, a blank line.
     Verbatim(String),
     /// `restart`, as written.
     Restart(String),
+    /// `advance MS`, as written, and MS.
+    Advance(String, i64),
     Exchange(Exchange),
 }
 
@@ -91,6 +95,21 @@ fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
             continue;
         }
         let at = |n: usize| format!("{}:{n}", file.display());
+        if let Some(ms) = line.strip_prefix("advance ") {
+            let ms = ms
+                .trim()
+                .parse()
+                .ok()
+                .filter(|ms| *ms >= 0)
+                .with_context(|| {
+                    format!(
+                        "{}: advance takes the milliseconds to move the clock",
+                        at(number)
+                    )
+                })?;
+            lines.push(Line::Advance(raw.to_string(), ms));
+            continue;
+        }
         let mut parts = line.splitn(3, ' ');
         let method = parts.next().unwrap_or_default().to_string();
         let path = parts
@@ -160,10 +179,18 @@ fn parse(text: &str, file: &Path) -> anyhow::Result<(Vec<Line>, Vec<String>)> {
 struct Server {
     child: Child,
     address: SocketAddr,
+    /// The admin address, when the transcript moves the clock.
+    admin: Option<SocketAddr>,
 }
 
 impl Server {
-    fn start(app_dir: &Path, data: &Path, flags: &[String]) -> anyhow::Result<Server> {
+    /// Starts a server with its fixed clock at `now_ms`.
+    fn start(
+        app_dir: &Path,
+        data: &Path,
+        flags: &[String],
+        (admin, now_ms): (bool, i64),
+    ) -> anyhow::Result<Server> {
         let binary = std::env::current_exe().context("finding this program")?;
         let mut args: Vec<String> = vec![
             "--listen".into(),
@@ -171,11 +198,12 @@ impl Server {
             "--sync".into(),
             "none".into(),
         ];
-        if !flags.iter().any(|f| f == "--fixed-now") {
-            args.extend(["--fixed-now".into(), FIXED_NOW_MS.into()]);
-        }
+        args.extend(["--fixed-now".into(), now_ms.to_string()]);
         if !flags.iter().any(|f| f == "--seed") {
             args.extend(["--seed".into(), "1".into()]);
+        }
+        if admin {
+            args.extend(["--admin-listen".into(), "127.0.0.1:0".into()]);
         }
         args.extend(flags.iter().cloned());
         let mut child = Command::new(binary)
@@ -199,6 +227,14 @@ impl Server {
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         let mut ready = String::new();
         let read = stdout.read_line(&mut ready);
+        let mut admin_line = String::new();
+        if admin {
+            let _ = stdout.read_line(&mut admin_line);
+        }
+        let admin_address = admin_line
+            .trim()
+            .rsplit_once("http://")
+            .and_then(|(_, address)| address.trim_end_matches("/_pure/").parse().ok());
         // Whatever it prints later is read too: a closed pipe would fail its next line.
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let address = ready
@@ -206,7 +242,11 @@ impl Server {
             .rsplit_once("http://")
             .and_then(|(_, address)| address.parse().ok());
         match (read, address) {
-            (Ok(_), Some(address)) => Ok(Server { child, address }),
+            (Ok(_), Some(address)) if admin_address.is_some() || !admin => Ok(Server {
+                child,
+                address,
+                admin: admin_address,
+            }),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -222,6 +262,23 @@ impl Server {
         let status = self.child.wait().context("waiting for the server")?;
         if !status.success() {
             bail!("the server stopped with {status}");
+        }
+        Ok(())
+    }
+
+    /// Moves the server's clock `ms` forward; returns once what fell due has run.
+    fn advance(&self, ms: i64) -> anyhow::Result<()> {
+        let admin = self.admin.context("the server has no admin address")?;
+        let mut stream = TcpStream::connect(admin).context("connecting to the admin address")?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        write!(
+            stream,
+            "POST /_pure/clock?advance={ms} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\
+             Content-Length: 0\r\n\r\n"
+        )?;
+        let answer = crate::client::read_answer(&mut stream)?;
+        if answer.status != 200 {
+            bail!("advance {ms}: {} {}", answer.status, answer.body);
         }
         Ok(())
     }
@@ -273,8 +330,24 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
             flags[at] = beside.display().to_string();
         }
     }
+    // The clock starts where the flags say and goes on across restarts from where `advance`
+    // moved it: a restart is a stop and a start, not a trip back in time.
+    let mut now_ms: i64 = FIXED_NOW_MS;
+    if let Some(at) = flags.iter().position(|f| f == "--fixed-now") {
+        let value = flags.get(at + 1).cloned().unwrap_or_default();
+        now_ms = value
+            .parse()
+            .with_context(|| format!("{}: --fixed-now {value:?}", file.display()))?;
+        flags.drain(at..(at + 2).min(flags.len()));
+    }
     let data = tempfile::tempdir().context("a data directory for the test")?;
-    let mut server = Some(Server::start(app_dir, data.path(), &flags)?);
+    let admin = lines.iter().any(|line| matches!(line, Line::Advance(..)));
+    let mut server = Some(Server::start(
+        app_dir,
+        data.path(),
+        &flags,
+        (admin, now_ms),
+    )?);
     let (mut differed, mut exchanges) = (0, 0);
     let mut out = Vec::new();
     for line in lines {
@@ -282,7 +355,20 @@ fn run_one(app_dir: &Path, file: &Path, update: bool) -> anyhow::Result<(usize, 
             Line::Verbatim(raw) => out.push(raw),
             Line::Restart(raw) => {
                 server.take().expect("a running server").stop()?;
-                server = Some(Server::start(app_dir, data.path(), &flags)?);
+                server = Some(Server::start(
+                    app_dir,
+                    data.path(),
+                    &flags,
+                    (admin, now_ms),
+                )?);
+                out.push(raw);
+            }
+            Line::Advance(raw, ms) => {
+                let running = server.as_ref().expect("a running server");
+                running
+                    .advance(ms)
+                    .with_context(|| format!("{}: {}", file.display(), raw.trim()))?;
+                now_ms = now_ms.saturating_add(ms);
                 out.push(raw);
             }
             Line::Exchange(exchange) => {

@@ -36,6 +36,8 @@ pub struct NamedSchedule {
 pub struct DueRun {
     /// The entry's id (a manifest entry's: its name).
     pub id: Dynamic,
+    /// Its row's key in the schedule table.
+    pub key: Key,
     pub handler: String,
     pub due_ms: i64,
     /// The handler's answer, or why it failed (its changes rolled back, the entry removed).
@@ -117,6 +119,7 @@ impl App {
         } else {
             Ok(Answer::ok(crate::script::json::Json::null()))
         };
+        let run_key = key.clone();
         // The run cancelled its own entry: nothing more to remove.
         if tables.get(table, &key).is_some() {
             let next = every.filter(|_| declared).map(|every| {
@@ -140,9 +143,29 @@ impl App {
         }
         Some(DueRun {
             id,
+            key: run_key,
             handler,
             due_ms,
             result,
+        })
+    }
+
+    /// Removes the entry at `key` (its run could not be logged) into `writes`.
+    pub fn drop_due(&self, key: Key, tables: &mut Tables, writes: &mut WriteSet) {
+        tables.delete(writes, self.schedule_table(), key);
+    }
+
+    /// Whether a schedule the manifest declares has no entry, or one of another period or
+    /// handler ([`App::ensure_schedules`] makes them).
+    pub fn schedules_missing(&self, tables: &Tables) -> bool {
+        let table = self.schedule_table();
+        self.schedules.iter().any(|schedule| {
+            tables
+                .get(table, &Key::string(&schedule.name))
+                .is_none_or(|stored| {
+                    stored.int(SCHEDULE_EVERY) != Some(schedule.every_ms)
+                        || stored.str(SCHEDULE_HANDLER) != Some(schedule.handler.as_str())
+                })
         })
     }
 

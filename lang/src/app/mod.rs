@@ -153,6 +153,27 @@ impl App {
         self.log = Some(sink);
     }
 
+    /// A line of the app's log written outside a handler's call (the runtime's word on a
+    /// scheduled entry that failed), secrets redacted; to standard error without a sink.
+    pub fn log_line(
+        &self,
+        level: crate::script::world::Level,
+        handler: &str,
+        request_id: &str,
+        message: &str,
+    ) {
+        let message = self.settings.redact(message);
+        match &self.log {
+            Some(sink) => sink.log(&crate::script::world::LogLine {
+                level,
+                handler,
+                request_id,
+                message: &message,
+            }),
+            None => eprintln!("{} {handler} {request_id}: {message}", level.name()),
+        }
+    }
+
     /// Runs every handler in Rhai's evaluator (on) or compiled where possible (off, the default).
     pub fn set_interpreted(&mut self, interpreted: bool) {
         self.use_compiled = !interpreted;

@@ -16,38 +16,71 @@ use crate::state::schema::{Schema, SCHEDULE_TABLE};
 type Fallible<T> = Result<T, Box<EvalAltResult>>;
 
 pub(crate) fn register(engine: &mut Engine, schema: &std::sync::Arc<Schema>, limits: &Limits) {
-    let Some(table) = schema.table_id(SCHEDULE_TABLE) else {
+    if schema.table_id(SCHEDULE_TABLE).is_none() {
         // A schema without it (lang's own unit tests): nothing to schedule into.
         return;
-    };
-    let table = Table { id: table };
+    }
     let caps = (limits.schedules_pending_max, limits.schedules_per_call_max);
     let s = schema.clone();
     engine.register_fn(
         "schedule",
         move |delay: i64, handler: &str, args: Dynamic| {
-            let due = due_after(delay)?;
-            make(&s, table, caps, (due, handler, args))
+            schedule(&s, caps, (Some(delay), 0), handler, args)
         },
     );
     let s = schema.clone();
     engine.register_fn("schedule", move |delay: i64, handler: &str| {
-        let due = due_after(delay)?;
-        make(&s, table, caps, (due, handler, Dynamic::UNIT))
+        schedule(&s, caps, (Some(delay), 0), handler, Dynamic::UNIT)
     });
     let s = schema.clone();
     engine.register_fn(
         "schedule_at",
-        move |due: i64, handler: &str, args: Dynamic| make(&s, table, caps, (due, handler, args)),
+        move |due: i64, handler: &str, args: Dynamic| {
+            schedule(&s, caps, (None, due), handler, args)
+        },
     );
     let s = schema.clone();
     engine.register_fn("schedule_at", move |due: i64, handler: &str| {
-        make(&s, table, caps, (due, handler, Dynamic::UNIT))
+        schedule(&s, caps, (None, due), handler, Dynamic::UNIT)
     });
-    engine.register_fn("cancel", move |id: i64| -> Fallible<bool> {
-        with_write(|tables, writes| Ok(tables.delete(writes, table.id, Key::int(id))))
-            .map_err(api_error)
-    });
+    let s = schema.clone();
+    engine.register_fn("cancel", move |id: i64| cancel(&s, id));
+}
+
+/// The caps of `Limits` on schedule entries: pending in the app, made by one call.
+pub(crate) type Caps = (u64, u64);
+
+pub(crate) fn caps(limits: &Limits) -> Caps {
+    (limits.schedules_pending_max, limits.schedules_per_call_max)
+}
+
+/// `schedule(delay, ...)` (`(Some(delay), _)`) or `schedule_at(due, ...)` (`(None, due)`): the
+/// new entry's id.
+pub(crate) fn schedule(
+    schema: &Schema,
+    caps: Caps,
+    (delay, at): (Option<i64>, i64),
+    handler: &str,
+    args: Dynamic,
+) -> Fallible<i64> {
+    let table = Table {
+        id: schema
+            .table_id(SCHEDULE_TABLE)
+            .ok_or_else(|| api_error("the app has no schedule table".to_string()))?,
+    };
+    let due = match delay {
+        Some(delay) => due_after(delay)?,
+        None => at,
+    };
+    make(schema, table, caps, (due, handler, args))
+}
+
+/// `cancel(id)`: whether an entry pending was removed.
+pub(crate) fn cancel(schema: &Schema, id: i64) -> Fallible<bool> {
+    let table = schema
+        .table_id(SCHEDULE_TABLE)
+        .ok_or_else(|| api_error("the app has no schedule table".to_string()))?;
+    with_write(|tables, writes| Ok(tables.delete(writes, table, Key::int(id)))).map_err(api_error)
 }
 
 /// The due time `delay` milliseconds after the call's `now()`.

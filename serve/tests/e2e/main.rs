@@ -25,6 +25,7 @@ mod readers;
 mod reload;
 mod request_response;
 mod runaway;
+mod schedules;
 mod scoreboard;
 mod transcripts;
 mod transfer;

@@ -678,6 +678,37 @@ impl Compiler<'_> {
                     Ok(crate::script::arith::checked(op(a, b)))
                 }))
             }
+            ("schedule", 2 | 3) | ("schedule_at", 2 | 3) => {
+                let args_of = (args.len() == 3).then(|| args.pop().expect("three arguments"));
+                let handler = args.pop().expect("two arguments");
+                let time = args.pop().expect("two arguments");
+                let delay = name == "schedule";
+                Ok(Box::new(move |f| {
+                    let time = time(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    let handler = handler(f)?;
+                    let handler = handler
+                        .as_immutable_string_ref()
+                        .map_err(|_| Stop::Fallback)?;
+                    let given = match &args_of {
+                        Some(args_of) => args_of(f)?,
+                        None => Dynamic::UNIT,
+                    };
+                    let when = if delay { (Some(time), 0) } else { (None, time) };
+                    let caps = crate::script::schedule::caps(f.env.limits);
+                    crate::script::schedule::schedule(f.env.schema, caps, when, &handler, given)
+                        .map(Dynamic::from_int)
+                        .map_err(|_| Stop::Fallback)
+                }))
+            }
+            ("cancel", 1) => {
+                let id = args.pop().expect("one argument");
+                Ok(Box::new(move |f| {
+                    let id = id(f)?.as_int().map_err(|_| Stop::Fallback)?;
+                    crate::script::schedule::cancel(f.env.schema, id)
+                        .map(Dynamic::from_bool)
+                        .map_err(|_| Stop::Fallback)
+                }))
+            }
             ("now", 0) => Ok(Box::new(|_| {
                 crate::script::world::now()
                     .map(Dynamic::from_int)
