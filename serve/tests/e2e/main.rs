@@ -19,6 +19,7 @@ mod kv;
 mod ledger;
 mod limits;
 mod live;
+mod live_page;
 mod logs;
 mod public;
 mod readers;
