@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use pure_lang::{
     App, Array, Dynamic, ImmutableString, Key, Map, PartRef, Schema, Tables, IDS_TABLE,
+    SCHEDULE_TABLE,
 };
 
 use super::{in_parallel, Progress, TableRows, TransferError, LINE_BYTES_MAX, PROGRESS_EVERY};
@@ -92,7 +93,10 @@ pub fn export_state(
     // `next_id()` exports its own tables alone.
     let plans: Vec<Plan> = plan(app.schema(), schema)
         .into_iter()
-        .filter(|p| p.name != IDS_TABLE || p.data.is_some_and(|id| tables.len(id) > 0))
+        .filter(|p| {
+            (p.name != IDS_TABLE && p.name != SCHEDULE_TABLE)
+                || p.data.is_some_and(|id| tables.len(id) > 0)
+        })
         .collect();
     let mut notes = undeclared_tables(app.schema(), schema, tables);
     let state_tables = tables;

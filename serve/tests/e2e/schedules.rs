@@ -172,3 +172,87 @@ fn the_fixed_clock_moves_only_when_told_and_answers_once_due_entries_ran() {
     assert!(refused.text().contains("--fixed-now"));
     server.stop();
 }
+
+fn run(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(crate::harness::binary())
+        .args(args)
+        .output()
+        .expect("run pure-serve")
+}
+
+/// Pending entries are state: `export` writes them (`_schedule.jsonl`), `import` brings them
+/// into a new directory where they run when due, and `check` counts them with the tables.
+#[test]
+fn pending_entries_are_exported_imported_and_checked() {
+    let app = test_app_dir("timers");
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&app, data.path())
+        .flag("--fixed-now", "1000000")
+        .start();
+    let mut client = server.client();
+    for (n, delay) in [(1, 100), (2, 200)] {
+        assert_eq!(
+            client
+                .post(&format!("/timers/{n}"), &json!({"delay": delay}))
+                .status,
+            200
+        );
+    }
+    server.stop();
+    let text = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let path = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+
+    let checked = run(&["check", "--data", &path(data.path())]);
+    assert!(checked.status.success(), "{}", text(&checked));
+    assert!(text(&checked).contains("_schedule"), "{}", text(&checked));
+
+    let out = tempfile::tempdir().expect("tempdir");
+    let exported = run(&[
+        "export",
+        &path(&app),
+        "--data",
+        &path(data.path()),
+        "--out",
+        &path(out.path()),
+    ]);
+    assert!(exported.status.success(), "{}", text(&exported));
+    let entries = std::fs::read_to_string(out.path().join("_schedule.jsonl")).expect("exported");
+    assert_eq!(entries.lines().count(), 2, "{entries}");
+    assert!(entries.contains("\"handler\":\"fire\""), "{entries}");
+
+    let imported = tempfile::tempdir().expect("tempdir");
+    let files: Vec<String> = std::fs::read_dir(out.path())
+        .expect("files")
+        .map(|entry| path(&entry.expect("entry").path()))
+        .collect();
+    let mut args = vec![
+        "import".to_string(),
+        path(&app),
+        "--data".to_string(),
+        path(imported.path()),
+    ];
+    args.extend(files);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run(&args);
+    assert!(output.status.success(), "{}", text(&output));
+
+    let server = Launch::new(&app, imported.path())
+        .flag("--fixed-now", "1000000")
+        .flag("--admin-listen", "127.0.0.1:0")
+        .start();
+    let admin = server.admin_address();
+    let mut client = server.client();
+    assert_eq!(client.get("/pending").json(), json!(2));
+    let moved = Client::connect(admin)
+        .request("POST", "/_pure/clock?advance=500", None)
+        .expect("answered");
+    assert_eq!(moved.json()["ran"], json!(2), "{}", moved.text());
+    assert_eq!(client.get("/pending").json(), json!(0));
+    server.stop();
+}
