@@ -10,6 +10,7 @@
 
 mod harness;
 mod kv;
+mod live;
 mod log;
 mod owner;
 mod scoreboard;
@@ -58,6 +59,9 @@ enum Command {
     /// The kv benchmarks on every SQLite journal mode, page size and synchronous setting and on
     /// Pure: one comparison table (Markdown, JSON) and a plot.
     KvSweep(kv::sweep::SweepArgs),
+    /// Live queries: the scoreboard's posts with and without subscribers to /top as event
+    /// streams; post latency, the delay from a post's answer to its event, CPU per event.
+    Live(live::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -72,5 +76,6 @@ fn main() -> anyhow::Result<()> {
         Command::TpccEqual(args) => tpcc::equal::run(args),
         Command::Kv(args) => kv::run(args),
         Command::KvSweep(args) => kv::sweep::run(args),
+        Command::Live(args) => live::run(args),
     }
 }

@@ -17,7 +17,8 @@ const MANIFEST: &str = r#"{
     "accounts": { "owner": "string!", "balance": "int!", "total": "int" },
     "events": ["name", "capacity", "booked"],
     "lines": ["amount"],
-    "orders": ["customer"]
+    "orders": ["customer"],
+    "seats": ["state", "who", "hold"]
   },
   "indexes": {
     "by_owner": { "table": "accounts", "fields": ["owner"] },
