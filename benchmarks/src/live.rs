@@ -49,6 +49,9 @@ pub struct Args {
     pub seconds: f64,
     #[arg(long, default_value_t = 2.0)]
     pub warmup: f64,
+    /// The server's --live-interval-ms: the least time between two events of a stream.
+    #[arg(long, default_value_t = 25)]
+    pub interval_ms: u64,
     /// Sync mode of the server: always (durable) or none.
     #[arg(long, default_value = "always")]
     pub sync: String,
@@ -67,6 +70,9 @@ struct Shared {
     events_before_ack: AtomicU64,
     post_latency: Mutex<Option<Histogram<u64>>>,
     event_delay: Mutex<Option<Histogram<u64>>>,
+    /// For the oldest post an event shows that the stream's last event did not: what
+    /// coalescing (`--live-interval-ms`, a busy server) adds.
+    oldest_delay: Mutex<Option<Histogram<u64>>>,
 }
 
 impl Shared {
@@ -76,6 +82,7 @@ impl Shared {
             next_seq: AtomicU64::new(1),
             post_latency: Mutex::new(Some(histogram())),
             event_delay: Mutex::new(Some(histogram())),
+            oldest_delay: Mutex::new(Some(histogram())),
             ..Shared::default()
         })
     }
@@ -96,6 +103,8 @@ struct Figures {
     events_per_s: f64,
     event_p50_us: u64,
     event_p99_us: u64,
+    oldest_p50_us: u64,
+    oldest_p99_us: u64,
     events_before_ack: u64,
     server_cpu_s: f64,
     client_cpu_s: f64,
@@ -124,13 +133,21 @@ pub fn run(args: Args) -> Result<()> {
             &cap,
             "--max-connections-per-peer",
             &cap,
+            "--live-interval-ms",
+            &args.interval_ms.to_string(),
         ],
     )?;
     println!(
         "pure-bench live: the scoreboard over HTTP on loopback, {} subscribers to /top, posts \
          open-loop at {}/s and closed-loop on {} connections, {} s a run after {} s of warm-up, \
-         --sync {}",
-        args.subscribers, args.rate, args.connections, args.seconds, args.warmup, args.sync
+         --sync {}, --live-interval-ms {}",
+        args.subscribers,
+        args.rate,
+        args.connections,
+        args.seconds,
+        args.warmup,
+        args.sync,
+        args.interval_ms
     );
     let seq = Arc::new(AtomicU64::new(1));
     let mut rows = Vec::new();
@@ -169,8 +186,9 @@ fn print_row(label: &str, rate: Option<f64>, subscribers: usize, f: &Figures) {
     let rate = rate.map_or("max".to_string(), |r| format!("{r}/s"));
     println!(
         "{label:<11} {rate:>8} subscribers {subscribers:>5}: {:>8.0} posts/s, post latency p50 \
-         {} µs p99 {} µs p99.9 {} µs; {:>9.0} events/s, ack→event p50 {} µs p99 {} µs ({} \
-         before the ack); server CPU {:.2} s/s, client {:.2} s/s",
+         {} µs p99 {} µs p99.9 {} µs; {:>9.0} events/s, ack→event of the newest post shown p50 \
+         {} µs p99 {} µs ({} before the ack), of the oldest post not shown before p50 {} µs \
+         p99 {} µs; server CPU {:.2} s/s, client {:.2} s/s",
         f.posts_per_s,
         f.post_p50_us,
         f.post_p99_us,
@@ -179,6 +197,8 @@ fn print_row(label: &str, rate: Option<f64>, subscribers: usize, f: &Figures) {
         f.event_p50_us,
         f.event_p99_us,
         f.events_before_ack,
+        f.oldest_p50_us,
+        f.oldest_p99_us,
         f.server_cpu_s / f.seconds,
         f.client_cpu_s / f.seconds,
     );
@@ -227,6 +247,7 @@ async fn one_run(
     seq.store(shared.next_seq.load(Relaxed), Relaxed);
     let post = shared.post_latency.lock().expect("h").take().expect("h");
     let event = shared.event_delay.lock().expect("h").take().expect("h");
+    let oldest = shared.oldest_delay.lock().expect("h").take().expect("h");
     Ok(Figures {
         posts_per_s: shared.posts.load(Relaxed) as f64 / seconds,
         post_p50_us: post.value_at_quantile(0.5),
@@ -235,6 +256,8 @@ async fn one_run(
         events_per_s: shared.events.load(Relaxed) as f64 / seconds,
         event_p50_us: event.value_at_quantile(0.5),
         event_p99_us: event.value_at_quantile(0.99),
+        oldest_p50_us: oldest.value_at_quantile(0.5),
+        oldest_p99_us: oldest.value_at_quantile(0.99),
         events_before_ack: shared.events_before_ack.load(Relaxed),
         server_cpu_s,
         client_cpu_s,
@@ -248,9 +271,7 @@ async fn subscribe(address: SocketAddr) -> Result<TcpStream> {
         .await
         .context("connect a subscriber")?;
     stream.set_nodelay(true)?;
-    let head = format!(
-        "GET /top HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
-    );
+    let head = format!("GET /top HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n");
     stream.write_all(head.as_bytes()).await?;
     Ok(stream)
 }
@@ -260,6 +281,7 @@ async fn read_events(mut stream: TcpStream, shared: Arc<Shared>) -> Result<()> {
     const MARK: &[u8] = b"data: [{\"best\":";
     let mut buffer = Vec::with_capacity(16 << 10);
     let mut chunk = vec![0u8; 16 << 10];
+    let mut last_best: Option<u64> = None;
     loop {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
@@ -282,9 +304,17 @@ async fn read_events(mut stream: TcpStream, shared: Arc<Shared>) -> Result<()> {
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(0);
             consumed = digits_at + digits;
+            let first_new = last_best.map(|b| b + 1);
+            last_best = Some(best);
             if shared.measuring.load(Relaxed) {
                 shared.events.fetch_add(1, Relaxed);
-                let acked = shared.acked.lock().expect("acked").get(&best).copied();
+                let acks = shared.acked.lock().expect("acked");
+                let acked = acks.get(&best).copied();
+                let oldest = first_new.and_then(|seq| acks.get(&seq).copied());
+                drop(acks);
+                if let Some(at) = oldest {
+                    Shared::record(&shared.oldest_delay, received.saturating_duration_since(at));
+                }
                 match acked {
                     Some(at) => {
                         Shared::record(&shared.event_delay, received.saturating_duration_since(at))
@@ -355,7 +385,10 @@ async fn post_loop(
         shared.acked.lock().expect("acked").insert(seq, acked);
         if shared.measuring.load(Relaxed) {
             shared.posts.fetch_add(1, Relaxed);
-            Shared::record(&shared.post_latency, acked.saturating_duration_since(scheduled));
+            Shared::record(
+                &shared.post_latency,
+                acked.saturating_duration_since(scheduled),
+            );
         }
     }
 }

@@ -13,6 +13,7 @@ mod kv;
 mod live;
 mod log;
 mod owner;
+mod schedules;
 mod scoreboard;
 mod tpcc;
 
@@ -62,6 +63,9 @@ enum Command {
     /// Live queries: the scoreboard's posts with and without subscribers to /top as event
     /// streams; post latency, the delay from a post's answer to its event, CPU per event.
     Live(live::Args),
+    /// Scheduled handlers: memory per pending entry, and how late entries run when they fall
+    /// due under a write load.
+    Schedules(schedules::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -77,5 +81,6 @@ fn main() -> anyhow::Result<()> {
         Command::Kv(args) => kv::run(args),
         Command::KvSweep(args) => kv::sweep::run(args),
         Command::Live(args) => live::run(args),
+        Command::Schedules(args) => schedules::run(args),
     }
 }

@@ -127,7 +127,13 @@ impl Queue {
                         if self.shared.is_stopping() {
                             return;
                         }
-                        eprintln!("pure-runtime: running due entries: {error}; trying again");
+                        // A poisoned runtime runs nothing more: the server exits to recover.
+                        if self.shared.poison_reason().is_none() {
+                            eprintln!(
+                                "pure-runtime: running due entries: {error}; trying again in \
+                                 a second"
+                            );
+                        }
                         self.shared
                             .wait_for_schedule(Some(std::time::Duration::from_secs(1)));
                     }

@@ -345,9 +345,6 @@ impl Syncer {
             Outcome::Durable { sync, last_lsn } => {
                 let snapshot = Snapshot::new(group.snapshot, last_lsn.0);
                 let replaced = self.shared.publish(snapshot);
-                if !group.written.is_empty() {
-                    self.shared.announce(last_lsn.0, &group.written);
-                }
                 assert_eq!(
                     replaced.lsn + records,
                     last_lsn.0,
@@ -359,6 +356,11 @@ impl Syncer {
                 }
                 let concurrent = signs(self);
                 self.answer(group.replies, last_lsn);
+                // After the answers: the writers hear first, and the streams that watch the
+                // state (live queries, thousands of them perhaps) do not hold them up.
+                if !group.written.is_empty() {
+                    self.shared.announce(last_lsn.0, &group.written);
+                }
                 drop(replaced);
                 concurrent
             }

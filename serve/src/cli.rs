@@ -131,6 +131,13 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub max_subscriptions: u32,
 
+    /// The least time between two events of one live query stream: what changes meanwhile
+    /// arrives in the next event (the newest answer), so that a state that changes a thousand
+    /// times a second costs each subscriber at most 1000/MS events a second. 0 sends an event
+    /// for every durable change the stream sees.
+    #[arg(long, value_name = "MS", default_value_t = 25)]
+    pub live_interval_ms: u64,
+
     /// Bytes of request bodies held at once by all requests being read, queued or run, beyond
     /// the first 64 KiB of each (those are bounded by --max-connections already); a body that
     /// does not fit is refused with 503 and Retry-After. Bounds the memory that clients sending

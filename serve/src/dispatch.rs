@@ -158,10 +158,16 @@ pub struct Dispatch {
     pub public: Option<crate::public::Public>,
     /// Live subscriptions open at once, at most (`--max-subscriptions`).
     pub max_subscriptions: usize,
+    /// The least time between two events of one stream (`--live-interval-ms`).
+    pub live_interval: Duration,
     /// Set once the server stops: every event stream ends.
     pub stopping: watch::Receiver<bool>,
     /// Counts the reloads that replaced the app: an event stream runs the new version at once.
     pub(crate) reloads: watch::Sender<u64>,
+    /// The live queries that subscriptions share (`live::SharedQuery`), by what they ask.
+    pub(crate) live_queries: std::sync::Mutex<
+        std::collections::HashMap<crate::live::QueryKey, std::sync::Weak<crate::live::SharedQuery>>,
+    >,
 }
 
 /// Request ids made by this process: a random prefix drawn at start and a counter, so that ids
@@ -242,9 +248,11 @@ impl Dispatch {
             limits,
             public: None,
             max_subscriptions: 0,
+            live_interval: Duration::ZERO,
             // Until the server sets its own: never stops.
             stopping: watch::channel(false).1,
             reloads: watch::channel(0).0,
+            live_queries: Default::default(),
         }
     }
 

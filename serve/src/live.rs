@@ -109,6 +109,10 @@ struct Subscription {
     sent_lsn: u64,
     /// A last event was sent: the stream ends.
     ended: bool,
+    /// The query whose answers it shares, if it shares them.
+    query: Option<Arc<SharedQuery>>,
+    /// No event before this (`--live-interval-ms` after the last one).
+    quiet_until: Option<tokio::time::Instant>,
 }
 
 impl Drop for Subscription {
@@ -126,6 +130,68 @@ struct Computed {
     /// An error answer (a thrown status, a failed handler) is sent as an event named `failure`.
     failure: bool,
     data: Bytes,
+    /// The tables the run read.
+    read: TableSet,
+}
+
+/// The streams of one query (one version's read route with the same parameters, query and
+/// body, whose handler reads nothing of the request's head and which has no guard) share its
+/// answers: the first stream to look at a publication runs the handler, and the others take
+/// that answer as long as it is as new as the publication they look at. A thousand
+/// subscribers to `/top` cost one run a group, not a thousand.
+pub(crate) struct SharedQuery {
+    /// Keeps the version alive while the query is: its address is part of the key.
+    _deployment: Arc<Deployment>,
+    last: std::sync::Mutex<Option<Arc<Computed>>>,
+}
+
+/// What makes two subscriptions one query.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct QueryKey {
+    deployment: usize,
+    index: usize,
+    params: Vec<(String, String)>,
+    query: Vec<(String, String)>,
+    body: Bytes,
+}
+
+impl Dispatch {
+    /// The shared query of a subscription to route `index` with `raw`, if it can share one.
+    fn shared_query(
+        &self,
+        deployment: &Arc<Deployment>,
+        index: usize,
+        raw: &Raw,
+    ) -> Option<Arc<SharedQuery>> {
+        let route = &deployment.routes[index];
+        if route.guard.is_some() || deployment.app.handler_reads_head(&route.handler) {
+            return None;
+        }
+        let key = QueryKey {
+            deployment: Arc::as_ptr(deployment) as usize,
+            index,
+            params: raw.params.clone(),
+            query: raw.query.clone(),
+            body: raw.body.clone(),
+        };
+        let mut queries = self
+            .live_queries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(query) = queries.get(&key).and_then(std::sync::Weak::upgrade) {
+            return Some(query);
+        }
+        // Forget the queries no stream holds any more, now and then.
+        if queries.len() >= 64 && queries.len().is_power_of_two() {
+            queries.retain(|_, query| query.strong_count() > 0);
+        }
+        let query = Arc::new(SharedQuery {
+            _deployment: deployment.clone(),
+            last: std::sync::Mutex::new(None),
+        });
+        queries.insert(key, Arc::downgrade(&query));
+        Some(query)
+    }
 }
 
 type Next = Pin<Box<dyn Future<Output = (Subscription, Option<Bytes>)> + Send>>;
@@ -225,7 +291,10 @@ impl Dispatch {
             last: None,
             sent_lsn: last_event_id.unwrap_or(0),
             ended: false,
+            query: None,
+            quiet_until: None,
         };
+        subscription.query = self.shared_query(deployment, index, &subscription.raw);
         // The guard let the request through already.
         let live = self.read_live(deployment, index, &subscription.request);
         let answer = match live.answer {
@@ -242,6 +311,7 @@ impl Dispatch {
             lsn: live.lsn,
             failure: false,
             data: answer_data(answer),
+            read: TableSet::default(),
         };
         let mut first = format!("retry: {RETRY_MS}\n").into_bytes();
         match last_event_id {
@@ -298,6 +368,14 @@ impl Subscription {
         if self.ended {
             return (self, None);
         }
+        // At most an event an interval: what changes meanwhile is coalesced into the next.
+        if let Some(until) = self.quiet_until.take() {
+            tokio::select! {
+                biased;
+                _ = stopped(&mut self.stop) => return (self, None),
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
         loop {
             tokio::select! {
                 biased;
@@ -349,37 +427,12 @@ impl Subscription {
                 return Some(self.last_event(message));
             }
         }
-        let deployment = self.deployment.clone();
-        let route = &deployment.routes[self.index];
-        let raw = &self.raw;
-        if let Err(error) =
-            dispatch.guard(&deployment, self.index, &raw.params, &raw.query, &raw.head)
-        {
-            // The guard turns the subscriber away now (a key revoked): it is told, and the
-            // stream ends.
-            let guard = route.guard.as_deref().unwrap_or(&route.handler);
-            let data = reply_data(dispatch.handler_error_reply(&error, guard, &raw.head.id));
-            return Some(self.ends_with(data));
-        }
-        let live = dispatch.read_live(&deployment, self.index, &self.request);
-        self.read = live.read;
-        self.at_lsn = live.lsn;
-        let computed = match live.answer {
-            Ok(answer) => Computed {
-                lsn: live.lsn,
-                failure: !(200..300).contains(&answer.status),
-                data: answer_data(answer),
-            },
-            Err(error) => Computed {
-                lsn: live.lsn,
-                failure: true,
-                data: reply_data(dispatch.handler_error_reply(
-                    &error,
-                    &route.handler,
-                    &raw.head.id,
-                )),
-            },
+        let computed = match self.answer(publication.lsn) {
+            Ok(computed) => computed,
+            Err(last) => return Some(last),
         };
+        self.read = computed.read.clone();
+        self.at_lsn = computed.lsn;
         let unchanged = computed.lsn <= self.sent_lsn
             || self.last.as_ref().is_some_and(|(failure, data)| {
                 *failure == computed.failure && *data == computed.data
@@ -390,7 +443,66 @@ impl Subscription {
         }
         self.remember(&computed);
         metrics.live_events_total.fetch_add(1, Relaxed);
+        let interval = dispatch.live_interval;
+        if !interval.is_zero() {
+            self.quiet_until = Some(tokio::time::Instant::now() + interval);
+        }
         Some(event(&computed))
+    }
+
+    /// The answer on a state at least as new as `at_least`: taken from the last run of the
+    /// query when the stream shares one and that run is new enough, else run here (after the
+    /// route's guard: `Err` with the last event when it turns the subscriber away).
+    fn answer(&mut self, at_least: u64) -> Result<Arc<Computed>, Bytes> {
+        if let Some(query) = self.query.clone() {
+            let mut last = query
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(computed) = last.as_ref().filter(|c| c.lsn >= at_least) {
+                self.dispatch
+                    .metrics
+                    .live_runs_shared_total
+                    .fetch_add(1, Relaxed);
+                return Ok(computed.clone());
+            }
+            let computed = Arc::new(self.compute());
+            *last = Some(computed.clone());
+            return Ok(computed);
+        }
+        let (dispatch, deployment) = (self.dispatch.clone(), self.deployment.clone());
+        let route = &deployment.routes[self.index];
+        let raw = &self.raw;
+        if let Err(error) =
+            dispatch.guard(&deployment, self.index, &raw.params, &raw.query, &raw.head)
+        {
+            // The guard turns the subscriber away now (a key revoked): it is told, and the
+            // stream ends.
+            let guard = route.guard.as_deref().unwrap_or(&route.handler);
+            let data = reply_data(dispatch.handler_error_reply(&error, guard, &raw.head.id));
+            return Err(self.ends_with(data));
+        }
+        Ok(Arc::new(self.compute()))
+    }
+
+    /// Runs the handler on the latest published snapshot.
+    fn compute(&self) -> Computed {
+        let (dispatch, deployment) = (&self.dispatch, &self.deployment);
+        let route = &deployment.routes[self.index];
+        let live = dispatch.read_live(deployment, self.index, &self.request);
+        let (failure, data) = match live.answer {
+            Ok(answer) => (!(200..300).contains(&answer.status), answer_data(answer)),
+            Err(error) => (
+                true,
+                reply_data(dispatch.handler_error_reply(&error, &route.handler, &self.raw.head.id)),
+            ),
+        };
+        Computed {
+            lsn: live.lsn,
+            failure,
+            data,
+            read: live.read,
+        }
     }
 
     fn remember(&mut self, computed: &Computed) {
@@ -426,6 +538,8 @@ impl Subscription {
             Ok(request) => {
                 self.request = request;
                 self.index = index;
+                self.query = None;
+                self.query = self.dispatch.shared_query(&current, index, &self.raw);
                 self.deployment = current;
                 Ok(())
             }
@@ -453,6 +567,7 @@ impl Subscription {
             lsn: self.at_lsn,
             failure: true,
             data,
+            read: TableSet::default(),
         })
     }
 }

@@ -76,6 +76,8 @@ pub struct ServerMetrics {
     pub live_runs_skipped_total: AtomicU64,
     /// Runs whose answer was the one sent last (not sent again).
     pub live_runs_unchanged_total: AtomicU64,
+    /// Answers a stream took from another stream's run of the same query instead of running.
+    pub live_runs_shared_total: AtomicU64,
     /// Events sent, and publications a stream passed over for a newer one (its client, or
     /// its thread, was not ready for an event in between).
     pub live_events_total: AtomicU64,
@@ -107,6 +109,7 @@ impl ServerMetrics {
             live_run_nanoseconds_total: AtomicU64::new(0),
             live_runs_skipped_total: AtomicU64::new(0),
             live_runs_unchanged_total: AtomicU64::new(0),
+            live_runs_shared_total: AtomicU64::new(0),
             live_events_total: AtomicU64::new(0),
             live_events_coalesced_total: AtomicU64::new(0),
         }
@@ -275,6 +278,13 @@ impl ServerMetrics {
                 "Runs whose answer was the one sent last: no event.",
                 "counter",
                 &self.live_runs_unchanged_total,
+            ),
+            (
+                "pure_live_runs_shared_total",
+                "Answers a stream took from another stream's run of the same query (same route, \
+                 parameters and body; a handler that reads no header): no run of its own.",
+                "counter",
+                &self.live_runs_shared_total,
             ),
             (
                 "pure_live_events_total",

@@ -85,6 +85,7 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     dispatch.metrics.answer_bytes_held = answers.held.clone();
     dispatch.public = Some(crate::public::Public::new(options.app_dir()));
     dispatch.max_subscriptions = options.max_subscriptions as usize;
+    dispatch.live_interval = Duration::from_millis(options.live_interval_ms);
     dispatch.stopping = stop.clone();
     let dispatch = Arc::new(dispatch);
     let server = Listener {

@@ -374,6 +374,15 @@ impl App {
         self.write_with(handler, CallRequest::Lent(request), tables, writes)
     }
 
+    /// Whether `handler` can observe anything of its request's head (method, path, headers,
+    /// peer, id): if not, two requests with the same route, parameters, query and body get the
+    /// same answer from the same state (a live query shares one run among such subscribers).
+    pub fn handler_reads_head(&self, handler: &str) -> bool {
+        self.handlers
+            .get(handler)
+            .is_none_or(|h| h.fields.reads_head())
+    }
+
     /// Runs a read handler against a snapshot on the calling thread. A write attempt is a
     /// [`HandlerError::Script`].
     pub fn run_read(

@@ -147,6 +147,12 @@ impl RequestFields {
         RequestFields(self.0 | other.0)
     }
 
+    /// Whether any of the head's entries is among them (`method`, `path`, `headers`, `peer`,
+    /// `id`): what differs between two requests for the same route, params and body.
+    pub(crate) fn reads_head(self) -> bool {
+        (3..=7).any(|bit| self.has(bit))
+    }
+
     fn has(self, bit: usize) -> bool {
         self.0 & (1 << bit) != 0
     }

@@ -1,7 +1,7 @@
 //! Watchers of the published state (`Runtime::publications`): after each durable group, its
 //! LSN and per table the LSN of the last group that wrote it; nothing for a write that threw; a
 //! watcher that falls behind sees the newest publication, which still says every table written
-//! since it last looked; and never a state that is not durable.
+//! since it last looked; and never a state that is not durable (announced once its answers left).
 
 use std::time::Duration;
 
@@ -15,6 +15,16 @@ fn apply(rt: &Runtime, ops: Value, fail: bool) -> Result<Value, HandlerError> {
         .blocking_recv()
         .expect("every queued write is answered")
         .map(|answer| answer.body.to_value())
+}
+
+/// Waits until the watcher has seen the publication of the durable LSN now (announced just
+/// after the group's answers leave).
+fn caught_up(rt: &Runtime, watcher: &mut tokio::sync::watch::Receiver<pure_runtime::Publication>) {
+    let deadline = std::time::Instant::now() + PATIENT;
+    while watcher.borrow().lsn < rt.metrics().durable_lsn {
+        assert!(std::time::Instant::now() < deadline, "never announced");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn tables(rt: &Runtime, names: &[&str]) -> TableSet {
@@ -37,6 +47,7 @@ fn each_durable_group_is_announced_with_the_tables_it_wrote() {
     assert!(!start.changed_since(&kv, start.lsn));
 
     apply(&rt, json!([["put", "kv", [1], {"a": 1}]]), false).unwrap();
+    caught_up(&rt, &mut watcher);
     let first = watcher.borrow_and_update().clone();
     assert_eq!(
         first.lsn,
@@ -55,6 +66,7 @@ fn each_durable_group_is_announced_with_the_tables_it_wrote() {
 
     apply(&rt, json!([["put", "pairs", [1, "x"], {"x": 2}]]), false).unwrap();
     apply(&rt, json!([["put", "kv", [2], {"a": 2}]]), false).unwrap();
+    caught_up(&rt, &mut watcher);
     // Two groups later, the watcher sees the newest, which still tells both tables changed.
     let now = watcher.borrow_and_update().clone();
     assert_eq!(now.lsn, rt.metrics().durable_lsn);
@@ -95,10 +107,12 @@ fn nothing_is_announced_before_its_group_is_synced() {
     assert_eq!(watcher.borrow().lsn, before);
     held.release.send(()).unwrap();
     assert!(reply.blocking_recv().expect("answered").is_ok());
-    assert!(
-        watcher.has_changed().unwrap(),
-        "announced before its answer left"
-    );
+    // Announced right after the answers leave.
+    let deadline = std::time::Instant::now() + PATIENT;
+    while !watcher.has_changed().unwrap() {
+        assert!(std::time::Instant::now() < deadline, "never announced");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert!(watcher.borrow().lsn > before);
     rt.shutdown();
 }

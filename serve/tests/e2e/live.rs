@@ -437,3 +437,45 @@ fn subscriptions_are_capped() {
     );
     server.stop();
 }
+
+/// Subscribers of one query share its runs: after a write, one run answers them all. A handler
+/// that reads the request's head (here its peer) runs for each.
+#[test]
+fn subscribers_of_one_query_share_its_runs() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("live"), data.path()).start();
+    let value = |name: &str| metric_value(&metrics(server.address), name);
+    let mut shared: Vec<Events> = (0..10)
+        .map(|_| Events::open(server.address, "/counters/s", None).expect("subscribed"))
+        .collect();
+    let mut own: Vec<Events> = (0..5)
+        .map(|_| Events::open(server.address, "/counters/s/seen", None).expect("subscribed"))
+        .collect();
+    for events in shared.iter_mut().chain(own.iter_mut()) {
+        events.next().expect("read").expect("the first answer");
+    }
+    let (runs, taken) = (
+        value("pure_live_runs_total"),
+        value("pure_live_runs_shared_total"),
+    );
+    server.client().post("/counters/s", &json!(null));
+    for events in &mut shared {
+        assert_eq!(
+            events.next().expect("read").expect("an event").json(),
+            json!(1)
+        );
+    }
+    for events in &mut own {
+        assert_eq!(
+            events.next().expect("read").expect("an event").json()["n"],
+            json!(1)
+        );
+    }
+    assert_eq!(
+        value("pure_live_runs_total") - runs,
+        1.0 + 5.0,
+        "one run for the ten that share, one for each of the five that read their head"
+    );
+    assert_eq!(value("pure_live_runs_shared_total") - taken, 9.0);
+    server.stop();
+}
