@@ -93,7 +93,9 @@ impl Queue {
         let now = app.world().now_ms();
         match app.next_due(&snapshot.tables) {
             Some(due) if due <= now => Ok(()),
-            Some(due) => Err(Some(std::time::Duration::from_millis((due - now) as u64))),
+            Some(due) => Err(Some(std::time::Duration::from_millis(
+                due.saturating_sub(now).max(0) as u64,
+            ))),
             None => Err(None),
         }
     }
@@ -408,7 +410,18 @@ impl Runtime {
                 }),
             });
         };
-        let now = clock.advance(ms);
+        let Some(now) = clock.advance(ms) else {
+            return Err(HandlerError::Thrown {
+                status: 400,
+                body: serde_json::json!({
+                    "error": format!(
+                        "advancing the clock {ms} ms from {} passes the last time there is",
+                        clock.now_ms()
+                    ),
+                    "status": 400,
+                }),
+            });
+        };
         let (ran, failed) = self.run_due()?;
         Ok((now, ran, failed))
     }

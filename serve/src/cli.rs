@@ -138,6 +138,11 @@ pub struct Options {
     #[arg(long, value_name = "MS", default_value_t = 25)]
     pub live_interval_ms: u64,
 
+    /// How long a live query stream may be silent before it sends a comment line: proxies
+    /// keep the connection, and a client that is gone is found out by the write.
+    #[arg(long, value_name = "MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub live_heartbeat_ms: u64,
+
     /// Bytes of request bodies held at once by all requests being read, queued or run, beyond
     /// the first 64 KiB of each (those are bounded by --max-connections already); a body that
     /// does not fit is refused with 503 and Retry-After. Bounds the memory that clients sending

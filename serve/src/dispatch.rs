@@ -160,6 +160,8 @@ pub struct Dispatch {
     pub max_subscriptions: usize,
     /// The least time between two events of one stream (`--live-interval-ms`).
     pub live_interval: Duration,
+    /// How long a stream stays silent before it sends a comment (`--live-heartbeat-ms`).
+    pub live_heartbeat: Duration,
     /// Set once the server stops: every event stream ends.
     pub stopping: watch::Receiver<bool>,
     /// Counts the reloads that replaced the app: an event stream runs the new version at once.
@@ -249,6 +251,7 @@ impl Dispatch {
             public: None,
             max_subscriptions: 0,
             live_interval: Duration::ZERO,
+            live_heartbeat: Duration::from_secs(15),
             // Until the server sets its own: never stops.
             stopping: watch::channel(false).1,
             reloads: watch::channel(0).0,
@@ -841,14 +844,7 @@ impl Dispatch {
         handler: &str,
         id: &str,
     ) -> Reply {
-        let failed = matches!(
-            error,
-            HandlerError::Script { .. }
-                | HandlerError::Limit { .. }
-                | HandlerError::NoSuchHandler { .. }
-                | HandlerError::Panicked { .. }
-        );
-        if failed {
+        if is_failure(error) {
             self.log.log(&LogLine {
                 level: Level::Error,
                 handler,
@@ -856,7 +852,13 @@ impl Dispatch {
                 message: &format!("failed with {}: {error}", error.status()),
             });
         }
-        if failed && self.error_details == ErrorDetails::None {
+        self.error_reply_for(error, id)
+    }
+
+    /// The answer to a call that failed, for request `id`, without logging it (its failure
+    /// was logged once, where it ran).
+    pub(crate) fn error_reply_for(&self, error: &HandlerError, id: &str) -> Reply {
+        if is_failure(error) && self.error_details == ErrorDetails::None {
             let body = json!({
                 "error": "internal error: the handler failed; the server's log has the details \
                           under this request id",
@@ -1153,6 +1155,17 @@ fn body_error_reply(error: &BodyError) -> Reply {
             }),
         ),
     }
+}
+
+/// A failure of the handler, not an answer it chose (a `throw` is one by design).
+fn is_failure(error: &HandlerError) -> bool {
+    matches!(
+        error,
+        HandlerError::Script { .. }
+            | HandlerError::Limit { .. }
+            | HandlerError::NoSuchHandler { .. }
+            | HandlerError::Panicked { .. }
+    )
 }
 
 /// The name of route `index`'s guard (a route that has run its guard has one).

@@ -29,21 +29,20 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hyper::body::{Bytes, Frame};
 use hyper::header::{HeaderMap, HeaderValue, ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
-use pure_runtime::{Answer, HandlerKind, Head, LiveRead, Publication, Request, TableSet};
+use pure_runtime::{
+    Answer, HandlerError, HandlerKind, Head, LiveRead, Publication, Request, TableSet,
+};
 use tokio::sync::watch;
 
 use crate::answer::AnswerBody;
 use crate::connections::BusyGuard;
 use crate::dispatch::{Deployment, Dispatch, Reply};
 
-/// How long a stream stays silent before it sends a comment: proxies and clients see the
-/// connection live, and a peer that is gone is found out by the write.
-const HEARTBEAT: Duration = Duration::from_secs(15);
 /// What the stream asks `EventSource` to wait before reconnecting (its default is about 3 s):
 /// a restarted server is back within this of being reachable.
 const RETRY_MS: u64 = 1000;
@@ -113,6 +112,11 @@ struct Subscription {
     query: Option<Arc<SharedQuery>>,
     /// No event before this (`--live-interval-ms` after the last one).
     quiet_until: Option<tokio::time::Instant>,
+    /// When the stream, silent since, sends a comment (`--live-heartbeat-ms` after it last
+    /// sent anything): proxies see the connection live, and a peer that is gone is found out by
+    /// the write. A deadline, not a timer started at each look: publications that change
+    /// nothing of the stream's must not keep it silent for good.
+    heartbeat_at: tokio::time::Instant,
 }
 
 impl Drop for Subscription {
@@ -132,6 +136,10 @@ struct Computed {
     data: Bytes,
     /// The tables the run read.
     read: TableSet,
+    /// Why the run failed, if it did: a stream that shares the run renders its own event from
+    /// it (under `--error-details none` the body names the subscriber's request id, which is
+    /// its own and no other's).
+    error: Option<HandlerError>,
 }
 
 /// The streams of one query (one version's read route with the same parameters, query and
@@ -293,6 +301,7 @@ impl Dispatch {
             ended: false,
             query: None,
             quiet_until: None,
+            heartbeat_at: tokio::time::Instant::now() + self.live_heartbeat,
         };
         subscription.query = self.shared_query(deployment, index, &subscription.raw);
         // The guard let the request through already.
@@ -312,6 +321,7 @@ impl Dispatch {
             failure: false,
             data: answer_data(answer),
             read: TableSet::default(),
+            error: None,
         };
         let mut first = format!("retry: {RETRY_MS}\n").into_bytes();
         match last_event_id {
@@ -327,6 +337,10 @@ impl Dispatch {
                 subscription.remember(&computed);
                 write_event(&mut first, &computed);
                 metrics.live_events_total.fetch_add(1, Relaxed);
+                if !self.live_interval.is_zero() {
+                    subscription.quiet_until =
+                        Some(tokio::time::Instant::now() + self.live_interval);
+                }
             }
         }
         first.push(b'\n');
@@ -392,11 +406,13 @@ impl Subscription {
                     }
                     self.reloads.borrow_and_update();
                 }
-                _ = tokio::time::sleep(HEARTBEAT) => {
+                _ = tokio::time::sleep_until(self.heartbeat_at) => {
+                    self.sent();
                     return (self, Some(Bytes::from_static(b":\n\n")));
                 }
             }
             if let Some(event) = self.look() {
+                self.sent();
                 return (self, Some(event));
             }
             if self.ended {
@@ -427,9 +443,21 @@ impl Subscription {
                 return Some(self.last_event(message));
             }
         }
-        let computed = match self.answer(publication.lsn) {
+        // Never an answer older than the last this stream ran or took.
+        let computed = match self.answer(publication.lsn.max(self.at_lsn)) {
             Ok(computed) => computed,
             Err(last) => return Some(last),
+        };
+        // A failure is told to each subscriber in its own words.
+        let computed = match &computed.error {
+            Some(error) => Arc::new(Computed {
+                lsn: computed.lsn,
+                failure: true,
+                data: reply_data(dispatch.error_reply_for(error, &self.raw.head.id)),
+                read: computed.read.clone(),
+                error: None,
+            }),
+            None => computed,
         };
         self.read = computed.read.clone();
         self.at_lsn = computed.lsn;
@@ -490,11 +518,16 @@ impl Subscription {
         let (dispatch, deployment) = (&self.dispatch, &self.deployment);
         let route = &deployment.routes[self.index];
         let live = dispatch.read_live(deployment, self.index, &self.request);
-        let (failure, data) = match live.answer {
-            Ok(answer) => (!(200..300).contains(&answer.status), answer_data(answer)),
+        let (failure, data, error) = match live.answer {
+            Ok(answer) => (
+                !(200..300).contains(&answer.status),
+                answer_data(answer),
+                None,
+            ),
             Err(error) => (
                 true,
                 reply_data(dispatch.handler_error_reply(&error, &route.handler, &self.raw.head.id)),
+                Some(error),
             ),
         };
         Computed {
@@ -502,7 +535,13 @@ impl Subscription {
             failure,
             data,
             read: live.read,
+            error,
         }
+    }
+
+    /// Something was sent: silence is counted from now.
+    fn sent(&mut self) {
+        self.heartbeat_at = tokio::time::Instant::now() + self.dispatch.live_heartbeat;
     }
 
     fn remember(&mut self, computed: &Computed) {
@@ -563,11 +602,13 @@ impl Subscription {
             .metrics
             .live_events_total
             .fetch_add(1, Relaxed);
+        // Never below an id the client has (its Last-Event-ID, the last event sent).
         event(&Computed {
-            lsn: self.at_lsn,
+            lsn: self.at_lsn.max(self.sent_lsn),
             failure: true,
             data,
             read: TableSet::default(),
+            error: None,
         })
     }
 }

@@ -86,6 +86,7 @@ pub async fn run(options: &Options, runtime: Runtime, log: Arc<Log>) -> Result<u
     dispatch.public = Some(crate::public::Public::new(options.app_dir()));
     dispatch.max_subscriptions = options.max_subscriptions as usize;
     dispatch.live_interval = Duration::from_millis(options.live_interval_ms);
+    dispatch.live_heartbeat = Duration::from_millis(options.live_heartbeat_ms);
     dispatch.stopping = stop.clone();
     let dispatch = Arc::new(dispatch);
     let server = Listener {

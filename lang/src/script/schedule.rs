@@ -45,6 +45,9 @@ pub(crate) fn register(engine: &mut Engine, schema: &std::sync::Arc<Schema>, lim
     });
     let s = schema.clone();
     engine.register_fn("cancel", move |id: i64| cancel(&s, id));
+    // A manifest entry's id is its name: it recurs for as long as app.json declares it, and
+    // no script cancels it.
+    engine.register_fn("cancel", |_name: rhai::ImmutableString| false);
 }
 
 /// The caps of `Limits` on schedule entries: pending in the app, made by one call.

@@ -55,9 +55,20 @@ impl Clock {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// Moves the clock `ms` forward; the time it shows now.
-    pub fn advance(&self, ms: i64) -> i64 {
-        self.0.fetch_add(ms, Ordering::SeqCst) + ms
+    /// Moves the clock `ms` forward; the time it shows now. `None`, and the clock as it was,
+    /// for a move past the last time an `i64` of milliseconds holds.
+    pub fn advance(&self, ms: i64) -> Option<i64> {
+        let mut now = self.0.load(Ordering::SeqCst);
+        loop {
+            let later = now.checked_add(ms)?;
+            match self
+                .0
+                .compare_exchange(now, later, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return Some(later),
+                Err(moved) => now = moved,
+            }
+        }
     }
 }
 

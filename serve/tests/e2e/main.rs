@@ -25,6 +25,7 @@ mod public;
 mod readers;
 mod reload;
 mod request_response;
+mod reviewed_041;
 mod runaway;
 mod schedules;
 mod scoreboard;
