@@ -93,11 +93,7 @@ mod tests {
     use pure_lang::TableId;
 
     fn set(tables: &[TableId]) -> TableSet {
-        let mut set = TableSet::default();
-        for &t in tables {
-            set.insert(t);
-        }
-        set
+        tables.iter().copied().collect()
     }
 
     #[test]

@@ -464,17 +464,23 @@ pub(crate) fn uuid() -> Result<String, String> {
 mod tests {
     use super::*;
 
+    /// Begins a call of handler "h" for request "id" in `world`, with no settings and no
+    /// handlers to schedule.
+    fn begin(world: &World) {
+        begin_call(
+            world,
+            (&Settings::default(), &HashSet::new()),
+            None,
+            "h",
+            "id",
+        );
+    }
+
     #[test]
     fn a_fixed_world_answers_the_same_and_a_uuid_has_its_shape() {
         let draw = || {
             let world = World::fixed(Some(1_700_000_000_123), Some(7));
-            begin_call(
-                &world,
-                (&Settings::default(), &HashSet::new()),
-                None,
-                "h",
-                "id",
-            );
+            begin(&world);
             let values = (now(), uuid(), uuid(), random(1, 6), random(-3, -3));
             end_call();
             values
@@ -497,13 +503,7 @@ mod tests {
     #[test]
     fn a_uuids_random_bits_are_independent() {
         let world = World::live();
-        begin_call(
-            &world,
-            (&Settings::default(), &HashSet::new()),
-            None,
-            "h",
-            "id",
-        );
+        begin(&world);
         let same = (0..512)
             .filter(|_| {
                 let id = uuid().expect("a uuid").replace('-', "");
@@ -518,25 +518,13 @@ mod tests {
     #[test]
     fn now_is_one_value_for_a_call_and_nothing_outside_one() {
         let world = World::live();
-        begin_call(
-            &world,
-            (&Settings::default(), &HashSet::new()),
-            None,
-            "h",
-            "id",
-        );
+        begin(&world);
         let first = now().expect("in a call");
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert_eq!(now(), Ok(first));
         end_call();
         assert!(now().is_err(), "outside a call");
-        begin_call(
-            &world,
-            (&Settings::default(), &HashSet::new()),
-            None,
-            "h",
-            "id",
-        );
+        begin(&world);
         std::thread::sleep(std::time::Duration::from_millis(3));
         assert!(
             now().expect("in a call") > first,
@@ -550,13 +538,7 @@ mod tests {
     #[test]
     fn a_random_range_must_be_in_order() {
         let world = World::fixed(None, Some(1));
-        begin_call(
-            &world,
-            (&Settings::default(), &HashSet::new()),
-            None,
-            "h",
-            "id",
-        );
+        begin(&world);
         assert!(random(2, 1).unwrap_err().contains("above"));
         let all = (0..2000).map(|_| random(0, 3).expect("a number"));
         let mut seen = [false; 4];

@@ -41,16 +41,22 @@ impl TableSet {
     }
 }
 
+impl FromIterator<TableId> for TableSet {
+    fn from_iter<I: IntoIterator<Item = TableId>>(tables: I) -> TableSet {
+        let mut set = TableSet::default();
+        for table in tables {
+            set.insert(table);
+        }
+        set
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn set(tables: &[TableId]) -> TableSet {
-        let mut set = TableSet::default();
-        for &t in tables {
-            set.insert(t);
-        }
-        set
+        tables.iter().copied().collect()
     }
 
     #[test]
