@@ -1,6 +1,6 @@
 //! Review 041: faults of scheduled handlers in lang.
 
-use pure_lang::{App, HandlerError, Limits, Request, Tables, WriteSet, SCHEDULE_TABLE};
+use pure_lang::{App, HandlerError, Limits, Request, Tables, WriteSet};
 use serde_json::{json, Value};
 
 const MANIFEST: &str = r#"{"name": "s", "routes": {"GET /x": "look"},
