@@ -68,9 +68,10 @@ pub struct Options {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
-    /// Serve the built-in endpoints (GET /_pure/health, GET /_pure/metrics, POST /_pure/reload)
-    /// on this address instead of the app's, which then answers them 404. Without it, health
-    /// and metrics are on the app's address and a reload is asked for with SIGHUP only.
+    /// Serve the built-in endpoints (GET /_pure/health, GET /_pure/metrics, POST /_pure/reload,
+    /// POST /_pure/export?out=DIR, POST /_pure/clock?advance=MS) on this address instead of the
+    /// app's, which then answers them 404. Without it, health and metrics are on the app's
+    /// address, a reload is asked for with SIGHUP only, and there is no export or clock.
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
@@ -259,7 +260,8 @@ pub struct Options {
     pub secrets: Option<std::path::PathBuf>,
 
     /// For tests: handlers' now() answers this (milliseconds since the epoch) instead of the
-    /// wall clock. uuid() takes its time from it too.
+    /// wall clock. uuid() takes its time from it too, and scheduled entries fall due by it; it
+    /// moves only by POST /_pure/clock?advance=MS on --admin-listen's address.
     #[arg(long, value_name = "MS")]
     pub fixed_now: Option<i64>,
 
