@@ -617,22 +617,32 @@ fn index_change(old: &App, new: &App) -> Option<String> {
     })
 }
 
-/// Builds the app's declared indexes from the recovered rows (they are never logged), with a
-/// line per index: at a redeploy that adds one, this is where it comes to exist.
+/// Builds the app's indexes from the recovered rows (they are never logged), with a line per
+/// index the app declares: at a redeploy that adds one, this is where it comes to exist. Every
+/// app's internal index of its schedule is built without a line; pending entries are counted.
 fn build_indexes(app: &App, tables: &mut Tables) -> Result<(), OpenError> {
-    if app.indexes().is_empty() {
-        return Ok(());
-    }
     let started = std::time::Instant::now();
-    let rows: usize = app.indexes().iter().map(|def| tables.len(def.table)).sum();
-    eprintln!(
-        "pure-runtime: building {} index(es) from {rows} rows",
-        app.indexes().len()
-    );
+    let declared =
+        |def: &pure_lang::IndexDef| app.schema().table(def.table).name != pure_lang::SCHEDULE_TABLE;
+    let shown = app.indexes().iter().filter(|def| declared(def)).count();
+    if shown > 0 {
+        let rows: usize = app
+            .indexes()
+            .iter()
+            .filter(|def| declared(def))
+            .map(|def| tables.len(def.table))
+            .sum();
+        eprintln!("pure-runtime: building {shown} index(es) from {rows} rows");
+    }
     tables
         .set_indexes(app.indexes().to_vec())
         .map_err(OpenError::Index)?;
-    for (id, def) in app.indexes().iter().enumerate() {
+    for (id, def) in app
+        .indexes()
+        .iter()
+        .enumerate()
+        .filter(|(_, def)| declared(def))
+    {
         eprintln!(
             "pure-runtime: index {} on {}({}){}: {} entries",
             def.name,
@@ -650,9 +660,15 @@ fn build_indexes(app: &App, tables: &mut Tables) -> Result<(), OpenError> {
             tables.index_len(id)
         );
     }
-    eprintln!(
-        "pure-runtime: indexes built in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1e3
-    );
+    if shown > 0 {
+        eprintln!(
+            "pure-runtime: indexes built in {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    let pending = app.pending_schedules(tables);
+    if pending > 0 {
+        eprintln!("pure-runtime: {pending} scheduled entries pending");
+    }
     Ok(())
 }
