@@ -484,3 +484,42 @@ fn subscribers_of_one_query_share_its_runs() {
     assert_eq!(value("pure_live_runs_shared_total") - taken, 9.0);
     server.stop();
 }
+
+/// A run obeys the handler's limits as any read does: once the data makes the handler run past
+/// its operations limit, the stream sends the 500 as a `failure` event and goes on.
+#[test]
+fn a_run_that_meets_a_limit_is_a_failure_event() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Launch::new(&test_app_dir("live"), data.path())
+        .flag("--live-interval-ms", "0")
+        .start();
+    let mut client = server.client();
+    let mut events = Events::open(server.address, "/spin/x", None).expect("subscribed");
+    assert_eq!(
+        events.next().expect("read").expect("first").json(),
+        json!(0)
+    );
+    client.post("/counters/x", &json!(null));
+    assert_eq!(
+        events.next().expect("read").expect("an event").json(),
+        json!(100000)
+    );
+    // Twenty: two million loop steps, past the million operations a call may take.
+    for _ in 0..19 {
+        client.post("/counters/x", &json!(null));
+    }
+    let failure = loop {
+        let event = events.next().expect("read").expect("an event");
+        if event.name.is_some() {
+            break event;
+        }
+    };
+    assert_eq!(failure.name.as_deref(), Some("failure"));
+    let body = failure.json();
+    assert_eq!(body["status"], json!(500), "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| e.contains("limit")),
+        "{body}"
+    );
+    server.stop();
+}
