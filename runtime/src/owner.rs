@@ -231,6 +231,13 @@ impl Owner {
     }
 }
 
+/// Counts the records a job of due entries added beyond its one (`Group::extra_records`), on
+/// every way out of it: the group's invariant is asserted when the job is added.
+fn count_extra_records(state: &mut State, records_before: usize) {
+    let records = state.group.ends.len() - records_before;
+    state.group.extra_records += records.saturating_sub(1);
+}
+
 /// Runs when the owner thread stops, however it stops (drained, the syncer gone, a panic): no
 /// queued or later write waits for an answer that cannot come. Stopping without a shutdown is a
 /// failure: it poisons the runtime, so that writes are refused with the reason and a server
@@ -397,6 +404,7 @@ impl Owner {
                          state from the log"
                     ));
                     writes.clear();
+                    count_extra_records(state, records_before);
                     return Err(run.result.expect_err("matched an error"));
                 }
                 Err(error) => Some(error.to_string()),
@@ -407,7 +415,11 @@ impl Owner {
                 failure = Some(error.to_string());
                 writes.clear();
                 app.drop_due(run.key.clone(), &mut state.tables, writes);
-                self.add_record(state, writes, record)?;
+                if let Err(error) = self.add_record(state, writes, record) {
+                    writes.clear();
+                    count_extra_records(state, records_before);
+                    return Err(error);
+                }
             }
             writes.clear();
             if let Some(error) = failure {
@@ -423,8 +435,7 @@ impl Owner {
                 );
             }
         }
-        let records = state.group.ends.len() - records_before;
-        state.group.extra_records += records.saturating_sub(1);
+        count_extra_records(state, records_before);
         self.shared.note_scheduled(ran, failed);
         Ok(Answer::ok(Json::from_value(
             &serde_json::json!({ "ran": ran, "failed": failed }),
