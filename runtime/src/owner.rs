@@ -215,10 +215,7 @@ impl Owner {
             state.schema_logged = true;
         }
         let Scratch { writes, record, .. } = scratch;
-        let result = match job.work {
-            Work::Call { .. } => self.run_one(&mut job, &mut state, writes, record),
-            Work::Due => self.run_due(&job.app, &mut state, writes, record),
-        };
+        let result = self.run_one(&mut job, &mut state, writes, record);
         if let Some(gate) = &self.run_gate {
             (gate.0)();
         }
@@ -287,7 +284,10 @@ impl Owner {
         // Lang records a write's changes into an empty write set; the record is made from them
         // and they are cleared (or lang rolled them back) before the next write.
         assert!(writes.is_empty(), "the write set is empty between writes");
-        let result = self.run_handler(job, state, writes, record);
+        let result = match job.work {
+            Work::Call { .. } => self.run_handler(job, state, writes, record),
+            Work::Due => self.run_due(&job.app, state, writes, record),
+        };
         assert!(
             writes.is_empty(),
             "a write's changes are encoded or rolled back, then cleared"
@@ -304,7 +304,7 @@ impl Owner {
         record: &mut Vec<u8>,
     ) -> Result<Answer, HandlerError> {
         let Work::Call { handler, request } = &mut job.work else {
-            unreachable!("run_job sends due work to run_due");
+            unreachable!("run_one sends due work to run_due");
         };
         // The request is not needed after its call: its body is lent, not copied.
         let result = job
@@ -376,10 +376,6 @@ impl Owner {
         writes: &mut WriteSet,
         record: &mut Vec<u8>,
     ) -> Result<Answer, HandlerError> {
-        if let Some(reason) = self.shared.poison_reason() {
-            return Err(HandlerError::Unavailable { reason });
-        }
-        assert!(writes.is_empty(), "the write set is empty between writes");
         let now = app.world().now_ms();
         let records_before = state.group.ends.len();
         app.ensure_schedules(now, &mut state.tables, writes);
